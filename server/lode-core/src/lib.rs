@@ -1,0 +1,11 @@
+//! Protocol-free core of lode: structural chunking, link extraction, frontmatter, lexical query
+//! building and text utilities. Speaks byte offsets and plain data; knows nothing of LSP or SQLite.
+
+pub mod chunk;
+pub mod frontmatter;
+pub mod links;
+pub mod query;
+pub mod text;
+
+pub use chunk::{chunk_note, ChunkConfig, ChunkedNote, Passage, PassageKind};
+pub use text::NoteText;

@@ -1,0 +1,108 @@
+//! Lexical query building: turns a user's question into FTS5 MATCH expressions that can never be
+//! a syntax error and never carry operators the user did not mean.
+//!
+//! Terms are maximal runs of letters and digits, lower-cased; every term is emitted as a quoted
+//! FTS5 string, so `AND`, `NEAR`, `*`, `:`, quotes, parentheses and emoji in a question are text,
+//! not syntax. Question words and grammatical glue are dropped (they would make AND-mode demand
+//! words the notes need not contain).
+
+/// Words dropped from questions before AND/OR construction. Lower-case.
+pub const STOPWORDS: &[&str] = &[
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
+    "at", "be", "because", "been", "before", "being", "between", "both", "but", "by", "can",
+    "could", "did", "do", "does", "doing", "done", "during", "each", "either", "else", "ever",
+    "explain", "few", "find", "for", "from", "get", "give", "got", "had", "has", "have", "having",
+    "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
+    "just", "know", "let", "list", "me", "might", "more", "most", "much", "must", "my", "no",
+    "nor", "not", "of", "off", "on", "once", "one", "only", "or", "other", "our", "ours", "out",
+    "over", "please", "s", "say", "says", "shall", "she", "should", "show", "so", "some", "such",
+    "t", "tell", "than", "that", "the", "their", "theirs", "them", "then", "there", "these",
+    "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "very", "was",
+    "we", "were", "what", "whats", "when", "where", "whether", "which", "while", "who", "whom",
+    "whose", "why", "will", "with", "would", "you", "your", "yours",
+];
+
+pub fn is_stopword(term: &str) -> bool {
+    STOPWORDS.binary_search(&term).is_ok()
+}
+
+/// Content terms of a question, in first-seen order, deduplicated.
+pub fn terms(question: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for raw in question.split(|c: char| !c.is_alphanumeric()) {
+        if raw.is_empty() {
+            continue;
+        }
+        let t = raw.to_lowercase();
+        if is_stopword(&t) || out.contains(&t) {
+            continue;
+        }
+        out.push(t);
+    }
+    // A question made only of stopwords ("what is it?") still searches for something.
+    if out.is_empty() {
+        for raw in question.split(|c: char| !c.is_alphanumeric()).filter(|r| !r.is_empty()) {
+            let t = raw.to_lowercase();
+            if !out.contains(&t) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+fn quote(term: &str) -> String {
+    // Terms hold only alphanumerics, but quote-doubling keeps this safe for any input.
+    format!("\"{}\"", term.replace('"', "\"\""))
+}
+
+/// Every term must match (FTS5 implicit AND).
+pub fn and_query(terms: &[String]) -> Option<String> {
+    (!terms.is_empty()).then(|| terms.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" "))
+}
+
+/// Any term may match.
+pub fn or_query(terms: &[String]) -> Option<String> {
+    (!terms.is_empty()).then(|| terms.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" OR "))
+}
+
+/// Words of `text` that match a query term case-insensitively or by shared stem prefix, for
+/// highlighting; the store's FTS5 snippet is the primary highlighter, this serves plain text.
+pub fn matches_term(word: &str, terms: &[String]) -> bool {
+    let w = word.to_lowercase();
+    terms.iter().any(|t| w == *t || (t.len() >= 4 && w.starts_with(&t[..t.len() - 1])))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stopword_list_is_sorted_for_binary_search() {
+        let mut sorted = STOPWORDS.to_vec();
+        sorted.sort();
+        assert_eq!(sorted, STOPWORDS);
+    }
+
+    #[test]
+    fn operators_and_punctuation_become_plain_terms() {
+        let t = terms("What about \"redis\" AND NOT (failover* OR NEAR/3 col:x) 🚀?");
+        assert_eq!(t, ["redis", "failover", "near", "3", "col", "x"]);
+        assert_eq!(and_query(&t).unwrap(), r#""redis" "failover" "near" "3" "col" "x""#);
+        assert_eq!(or_query(&t[..2]).unwrap(), r#""redis" OR "failover""#);
+    }
+
+    #[test]
+    fn question_words_are_dropped_but_never_everything() {
+        assert_eq!(terms("tell me how to rotate the staging certs"), ["rotate", "staging", "certs"]);
+        assert_eq!(terms("what is it?"), ["what", "is", "it"]);
+        assert!(terms("🚀 ()*").is_empty());
+        assert_eq!(and_query(&[]), None);
+    }
+
+    #[test]
+    fn non_latin_terms_are_kept() {
+        assert_eq!(terms("Combien de temps a duré la panne ?"), ["combien", "de", "temps", "duré", "la", "panne"]);
+        assert_eq!(terms("日本語 edition"), ["日本語", "edition"]);
+    }
+}

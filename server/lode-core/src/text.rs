@@ -1,0 +1,132 @@
+//! Text utilities: decoding note bytes (lossily when they are not UTF-8) while keeping every
+//! offset in the raw bytes, line numbers, and whitespace normalisation.
+
+use std::ops::Range;
+
+/// A note's bytes decoded for parsing. When the bytes are valid UTF-8, `text` is the bytes and the
+/// offset maps are the identity. Otherwise each invalid sequence becomes U+FFFD in `text`, and
+/// [`NoteText::to_raw`] maps offsets in `text` back to offsets in the raw bytes.
+///
+/// Invariant: every range lode stores or reports is a range of the *raw* version bytes.
+#[derive(Debug, Clone)]
+pub struct NoteText {
+    pub text: String,
+    /// `(text_offset, raw_offset)` at the start of every segment after a replacement; empty when
+    /// the bytes were valid UTF-8.
+    segments: Vec<(usize, usize)>,
+}
+
+impl NoteText {
+    pub fn decode(raw: &[u8]) -> NoteText {
+        match std::str::from_utf8(raw) {
+            Ok(s) => NoteText { text: s.to_owned(), segments: Vec::new() },
+            Err(_) => {
+                let mut text = String::with_capacity(raw.len() + 16);
+                let mut segments = vec![(0, 0)];
+                let mut raw_pos = 0;
+                for chunk in raw.utf8_chunks() {
+                    text.push_str(chunk.valid());
+                    raw_pos += chunk.valid().len();
+                    if !chunk.invalid().is_empty() {
+                        text.push(char::REPLACEMENT_CHARACTER);
+                        raw_pos += chunk.invalid().len();
+                        segments.push((text.len(), raw_pos));
+                    }
+                }
+                NoteText { text, segments }
+            }
+        }
+    }
+
+    /// Whether decoding replaced invalid bytes.
+    pub fn is_lossy(&self) -> bool {
+        !self.segments.is_empty()
+    }
+
+    /// Maps an offset in `text` (on a char boundary) to the raw bytes.
+    pub fn to_raw(&self, offset: usize) -> usize {
+        if self.segments.is_empty() {
+            return offset;
+        }
+        let i = self.segments.partition_point(|&(t, _)| t <= offset) - 1;
+        let (t, r) = self.segments[i];
+        r + (offset - t)
+    }
+
+    pub fn range_to_raw(&self, range: Range<usize>) -> Range<usize> {
+        self.to_raw(range.start)..self.to_raw(range.end)
+    }
+}
+
+/// 1-based line number of a byte offset.
+pub fn line_of(bytes: &[u8], offset: usize) -> usize {
+    let end = offset.min(bytes.len());
+    1 + bytes[..end].iter().filter(|&&b| b == b'\n').count()
+}
+
+/// Collapses every run of whitespace to a single space and trims both ends.
+pub fn normalize_whitespace(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for word in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+    }
+    out
+}
+
+/// Approximate token count used to bound passage size: one per whitespace-separated word, and one
+/// per CJK character (scripts written without spaces would otherwise count as a single word).
+pub fn token_count(s: &str) -> usize {
+    s.split_whitespace()
+        .map(|w| w.chars().filter(|&c| is_cjk(c)).count().max(1))
+        .sum()
+}
+
+pub fn is_cjk(c: char) -> bool {
+    matches!(c as u32,
+        0x3040..=0x30FF | 0x3400..=0x4DBF | 0x4E00..=0x9FFF | 0xAC00..=0xD7AF | 0xF900..=0xFAFF
+        | 0x20000..=0x2FA1F)
+}
+
+/// The largest char boundary of `s` that is `<= i`.
+pub fn floor_char_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lossy_offsets_map_back_to_raw_bytes() {
+        let raw = b"ab\xffcd\xe2\x82xyz";
+        let nt = NoteText::decode(raw);
+        assert!(nt.is_lossy());
+        assert_eq!(nt.text, "ab\u{FFFD}cd\u{FFFD}xyz");
+        let x = nt.text.find('x').unwrap();
+        assert_eq!(&raw[nt.to_raw(x)..], b"xyz");
+        let c = nt.text.find('c').unwrap();
+        assert_eq!(&raw[nt.range_to_raw(c..c + 2)], b"cd");
+        assert_eq!(nt.to_raw(0), 0);
+        assert_eq!(nt.to_raw(nt.text.len()), raw.len());
+    }
+
+    #[test]
+    fn valid_utf8_is_identity() {
+        let nt = NoteText::decode("héllo".as_bytes());
+        assert!(!nt.is_lossy());
+        assert_eq!(nt.to_raw(3), 3);
+    }
+
+    #[test]
+    fn token_count_counts_cjk_characters() {
+        assert_eq!(token_count("hello  world"), 2);
+        assert_eq!(token_count("日本語 text"), 4);
+    }
+}
