@@ -1,0 +1,37 @@
+//! Schema migrations: numbered SQL files from `migrations/`, applied forward only at open, each
+//! in its own transaction. `PRAGMA user_version` records the schema version.
+
+use rusqlite::Connection;
+
+/// `(version, sql)`, in order. Version N is the N-th file.
+const MIGRATIONS: &[(i64, &str)] = &[(1, include_str!("../../../migrations/0001_init.sql"))];
+
+pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;
+
+pub(crate) enum Outcome {
+    UpToDate,
+    Migrated,
+    TooNew { found: i64 },
+}
+
+pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Outcome> {
+    let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if found > SCHEMA_VERSION {
+        return Ok(Outcome::TooNew { found });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(Outcome::UpToDate);
+    }
+    for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
+        // Re-read inside the lock: another process may have migrated meanwhile.
+        let now: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if now >= *version {
+            continue;
+        }
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", version)?;
+        tx.commit()?;
+    }
+    Ok(Outcome::Migrated)
+}

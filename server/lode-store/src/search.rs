@@ -1,0 +1,149 @@
+//! Lexical search: BM25 over head passages through FTS5. AND-mode over all content terms first;
+//! when that finds fewer hits than asked for, OR-mode over the few most selective terms fills the
+//! rest (a natural-language question rarely has every word in one passage).
+
+use lode_core::query;
+use rusqlite::params;
+
+use crate::error::StoreError;
+use crate::store::Store;
+
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    pub limit: usize,
+    /// How many of the most selective terms OR-mode uses.
+    pub or_terms: usize,
+    /// BM25 weight of the heading column (note title + heading path) against the text column.
+    pub heading_weight: f64,
+    /// Fill up to `limit` with OR-mode hits after AND-mode ones (else OR only when AND is empty).
+    pub fill: bool,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        SearchOptions { limit: 10, or_terms: 5, heading_weight: 2.0, fill: true }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchMode {
+    /// Every content term is in the passage.
+    All,
+    /// Some of the most selective terms are.
+    Any,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Hit {
+    pub passage_id: i64,
+    pub note_id: i64,
+    pub path: String,
+    pub title: String,
+    pub version_id: String,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub kind: String,
+    pub heading: String,
+    /// BM25 relevance (higher is better); comparable only within one mode of one query.
+    pub score: f64,
+    pub mode: MatchMode,
+    /// The passage text around the matched terms, which are wrapped in « ».
+    pub snippet: String,
+    pub text: String,
+    pub parent_start: usize,
+    pub parent_end: usize,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SearchResult {
+    pub terms: Vec<String>,
+    /// Terms used by OR-mode, when it ran.
+    pub or_terms: Vec<String>,
+    pub hits: Vec<Hit>,
+}
+
+impl Store {
+    pub fn search(&self, question: &str, opts: &SearchOptions) -> Result<SearchResult, StoreError> {
+        let terms = query::terms(question);
+        let mut result = SearchResult { terms: terms.clone(), or_terms: Vec::new(), hits: Vec::new() };
+        if opts.limit == 0 {
+            return Ok(result);
+        }
+        let Some(and) = query::and_query(&terms) else { return Ok(result) };
+        result.hits = self.run(&and, opts.limit, opts, MatchMode::All)?;
+        let want_or = if opts.fill { result.hits.len() < opts.limit } else { result.hits.is_empty() };
+        if want_or && terms.len() > 1 {
+            let selective = self.most_selective(&terms, opts.or_terms)?;
+            if let Some(or) = query::or_query(&selective) {
+                let seen: std::collections::HashSet<i64> = result.hits.iter().map(|h| h.passage_id).collect();
+                let extra = self.run(&or, opts.limit + seen.len(), opts, MatchMode::Any)?;
+                let room = opts.limit - result.hits.len();
+                result.hits.extend(extra.into_iter().filter(|h| !seen.contains(&h.passage_id)).take(room));
+            }
+            result.or_terms = selective;
+        }
+        Ok(result)
+    }
+
+    /// The `k` terms that occur in the fewest passages (terms occurring nowhere are dropped).
+    fn most_selective(&self, terms: &[String], k: usize) -> Result<Vec<String>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?1")
+            .map_err(|e| self.err(e))?;
+        let mut counted = Vec::with_capacity(terms.len());
+        for (i, t) in terms.iter().enumerate() {
+            let Some(q) = query::and_query(std::slice::from_ref(t)) else { continue };
+            let n: i64 = st.query_row([q], |r| r.get(0)).map_err(|e| self.err(e))?;
+            if n > 0 {
+                counted.push((n, i, t.clone()));
+            }
+        }
+        counted.sort();
+        counted.truncate(k.max(1));
+        counted.sort_by_key(|(_, i, _)| *i);
+        Ok(counted.into_iter().map(|(_, _, t)| t).collect())
+    }
+
+    fn run(&self, fts_query: &str, limit: usize, opts: &SearchOptions, mode: MatchMode) -> Result<Vec<Hit>, StoreError> {
+        let sql = format!(
+            "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
+                    bm25(passages_fts, {hw:.3}, 1.0) AS s,
+                    snippet(passages_fts, 1, '«', '»', '…', 24), p.text, p.parent_start, p.parent_end
+             FROM passages_fts
+             JOIN passages p ON p.id = passages_fts.rowid
+             JOIN notes n ON n.id = p.note_id
+             WHERE passages_fts MATCH ?1
+             ORDER BY s, p.id
+             LIMIT ?2",
+            hw = opts.heading_weight
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![fts_query, limit as i64], |r| {
+                Ok(Hit {
+                    passage_id: r.get(0)?,
+                    note_id: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    version_id: r.get(4)?,
+                    start: r.get::<_, i64>(5)? as usize,
+                    end: r.get::<_, i64>(6)? as usize,
+                    line: r.get::<_, i64>(7)? as usize,
+                    kind: r.get(8)?,
+                    heading: r.get(9)?,
+                    score: -r.get::<_, f64>(10)?,
+                    mode,
+                    snippet: r.get(11)?,
+                    text: r.get(12)?,
+                    parent_start: r.get::<_, i64>(13)? as usize,
+                    parent_end: r.get::<_, i64>(14)? as usize,
+                })
+            })
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+}

@@ -1,0 +1,577 @@
+//! The store proper: open (with migrations and clear errors), save a note as a new head version
+//! with its passages, FTS5 rows and links in one transaction, delete, rename, read back.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use lode_core::chunk::{chunk_note, ChunkConfig, ChunkedNote};
+use lode_core::links::LinkKind;
+use lode_core::text::line_of;
+use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBehavior};
+
+use crate::error::StoreError;
+use crate::migrate::{self, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    pub chunk: ChunkConfig,
+    /// How long a write waits for another process's lock before failing with `Locked`.
+    pub busy_timeout: Duration,
+    /// Open without creating or migrating; writes fail.
+    pub read_only: bool,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false }
+    }
+}
+
+pub struct Store {
+    pub(crate) conn: Connection,
+    pub(crate) path: PathBuf,
+    pub(crate) opts: StoreOptions,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SaveStatus {
+    Created,
+    Updated,
+    Unchanged,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SaveOutcome {
+    pub note_id: i64,
+    pub version_id: String,
+    pub status: SaveStatus,
+    pub passages: usize,
+    /// The bytes were not valid UTF-8 and were indexed with replacement characters.
+    pub lossy: bool,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct NoteInfo {
+    pub id: i64,
+    pub path: String,
+    pub title: String,
+    pub head_version: Option<String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct PassageRow {
+    pub id: i64,
+    pub note_id: i64,
+    pub version_id: String,
+    pub ordinal: i64,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub kind: String,
+    pub heading: String,
+    pub parent_start: usize,
+    pub parent_end: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Stats {
+    pub notes: i64,
+    pub deleted_notes: i64,
+    pub versions: i64,
+    pub passages: i64,
+    pub links: i64,
+    pub unresolved_links: i64,
+    pub lossy_notes: i64,
+    pub db_bytes: u64,
+    pub schema_version: i64,
+}
+
+pub(crate) fn now_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
+}
+
+fn stem_of(path: &str) -> String {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let stem = name.rsplit_once('.').map_or(name, |(s, _)| s);
+    stem.to_lowercase()
+}
+
+/// Resolves `target` relative to the directory of `src` into a normalised vault-relative path.
+fn join_relative(src: &str, target: &str) -> String {
+    let mut parts: Vec<&str> = if target.starts_with('/') {
+        Vec::new()
+    } else {
+        src.split('/').collect::<Vec<_>>()
+    };
+    parts.pop(); // the source file name (no-op for absolute targets)
+    for seg in target.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    parts.join("/")
+}
+
+/// The key a link is resolved by: see `links.target_key` in the schema.
+fn link_key(src_path: &str, kind: LinkKind, target: &str) -> String {
+    if target.contains("://") || target.starts_with("mailto:") {
+        return target.to_owned();
+    }
+    match kind {
+        LinkKind::Markdown => join_relative(src_path, target),
+        LinkKind::Wiki => target.trim().trim_end_matches(".md").to_lowercase(),
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// A locked, corrupt or newer-schema file is refused with an error naming it; nothing is
+    /// ever re-created over an existing file.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        if !opts.read_only {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+            }
+        }
+        let flags = if opts.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let err = |e| StoreError::from_sqlite(path, e);
+        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        conn.busy_timeout(opts.busy_timeout).map_err(err)?;
+        // Reading the schema version is the first touch of the file: a corrupt or foreign file
+        // fails here, before anything is written.
+        let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(err)?;
+        if found > migrate::SCHEMA_VERSION {
+            return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
+        }
+        if !opts.read_only {
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
+            if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+                tracing_free_warn(&format!("{}: journal mode is {mode}, not WAL", path.display()));
+            }
+            conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;").map_err(err)?;
+            match migrate::migrate(&mut conn).map_err(err)? {
+                Outcome::TooNew { found } => {
+                    return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
+                }
+                Outcome::UpToDate | Outcome::Migrated => {}
+            }
+        } else if found < migrate::SCHEMA_VERSION {
+            return Err(StoreError::Corrupt {
+                path: path.to_path_buf(),
+                detail: format!("schema version {found}; run `lode index` once to create or upgrade it"),
+            });
+        }
+        // A quick structural check catches files that open but whose pages are damaged.
+        let ok: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0)).map_err(err)?;
+        if ok != "ok" {
+            return Err(StoreError::Corrupt { path: path.to_path_buf(), detail: ok });
+        }
+        Ok(Store { conn, path: path.to_path_buf(), opts })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn options(&self) -> &StoreOptions {
+        &self.opts
+    }
+
+    pub(crate) fn err(&self, e: rusqlite::Error) -> StoreError {
+        StoreError::from_sqlite(&self.path, e)
+    }
+
+    /// Head version id of the note at `path`, if it exists and is not deleted.
+    pub fn head_of(&self, path: &str) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row("SELECT head_version FROM notes WHERE path = ?1", [path], |r| r.get::<_, Option<String>>(0))
+            .optional()
+            .map(Option::flatten)
+            .map_err(|e| self.err(e))
+    }
+
+    /// Saves `bytes` as the new head of the note at `path` (creating the note if needed), and
+    /// replaces its passages, FTS5 rows and links — all in one transaction. Unchanged bytes
+    /// make no new version.
+    pub fn save_note(&mut self, path: &str, bytes: &[u8]) -> Result<SaveOutcome, StoreError> {
+        let vid = crate::version_id(bytes);
+        let existing: Option<(i64, Option<String>)> = self
+            .conn
+            .query_row("SELECT id, head_version FROM notes WHERE path = ?1", [path], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        if let Some((id, Some(head))) = &existing {
+            if *head == vid {
+                let passages: i64 = self
+                    .conn
+                    .query_row("SELECT count(*) FROM passages WHERE note_id = ?1", [id], |r| r.get(0))
+                    .map_err(|e| self.err(e))?;
+                return Ok(SaveOutcome {
+                    note_id: *id,
+                    version_id: vid,
+                    status: SaveStatus::Unchanged,
+                    passages: passages as usize,
+                    lossy: std::str::from_utf8(bytes).is_err(),
+                });
+            }
+        }
+        let chunked = chunk_note(bytes, &self.opts.chunk);
+        let path_buf = self.path.clone();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
+        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some())
+            .and_then(|o| tx.commit().map(|_| o))
+            .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
+        Ok(out)
+    }
+
+    /// Marks the note deleted: its passages and outgoing links leave the index, its versions stay.
+    pub fn delete_note(&mut self, path: &str) -> Result<bool, StoreError> {
+        let path_buf = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path_buf, e);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let id: Option<i64> = tx
+            .query_row("SELECT id FROM notes WHERE path = ?1 AND head_version IS NOT NULL", [path], |r| r.get(0))
+            .optional()
+            .map_err(e)?;
+        let Some(id) = id else { return Ok(false) };
+        tx.execute("UPDATE notes SET head_version = NULL, updated_at = ?2 WHERE id = ?1", params![id, now_ms()]).map_err(e)?;
+        tx.execute("DELETE FROM passages WHERE note_id = ?1", [id]).map_err(e)?;
+        tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
+        tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
+        tx.commit().map_err(e)?;
+        Ok(true)
+    }
+
+    /// Moves a note to a new path, keeping its id, history and passages.
+    pub fn rename_note(&mut self, from: &str, to: &str) -> Result<(), StoreError> {
+        let path_buf = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path_buf, e);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let id: i64 = tx
+            .query_row("SELECT id FROM notes WHERE path = ?1", [from], |r| r.get(0))
+            .optional()
+            .map_err(e)?
+            .ok_or_else(|| StoreError::UnknownNote(from.to_owned()))?;
+        let taken: Option<(i64, Option<String>)> = tx
+            .query_row("SELECT id, head_version FROM notes WHERE path = ?1", [to], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()
+            .map_err(e)?;
+        match taken {
+            Some((_, Some(_))) => return Err(StoreError::PathTaken(to.to_owned())),
+            // A deleted note's old path is reused: give that history row a tombstone path.
+            Some((old, None)) => {
+                tx.execute("UPDATE notes SET path = path || '#deleted-' || id WHERE id = ?1", [old]).map_err(e)?;
+            }
+            None => {}
+        }
+        tx.execute(
+            "UPDATE notes SET path = ?2, stem = ?3, updated_at = ?4 WHERE id = ?1",
+            params![id, to, stem_of(to), now_ms()],
+        )
+        .map_err(e)?;
+        // Links written against the old path no longer name this note; links naming the new one do.
+        tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
+        resolve_incoming(&tx, id, to).map_err(e)?;
+        // Outgoing markdown links are relative to the note's folder: re-key them.
+        let mut rows: Vec<(i64, String, String)> = Vec::new();
+        {
+            let mut st = tx.prepare("SELECT rowid, kind, target FROM links WHERE src_note = ?1").map_err(e)?;
+            let it = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(e)?;
+            for row in it {
+                rows.push(row.map_err(e)?);
+            }
+        }
+        for (rowid, kind, target) in rows {
+            let kind = if kind == "wiki" { LinkKind::Wiki } else { LinkKind::Markdown };
+            let key = link_key(to, kind, &target);
+            let resolved = resolve_key(&tx, kind, &key).map_err(e)?;
+            tx.execute("UPDATE links SET target_key = ?2, target_note = ?3 WHERE rowid = ?1", params![rowid, key, resolved])
+                .map_err(e)?;
+        }
+        tx.commit().map_err(e)?;
+        Ok(())
+    }
+
+    /// Live notes (with a head version), by path.
+    pub fn notes(&self) -> Result<Vec<NoteInfo>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// The stored bytes of a version.
+    pub fn version_body(&self, version_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.conn
+            .query_row("SELECT body FROM versions WHERE id = ?1", [version_id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Version ids of a note, oldest first.
+    pub fn history(&self, path: &str) -> Result<Vec<String>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT v.version_id FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE n.path = ?1 ORDER BY v.seq",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([path], |r| r.get(0))
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// Passages of the head version of the note at `path`, in order.
+    pub fn passages_of(&self, path: &str) -> Result<Vec<PassageRow>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.start, p.end, p.line, p.kind, p.heading,
+                        p.parent_start, p.parent_end, p.text
+                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE n.path = ?1 ORDER BY p.ordinal",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([path], |r| {
+                Ok(PassageRow {
+                    id: r.get(0)?,
+                    note_id: r.get(1)?,
+                    version_id: r.get(2)?,
+                    ordinal: r.get(3)?,
+                    start: r.get::<_, i64>(4)? as usize,
+                    end: r.get::<_, i64>(5)? as usize,
+                    line: r.get::<_, i64>(6)? as usize,
+                    kind: r.get(7)?,
+                    heading: r.get(8)?,
+                    parent_start: r.get::<_, i64>(9)? as usize,
+                    parent_end: r.get::<_, i64>(10)? as usize,
+                    text: r.get(11)?,
+                })
+            })
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// Outgoing links of the note at `path`: `(kind, target, resolved target path)`.
+    pub fn links_of(&self, path: &str) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT l.kind, l.target, t.path FROM links l JOIN notes n ON n.id = l.src_note
+                 LEFT JOIN notes t ON t.id = l.target_note WHERE n.path = ?1 ORDER BY l.start",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// Resolves links whose target did not exist when they were written.
+    pub fn resolve_links(&mut self) -> Result<usize, StoreError> {
+        let path_buf = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path_buf, e);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let mut pending: Vec<(i64, String, String)> = Vec::new();
+        {
+            let mut st = tx.prepare("SELECT rowid, kind, target_key FROM links WHERE target_note IS NULL").map_err(e)?;
+            let it = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(e)?;
+            for row in it {
+                pending.push(row.map_err(e)?);
+            }
+        }
+        let mut n = 0;
+        for (rowid, kind, key) in pending {
+            let kind = if kind == "wiki" { LinkKind::Wiki } else { LinkKind::Markdown };
+            if let Some(id) = resolve_key(&tx, kind, &key).map_err(e)? {
+                tx.execute("UPDATE links SET target_note = ?2 WHERE rowid = ?1", params![rowid, id]).map_err(e)?;
+                n += 1;
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(n)
+    }
+
+    pub fn stats(&self) -> Result<Stats, StoreError> {
+        let q = |sql: &str| self.conn.query_row(sql, [], |r| r.get::<_, i64>(0)).map_err(|e| self.err(e));
+        let page_count = q("PRAGMA page_count")?;
+        let page_size = q("PRAGMA page_size")?;
+        let wal = std::fs::metadata(self.path.with_extension("db-wal")).map(|m| m.len()).unwrap_or(0);
+        Ok(Stats {
+            notes: q("SELECT count(*) FROM notes WHERE head_version IS NOT NULL")?,
+            deleted_notes: q("SELECT count(*) FROM notes WHERE head_version IS NULL")?,
+            versions: q("SELECT count(*) FROM versions")?,
+            passages: q("SELECT count(*) FROM passages")?,
+            links: q("SELECT count(*) FROM links")?,
+            unresolved_links: q("SELECT count(*) FROM links WHERE target_note IS NULL AND target_key NOT LIKE '%://%' AND target NOT LIKE 'mailto:%'")?,
+            lossy_notes: q("SELECT count(*) FROM notes n JOIN versions v ON v.id = n.head_version WHERE v.lossy = 1")?,
+            db_bytes: (page_count * page_size) as u64 + wal,
+            schema_version: q("PRAGMA user_version")?,
+        })
+    }
+}
+
+fn tracing_free_warn(msg: &str) {
+    eprintln!("warning: {msg}");
+}
+
+fn resolve_key(conn: &Connection, kind: LinkKind, key: &str) -> rusqlite::Result<Option<i64>> {
+    match kind {
+        LinkKind::Markdown => conn
+            .query_row(
+                "SELECT id FROM notes WHERE path IN (?1, ?1 || '.md') AND head_version IS NOT NULL LIMIT 1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional(),
+        LinkKind::Wiki => {
+            let stem = key.rsplit('/').next().unwrap_or(key);
+            conn.query_row(
+                "SELECT id FROM notes WHERE stem = ?2 AND head_version IS NOT NULL
+                   AND (lower(path) IN (?1, ?1 || '.md') OR instr(?1, '/') = 0)
+                 ORDER BY lower(path) IN (?1, ?1 || '.md') DESC, length(path), path LIMIT 1",
+                params![key, stem],
+                |r| r.get(0),
+            )
+            .optional()
+        }
+    }
+}
+
+/// Points unresolved links that name the note now at `path` to it.
+fn resolve_incoming(conn: &Connection, id: i64, path: &str) -> rusqlite::Result<()> {
+    let no_ext = path.strip_suffix(".md").unwrap_or(path);
+    let lower = path.to_lowercase();
+    let lower_no_ext = no_ext.to_lowercase();
+    conn.execute(
+        "UPDATE links SET target_note = ?1 WHERE target_note IS NULL AND (
+            (kind = 'markdown' AND target_key IN (?2, ?3)) OR
+            (kind = 'wiki' AND target_key IN (?4, ?5, ?6)))",
+        params![id, path, no_ext, stem_of(path), lower, lower_no_ext],
+    )?;
+    Ok(())
+}
+
+fn write_note(
+    tx: &Connection,
+    path: &str,
+    bytes: &[u8],
+    vid: &str,
+    note: &ChunkedNote,
+    existed: bool,
+) -> rusqlite::Result<SaveOutcome> {
+    let now = now_ms();
+    tx.prepare_cached("INSERT OR IGNORE INTO versions (id, body, size, lossy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![vid, bytes, bytes.len() as i64, note.lossy, now])?;
+
+    let title = note.title.clone().unwrap_or_else(|| {
+        let name = path.rsplit('/').next().unwrap_or(path);
+        name.rsplit_once('.').map_or(name, |(s, _)| s).to_owned()
+    });
+    let meta = serde_json::Value::Object(
+        note.meta.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
+    )
+    .to_string();
+    let (id, created) = if existed {
+        let id: i64 = tx.query_row(
+            "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5 WHERE path = ?1 RETURNING id",
+            params![path, vid, title, meta, now],
+            |r| r.get(0),
+        )?;
+        let was_deleted: bool = tx.query_row(
+            "SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)",
+            [id],
+            |r| r.get(0),
+        )?;
+        (id, was_deleted)
+    } else {
+        let id: i64 = tx.query_row(
+            "INSERT INTO notes (path, stem, title, head_version, meta, created_at, updated_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING id",
+            params![path, stem_of(path), title, vid, meta, now],
+            |r| r.get(0),
+        )?;
+        (id, true)
+    };
+    tx.prepare_cached(
+        "INSERT INTO note_versions (note_id, seq, version_id, path, created_at)
+         VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM note_versions WHERE note_id = ?1), ?2, ?3, ?4)",
+    )?
+    .execute(params![id, vid, path, now])?;
+
+    tx.prepare_cached("DELETE FROM passages WHERE note_id = ?1")?.execute([id])?;
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id,
+                               parent_start, parent_end, text)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+    )?;
+    // Line numbers are computed incrementally: passages are in document order.
+    let (mut line, mut at) = (1usize, 0usize);
+    for (ordinal, p) in note.passages.iter().enumerate() {
+        line += line_of(&bytes[at..p.range.start], p.range.start - at) - 1;
+        at = p.range.start;
+        let mut heading_parts: Vec<&str> = Vec::with_capacity(p.heading_path.len() + 1);
+        if p.heading_path.first().map(String::as_str) != Some(title.as_str()) {
+            heading_parts.push(&title);
+        }
+        heading_parts.extend(p.heading_path.iter().map(String::as_str));
+        let text = String::from_utf8_lossy(&bytes[p.range.clone()]);
+        ins.execute(params![
+            id,
+            vid,
+            ordinal as i64,
+            p.range.start as i64,
+            p.range.end as i64,
+            line as i64,
+            p.kind.as_str(),
+            heading_parts.join(" › "),
+            format!("{vid}:{}-{}", p.parent.start, p.parent.end),
+            p.parent.start as i64,
+            p.parent.end as i64,
+            text,
+        ])?;
+    }
+
+    tx.prepare_cached("DELETE FROM links WHERE src_note = ?1")?.execute([id])?;
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO links (src_note, kind, target, target_key, target_note, start, end) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?;
+    for l in &note.links {
+        let key = link_key(path, l.kind, &l.target);
+        let target = if l.is_external() { None } else { resolve_key(tx, l.kind, &key)? };
+        ins.execute(params![id, l.kind.as_str(), l.target, key, target, l.range.start as i64, l.range.end as i64])?;
+    }
+    if created {
+        resolve_incoming(tx, id, path)?;
+    }
+    Ok(SaveOutcome {
+        note_id: id,
+        version_id: vid.to_owned(),
+        status: if existed { SaveStatus::Updated } else { SaveStatus::Created },
+        passages: note.passages.len(),
+        lossy: note.lossy,
+    })
+}

@@ -1,0 +1,215 @@
+//! Vault indexing: walks a folder of markdown notes (respecting `.gitignore`), saves what changed,
+//! detects renames by content, marks vanished notes deleted, and reports what it skipped and why.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+
+use crate::error::StoreError;
+use crate::store::{SaveStatus, Store};
+
+pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct IndexOptions {
+    /// Files larger than this are skipped with a warning.
+    pub max_file_bytes: u64,
+    /// Whether vanished notes are marked deleted (off when indexing a subset).
+    pub delete_missing: bool,
+}
+
+impl Default for IndexOptions {
+    fn default() -> Self {
+        IndexOptions { max_file_bytes: DEFAULT_MAX_FILE_BYTES, delete_missing: true }
+    }
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Skipped {
+    pub path: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct IndexReport {
+    pub scanned: usize,
+    pub created: usize,
+    pub updated: usize,
+    pub unchanged: usize,
+    pub renamed: usize,
+    pub deleted: usize,
+    pub passages_written: usize,
+    /// Notes that were not valid UTF-8 and were indexed lossily (raw bytes kept as the version).
+    pub lossy: Vec<String>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Progress of a vault scan: `done` of `total` files, and the file just handled.
+pub struct Progress<'a> {
+    pub done: usize,
+    pub total: usize,
+    pub path: &'a str,
+}
+
+pub fn is_markdown(path: &Path) -> bool {
+    path.extension()
+        .and_then(|e| e.to_str())
+        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
+}
+
+/// A file looks binary when its first 8 KiB hold a NUL byte.
+pub fn looks_binary(bytes: &[u8]) -> bool {
+    bytes[..bytes.len().min(8192)].contains(&0)
+}
+
+/// Workspace-relative, '/'-separated path of `abs` under `root`.
+pub fn relative_path(root: &Path, abs: &Path) -> Option<String> {
+    let rel = abs.strip_prefix(root).ok()?;
+    let parts: Vec<String> = rel.components().map(|c| c.as_os_str().to_string_lossy().into_owned()).collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
+}
+
+/// Markdown files of the vault, sorted, honouring `.gitignore`/`.ignore` files (also outside a
+/// git repository) and skipping hidden folders such as `.git` and `.lode`.
+pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
+    let mut files = Vec::new();
+    let mut problems = Vec::new();
+    let walker = ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .follow_links(false)
+        .build();
+    for entry in walker {
+        match entry {
+            Ok(e) if e.file_type().is_some_and(|t| t.is_file()) && is_markdown(e.path()) => {
+                files.push(e.into_path())
+            }
+            Ok(_) => {}
+            Err(err) => problems.push(Skipped { path: String::new(), reason: err.to_string() }),
+        }
+    }
+    files.sort();
+    (files, problems)
+}
+
+struct Candidate {
+    rel: String,
+    abs: PathBuf,
+    vid: String,
+}
+
+/// Brings the store in line with the vault folder. A failure on one file is reported and the
+/// rest go on; a failure of the database itself stops the scan (what was committed stays).
+pub fn index_vault(
+    store: &mut Store,
+    root: &Path,
+    opts: &IndexOptions,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<IndexReport, StoreError> {
+    let mut report = IndexReport::default();
+    let (files, problems) = walk(root);
+    report.skipped.extend(problems);
+    report.scanned = files.len();
+
+    let live: HashMap<String, String> = store
+        .notes()?
+        .into_iter()
+        .filter_map(|n| n.head_version.map(|v| (n.path, v)))
+        .collect();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut changed: Vec<Candidate> = Vec::new();
+
+    // Pass 1: hash everything; unchanged notes cost a read and a hash, nothing else.
+    for abs in &files {
+        let Some(rel) = relative_path(root, abs) else { continue };
+        seen.insert(rel.clone());
+        let size = std::fs::metadata(abs).map(|m| m.len()).unwrap_or(0);
+        if size > opts.max_file_bytes {
+            report.skipped.push(Skipped {
+                path: rel,
+                reason: format!("{:.1} MB is over the {} MB limit", size as f64 / 1e6, opts.max_file_bytes / 1_000_000),
+            });
+            continue;
+        }
+        let bytes = match std::fs::read(abs) {
+            Ok(b) => b,
+            Err(e) => {
+                report.skipped.push(Skipped { path: rel, reason: format!("cannot read: {e}") });
+                continue;
+            }
+        };
+        if looks_binary(&bytes) {
+            report.skipped.push(Skipped { path: rel, reason: "binary content (NUL bytes)".into() });
+            continue;
+        }
+        let vid = crate::version_id(&bytes);
+        if live.get(&rel) == Some(&vid) {
+            report.unchanged += 1;
+            continue;
+        }
+        changed.push(Candidate { rel, abs: abs.clone(), vid });
+    }
+
+    // Renames: a new path whose bytes are the head of a note whose path vanished.
+    let mut vanished: HashMap<&str, &str> = HashMap::new();
+    if opts.delete_missing {
+        for (path, vid) in &live {
+            if !seen.contains(path) {
+                vanished.entry(vid.as_str()).or_insert(path.as_str());
+            }
+        }
+    }
+    let mut renamed_from: HashSet<String> = HashSet::new();
+    let total = changed.len();
+    let mut done = 0;
+    let mut rest = Vec::new();
+    for c in changed {
+        if !live.contains_key(&c.rel) {
+            if let Some(from) = vanished.remove(c.vid.as_str()) {
+                store.rename_note(from, &c.rel)?;
+                renamed_from.insert(from.to_owned());
+                report.renamed += 1;
+                done += 1;
+                progress(Progress { done, total, path: &c.rel });
+                continue;
+            }
+        }
+        rest.push(c);
+    }
+
+    // Pass 2: save what changed, one transaction per note.
+    for c in rest {
+        let bytes = match std::fs::read(&c.abs) {
+            Ok(b) => b,
+            Err(e) => {
+                report.skipped.push(Skipped { path: c.rel, reason: format!("cannot read: {e}") });
+                continue;
+            }
+        };
+        let out = store.save_note(&c.rel, &bytes)?;
+        match out.status {
+            SaveStatus::Created => report.created += 1,
+            SaveStatus::Updated => report.updated += 1,
+            SaveStatus::Unchanged => report.unchanged += 1,
+        }
+        if out.status != SaveStatus::Unchanged {
+            report.passages_written += out.passages;
+        }
+        if out.lossy {
+            report.lossy.push(c.rel.clone());
+        }
+        done += 1;
+        progress(Progress { done, total, path: &c.rel });
+    }
+
+    if opts.delete_missing {
+        for path in live.keys() {
+            if !seen.contains(path) && !renamed_from.contains(path) && store.delete_note(path)? {
+                report.deleted += 1;
+            }
+        }
+    }
+    store.resolve_links()?;
+    Ok(report)
+}

@@ -1,0 +1,247 @@
+//! Store tests against real SQLite files: versioning, head-only passages, FTS5 search safety,
+//! renames and deletes, links, and refusal of locked, corrupt or newer databases.
+
+use std::path::{Path, PathBuf};
+
+use lode_store::vault::{index_vault, IndexOptions};
+use lode_store::{SaveStatus, SearchOptions, Store, StoreError, StoreOptions};
+
+fn vault() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault")
+}
+
+fn open(dir: &Path) -> Store {
+    Store::open(&dir.join("lode.db"), StoreOptions::default()).unwrap()
+}
+
+fn paths(store: &Store, q: &str) -> Vec<String> {
+    store.search(q, &SearchOptions::default()).unwrap().hits.into_iter().map(|h| h.path).collect()
+}
+
+#[test]
+fn indexes_example_vault_with_exact_ranges() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let report = index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    assert_eq!(report.created, 13, "{report:?}");
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    // drafts/ is in the vault's .gitignore
+    assert!(store.notes().unwrap().iter().all(|n| !n.path.starts_with("drafts/")));
+    assert!(paths(&store, "zanzibarquux").is_empty());
+
+    for note in store.notes().unwrap() {
+        let body = store.version_body(note.head_version.as_deref().unwrap()).unwrap().unwrap();
+        assert_eq!(std::fs::read(vault().join(&note.path)).unwrap(), body, "version holds the exact bytes");
+        for p in store.passages_of(&note.path).unwrap() {
+            assert_eq!(&body[p.start..p.end], p.text.as_bytes(), "{}: body[range] is the passage text", note.path);
+            assert_eq!(p.version_id, note.head_version.clone().unwrap());
+            let line = 1 + body[..p.start].iter().filter(|&&b| b == b'\n').count();
+            assert_eq!(p.line, line);
+        }
+    }
+
+    // Second run: nothing changed, nothing written.
+    let again = index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    assert_eq!((again.created, again.updated, again.unchanged), (0, 0, 13));
+
+    let stats = store.stats().unwrap();
+    assert_eq!(stats.notes, 13);
+    assert_eq!(stats.versions, 13);
+    assert_eq!(stats.unresolved_links, 0, "every internal link in the example vault resolves");
+}
+
+#[test]
+fn finds_answers_in_the_example_vault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    let cases = [
+        ("How often are staging certificates rotated?", "runbooks/rotate-staging-certs.md"),
+        ("Which Redis eviction policy was chosen?", "decisions/adr-008-cache-eviction.md"),
+        ("what pool size for pgbouncer", "decisions/adr-007-postgres-connection-pooling.md"),
+        ("Combien de requêtes ont échoué pendant la panne ?", "notes/reunion-equipe-2026-02.md"),
+        ("日本語", "notes/reading-list.md"),
+    ];
+    for (q, want) in cases {
+        let got = paths(&store, q);
+        assert!(got.iter().take(3).any(|p| p == want), "{q}: {want} not in top 3 of {got:?}");
+    }
+    let r = store.search("How often are staging certificates rotated?", &SearchOptions::default()).unwrap();
+    assert!(r.hits[0].snippet.contains('«'), "snippet marks matched terms: {}", r.hits[0].snippet);
+}
+
+#[test]
+fn hostile_queries_never_error_or_change_meaning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    let hostile = [
+        "\"unbalanced quote", "redis*", "NEAR(redis failover)", "redis AND NOT failover", "a OR b",
+        "text:redis", "heading:runbook", "((((", ")))", "^redis", "redis + -failover", "🚀🔥 redis 🚀",
+        "", "   ", "*", "\"\"", "NOT", "AND OR NOT NEAR", "{redis failover}", "col:", "'; DROP TABLE notes; --",
+        "\u{0301}\u{0301}", "redis\u{0000}failover",
+    ];
+    for q in hostile {
+        let r = store.search(q, &SearchOptions::default());
+        assert!(r.is_ok(), "{q:?}: {r:?}");
+    }
+    // Operators are words, not syntax: "redis AND NOT failover" must not exclude failover notes.
+    let got = paths(&store, "redis AND NOT failover");
+    assert!(got.contains(&"runbooks/redis-failover.md".to_string()), "{got:?}");
+    assert_eq!(store.stats().unwrap().notes, 13, "the injection attempt did nothing");
+}
+
+#[test]
+fn natural_questions_fall_back_to_or_mode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    // No single passage has all of these words.
+    let r = store
+        .search("why did the certificate rotation at kestrel involve zebras and Route 53", &SearchOptions::default())
+        .unwrap();
+    assert!(!r.hits.is_empty());
+    assert!(!r.or_terms.is_empty() && r.or_terms.len() <= 5, "{:?}", r.or_terms);
+    assert!(!r.or_terms.contains(&"zebras".to_string()), "a term found nowhere is not selective, it is absent");
+}
+
+#[test]
+fn save_versions_heads_and_history() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let a = store.save_note("n.md", b"# N\n\nThe quorum is seven nodes.\n").unwrap();
+    assert_eq!(a.status, SaveStatus::Created);
+    assert_eq!(paths(&store, "quorum"), ["n.md"]);
+
+    let same = store.save_note("n.md", b"# N\n\nThe quorum is seven nodes.\n").unwrap();
+    assert_eq!(same.status, SaveStatus::Unchanged);
+    assert_eq!(store.history("n.md").unwrap().len(), 1, "unchanged bytes make no version");
+
+    let b = store.save_note("n.md", b"# N\n\nThe majority is five replicas.\n").unwrap();
+    assert_eq!(b.status, SaveStatus::Updated);
+    assert_eq!(b.note_id, a.note_id);
+    assert!(paths(&store, "quorum").is_empty(), "only heads are indexed");
+    assert_eq!(paths(&store, "replicas"), ["n.md"], "a just-saved note is findable at once");
+    let history = store.history("n.md").unwrap();
+    assert_eq!(history, [a.version_id.clone(), b.version_id.clone()]);
+    assert_eq!(store.version_body(&a.version_id).unwrap().unwrap(), b"# N\n\nThe quorum is seven nodes.\n");
+
+    // Reverting to old bytes reuses the version but records the revert in history.
+    store.save_note("n.md", b"# N\n\nThe quorum is seven nodes.\n").unwrap();
+    assert_eq!(store.history("n.md").unwrap().len(), 3);
+    assert_eq!(store.stats().unwrap().versions, 2);
+}
+
+#[test]
+fn delete_and_rename_keep_history_and_fix_links() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    store.save_note("a.md", b"Alpha links to [[b]] and [c](sub/c.md).\n").unwrap();
+    store.save_note("b.md", b"Bravo body.\n").unwrap();
+    store.save_note("sub/c.md", b"Charlie body, see [a](../a.md).\n").unwrap();
+    store.resolve_links().unwrap();
+    let links = store.links_of("a.md").unwrap();
+    assert_eq!(links[0].2.as_deref(), Some("b.md"));
+    assert_eq!(links[1].2.as_deref(), Some("sub/c.md"));
+    assert_eq!(store.links_of("sub/c.md").unwrap()[0].2.as_deref(), Some("a.md"));
+
+    assert!(store.delete_note("b.md").unwrap());
+    assert!(paths(&store, "bravo").is_empty());
+    assert_eq!(store.history("b.md").unwrap().len(), 1, "a deleted note keeps its versions");
+    assert_eq!(store.links_of("a.md").unwrap()[0].2, None);
+    store.save_note("b.md", b"Bravo is back.\n").unwrap();
+    assert_eq!(store.links_of("a.md").unwrap()[0].2.as_deref(), Some("b.md"), "revived note is linked again");
+    assert_eq!(store.history("b.md").unwrap().len(), 2);
+
+    store.rename_note("sub/c.md", "other/c2.md").unwrap();
+    assert_eq!(paths(&store, "charlie"), ["other/c2.md"]);
+    assert_eq!(store.links_of("a.md").unwrap()[1].2, None, "[c](sub/c.md) no longer names it");
+    assert_eq!(store.history("other/c2.md").unwrap().len(), 1);
+    assert!(matches!(store.rename_note("a.md", "b.md"), Err(StoreError::PathTaken(_))));
+}
+
+#[test]
+fn vault_rename_and_delete_are_detected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("v");
+    std::fs::create_dir_all(v.join("d")).unwrap();
+    std::fs::write(v.join("one.md"), "First note about walruses.\n").unwrap();
+    std::fs::write(v.join("d/two.md"), "Second note about narwhals.\n").unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &v, &IndexOptions::default(), |_| {}).unwrap();
+    let id = store.notes().unwrap().into_iter().find(|n| n.path == "one.md").unwrap().id;
+
+    std::fs::rename(v.join("one.md"), v.join("d/uno.md")).unwrap();
+    std::fs::remove_file(v.join("d/two.md")).unwrap();
+    let r = index_vault(&mut store, &v, &IndexOptions::default(), |_| {}).unwrap();
+    assert_eq!((r.renamed, r.deleted, r.created), (1, 1, 0), "{r:?}");
+    let uno = store.notes().unwrap().into_iter().find(|n| n.path == "d/uno.md").unwrap();
+    assert_eq!(uno.id, id, "a rename keeps the note id");
+    assert!(paths(&store, "narwhals").is_empty());
+    assert_eq!(store.history("d/two.md").unwrap().len(), 1);
+}
+
+#[test]
+fn bad_files_are_skipped_or_indexed_lossily() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("v");
+    std::fs::create_dir_all(&v).unwrap();
+    std::fs::write(v.join("latin1.md"), b"Caf\xe9 cr\xe8me notes about espresso.\n").unwrap();
+    std::fs::write(v.join("empty.md"), b"").unwrap();
+    std::fs::write(v.join("image.md"), b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR").unwrap();
+    std::fs::write(v.join("big.md"), vec![b'a'; 2_000_000]).unwrap();
+    std::fs::write(v.join("ok.md"), "fine\n").unwrap();
+    let mut store = open(tmp.path());
+    let opts = IndexOptions { max_file_bytes: 1_000_000, ..Default::default() };
+    let r = index_vault(&mut store, &v, &opts, |_| {}).unwrap();
+    let skipped: Vec<_> = r.skipped.iter().map(|s| s.path.as_str()).collect();
+    assert_eq!(skipped, ["big.md", "image.md"], "{:?}", r.skipped);
+    assert!(r.skipped[0].reason.contains("MB"));
+    assert_eq!(r.lossy, ["latin1.md"]);
+    assert_eq!(r.created, 3);
+    assert_eq!(paths(&store, "espresso"), ["latin1.md"]);
+    let head = store.head_of("latin1.md").unwrap().unwrap();
+    assert_eq!(store.version_body(&head).unwrap().unwrap(), b"Caf\xe9 cr\xe8me notes about espresso.\n", "raw bytes kept");
+}
+
+#[test]
+fn corrupt_database_is_refused_and_left_untouched() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    let junk: Vec<u8> = (0..20_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&db, &junk).unwrap();
+    let err = Store::open(&db, StoreOptions::default()).err().expect("corrupt file must be refused");
+    assert!(matches!(err, StoreError::Corrupt { .. }), "{err:?}");
+    assert!(err.to_string().contains(&db.display().to_string()), "{err}");
+    assert_eq!(std::fs::read(&db).unwrap(), junk, "nothing was re-created over it");
+}
+
+#[test]
+fn newer_schema_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    drop(Store::open(&db, StoreOptions::default()).unwrap());
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.pragma_update(None, "user_version", 99).unwrap();
+    drop(conn);
+    let err = Store::open(&db, StoreOptions::default()).err().unwrap();
+    assert!(matches!(err, StoreError::TooNew { found: 99, .. }), "{err:?}");
+    assert!(err.to_string().contains("upgrade lode"));
+}
+
+#[test]
+fn locked_database_gives_a_clear_error_and_keeps_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    let opts = StoreOptions { busy_timeout: std::time::Duration::from_millis(100), ..Default::default() };
+    let mut store = Store::open(&db, opts.clone()).unwrap();
+    store.save_note("a.md", b"kept text\n").unwrap();
+    let holder = rusqlite::Connection::open(&db).unwrap();
+    holder.execute_batch("BEGIN IMMEDIATE; INSERT INTO versions VALUES ('x', x'00', 1, 0, 0);").unwrap();
+    let err = store.save_note("b.md", b"blocked\n").unwrap_err();
+    assert!(matches!(err, StoreError::Locked { .. }), "{err:?}");
+    assert!(err.to_string().contains("locked by another process"));
+    holder.execute_batch("ROLLBACK").unwrap();
+    assert_eq!(paths(&store, "kept"), ["a.md"]);
+    store.save_note("b.md", b"now it goes through\n").unwrap();
+}
