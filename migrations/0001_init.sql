@@ -1,6 +1,12 @@
 -- lode schema v1: versioned notes, head-only passages, FTS5 lexical index, link edges.
 -- Applied by server/lode-store/src/migrate.rs inside one transaction; forward only.
 
+-- Store-wide settings that data depends on (e.g. the chunker settings passages were made with).
+CREATE TABLE meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
 -- Content-addressed bodies: id is the SHA-256 of the bytes, so identical bytes are stored once
 -- and a version id pins exact text forever.
 CREATE TABLE versions (
@@ -49,22 +55,23 @@ CREATE TABLE passages (
     parent_id    TEXT NOT NULL,               -- '<version>:<start>-<end>' of the parent block
     parent_start INTEGER NOT NULL,
     parent_end   INTEGER NOT NULL,
-    text         TEXT NOT NULL
+    text         TEXT NOT NULL,               -- exactly the version's bytes in [start, end)
+    body         TEXT NOT NULL                -- text as indexed: link destinations and URLs blanked
 );
 CREATE INDEX passages_note ON passages(note_id, ordinal);
 
 -- External-content FTS5 index over passages, kept in step by triggers.
 CREATE VIRTUAL TABLE passages_fts USING fts5(
-    heading, text,
+    heading, body,
     content = 'passages', content_rowid = 'id',
     tokenize = 'porter unicode61 remove_diacritics 2'
 );
 CREATE TRIGGER passages_ai AFTER INSERT ON passages BEGIN
-    INSERT INTO passages_fts(rowid, heading, text) VALUES (new.id, new.heading, new.text);
+    INSERT INTO passages_fts(rowid, heading, body) VALUES (new.id, new.heading, new.body);
 END;
 CREATE TRIGGER passages_ad AFTER DELETE ON passages BEGIN
-    INSERT INTO passages_fts(passages_fts, rowid, heading, text)
-        VALUES ('delete', old.id, old.heading, old.text);
+    INSERT INTO passages_fts(passages_fts, rowid, heading, body)
+        VALUES ('delete', old.id, old.heading, old.body);
 END;
 
 -- Link edges from the head version of a note. target_note is resolved when the target exists.

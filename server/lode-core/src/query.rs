@@ -26,15 +26,22 @@ pub fn is_stopword(term: &str) -> bool {
     STOPWORDS.binary_search(&term).is_ok()
 }
 
+/// Words that only shape a question after "how" ("how often", "how many"): dropped there, kept
+/// elsewhere ("a long outage").
+const AFTER_HOW: &[&str] = &["big", "far", "large", "long", "many", "much", "often", "old", "soon"];
+
 /// Content terms of a question, in first-seen order, deduplicated.
 pub fn terms(question: &str) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
+    let mut prev = String::new();
     for raw in question.split(|c: char| !c.is_alphanumeric()) {
         if raw.is_empty() {
             continue;
         }
         let t = raw.to_lowercase();
-        if is_stopword(&t) || out.contains(&t) {
+        let after_how = prev == "how" && AFTER_HOW.contains(&t.as_str());
+        prev = t.clone();
+        if after_how || is_stopword(&t) || out.contains(&t) {
             continue;
         }
         out.push(t);
@@ -95,6 +102,8 @@ mod tests {
     #[test]
     fn question_words_are_dropped_but_never_everything() {
         assert_eq!(terms("tell me how to rotate the staging certs"), ["rotate", "staging", "certs"]);
+        assert_eq!(terms("How often are certs rotated? How many?"), ["certs", "rotated"]);
+        assert_eq!(terms("a long outage"), ["long", "outage"]);
         assert_eq!(terms("what is it?"), ["what", "is", "it"]);
         assert!(terms("🚀 ()*").is_empty());
         assert_eq!(and_query(&[]), None);

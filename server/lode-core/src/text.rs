@@ -99,6 +99,75 @@ pub fn floor_char_boundary(s: &str, i: usize) -> usize {
     i
 }
 
+/// The text of a passage as the lexical index sees it: markdown link destinations (`](…)`), bare
+/// URLs and unlabelled wiki links (`[[note-name]]`) are blanked, so a list of links does not
+/// outrank the prose it points to. Link labels (`[label](…)`, `[[name|label]]`) stay.
+pub fn index_text(text: &str) -> String {
+    let unwikied;
+    let mut rest = text;
+    if text.contains("[[") {
+        unwikied = blank_wiki_links(text);
+        rest = &unwikied;
+    }
+    let mut out = String::with_capacity(text.len());
+    loop {
+        let dest = rest.find("](");
+        let url = rest.find("://");
+        match (dest, url) {
+            (Some(d), u) if u.is_none_or(|u| d < u) => {
+                out.push_str(&rest[..d + 1]);
+                let after = &rest[d + 2..];
+                match after.find(')') {
+                    Some(close) if !after[..close].contains('\n') => {
+                        out.push(' ');
+                        rest = &after[close + 1..];
+                    }
+                    _ => {
+                        out.push('(');
+                        rest = after;
+                    }
+                }
+            }
+            (_, Some(u)) => {
+                // Back up over the scheme, forward over the URL.
+                let start = rest[..u].rfind(|c: char| !c.is_ascii_alphanumeric() && c != '+').map_or(0, |i| i + 1);
+                let end = rest[u..]
+                    .find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | ']'))
+                    .map_or(rest.len(), |e| u + e);
+                out.push_str(&rest[..start]);
+                out.push(' ');
+                rest = &rest[end..];
+            }
+            _ => {
+                out.push_str(rest);
+                return out;
+            }
+        }
+    }
+}
+
+fn blank_wiki_links(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find("[[") {
+        let Some(close) = rest[open + 2..].find("]]") else { break };
+        let inner = &rest[open + 2..open + 2 + close];
+        out.push_str(&rest[..open]);
+        if inner.contains('\n') {
+            out.push_str("[[");
+            rest = &rest[open + 2..];
+            continue;
+        }
+        match inner.split_once('|') {
+            Some((_, label)) => out.push_str(label),
+            None => out.push(' '),
+        }
+        rest = &rest[open + 2 + close + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,6 +191,17 @@ mod tests {
         let nt = NoteText::decode("héllo".as_bytes());
         assert!(!nt.is_lossy());
         assert_eq!(nt.to_raw(3), 3);
+    }
+
+    #[test]
+    fn index_text_blanks_link_destinations_and_urls() {
+        assert_eq!(
+            index_text("See [the runbook](../runbooks/rotate.md) and https://example.com/a?b=c now, [[wiki-name]]."),
+            "See [the runbook]  and   now,  ."
+        );
+        assert_eq!(index_text("broken ](unclosed\n) text"), "broken ](unclosed\n) text");
+        assert_eq!(index_text("<https://x.y/z>"), "< >");
+        assert_eq!(index_text("a [[note|the label]] b [[x"), "a the label b [[x");
     }
 
     #[test]

@@ -21,7 +21,7 @@ pub struct SearchOptions {
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { limit: 10, or_terms: 5, heading_weight: 2.0, fill: true }
+        SearchOptions { limit: 10, or_terms: 12, heading_weight: 2.0, fill: true }
     }
 }
 
@@ -71,7 +71,9 @@ impl Store {
         if opts.limit == 0 {
             return Ok(result);
         }
-        let Some(and) = query::and_query(&terms) else { return Ok(result) };
+        // AND-mode asks for every term in the passage's own text: a note title carrying the
+        // question's words would otherwise qualify every passage of that note.
+        let Some(and) = query::and_query(&terms).map(|q| format!("{{body}} : ({q})")) else { return Ok(result) };
         result.hits = self.run(&and, opts.limit, opts, MatchMode::All)?;
         let want_or = if opts.fill { result.hits.len() < opts.limit } else { result.hits.is_empty() };
         if want_or && terms.len() > 1 {

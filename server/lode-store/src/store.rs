@@ -232,7 +232,7 @@ impl Store {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
-        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some())
+        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true)
             .and_then(|o| tx.commit().map(|_| o))
             .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
         Ok(out)
@@ -482,6 +482,7 @@ fn write_note(
     vid: &str,
     note: &ChunkedNote,
     existed: bool,
+    new_version: bool,
 ) -> rusqlite::Result<SaveOutcome> {
     let now = now_ms();
     tx.prepare_cached("INSERT OR IGNORE INTO versions (id, body, size, lossy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
@@ -516,17 +517,19 @@ fn write_note(
         )?;
         (id, true)
     };
-    tx.prepare_cached(
-        "INSERT INTO note_versions (note_id, seq, version_id, path, created_at)
-         VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM note_versions WHERE note_id = ?1), ?2, ?3, ?4)",
-    )?
-    .execute(params![id, vid, path, now])?;
+    if new_version {
+        tx.prepare_cached(
+            "INSERT INTO note_versions (note_id, seq, version_id, path, created_at)
+             VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM note_versions WHERE note_id = ?1), ?2, ?3, ?4)",
+        )?
+        .execute(params![id, vid, path, now])?;
+    }
 
     tx.prepare_cached("DELETE FROM passages WHERE note_id = ?1")?.execute([id])?;
     let mut ins = tx.prepare_cached(
         "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id,
-                               parent_start, parent_end, text)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               parent_start, parent_end, text, body)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
     )?;
     // Line numbers are computed incrementally: passages are in document order.
     let (mut line, mut at) = (1usize, 0usize);
@@ -552,6 +555,7 @@ fn write_note(
             p.parent.start as i64,
             p.parent.end as i64,
             text,
+            lode_core::text::index_text(&text),
         ])?;
     }
 
@@ -574,4 +578,51 @@ fn write_note(
         passages: note.passages.len(),
         lossy: note.lossy,
     })
+}
+
+impl Store {
+    fn chunk_fingerprint(&self) -> String {
+        serde_json::to_string(&self.opts.chunk).unwrap_or_default()
+    }
+
+    /// Whether passages were made with other chunker settings than this store's.
+    pub fn chunking_changed(&self) -> Result<bool, StoreError> {
+        let stored: Option<String> = self
+            .conn
+            .query_row("SELECT value FROM meta WHERE key = 'chunk_config'", [], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(stored.is_some_and(|s| s != self.chunk_fingerprint()))
+    }
+
+    /// Records the chunker settings the passages were made with.
+    pub fn record_chunking(&self) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "INSERT INTO meta (key, value) VALUES ('chunk_config', ?1) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                [self.chunk_fingerprint()],
+            )
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
+    /// Re-chunks the head version of every live note (after a change of chunker settings),
+    /// without making new versions. One transaction per note.
+    pub fn rechunk_heads(&mut self, mut progress: impl FnMut(usize, usize)) -> Result<usize, StoreError> {
+        let notes = self.notes()?;
+        let total = notes.len();
+        for (i, n) in notes.iter().enumerate() {
+            let Some(vid) = &n.head_version else { continue };
+            let Some(body) = self.version_body(vid)? else { continue };
+            let chunked = chunk_note(&body, &self.opts.chunk);
+            let path_buf = self.path.clone();
+            let e = |e| StoreError::from_sqlite(&path_buf, e);
+            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+            write_note(&tx, &n.path, &body, vid, &chunked, true, false).map_err(e)?;
+            tx.commit().map_err(e)?;
+            progress(i + 1, total);
+        }
+        self.record_chunking()?;
+        Ok(total)
+    }
 }

@@ -38,6 +38,8 @@ pub struct IndexReport {
     pub renamed: usize,
     pub deleted: usize,
     pub passages_written: usize,
+    /// Notes whose head was re-chunked because the chunker settings changed.
+    pub rechunked: usize,
     /// Notes that were not valid UTF-8 and were indexed lossily (raw bytes kept as the version).
     pub lossy: Vec<String>,
     pub skipped: Vec<Skipped>,
@@ -108,6 +110,9 @@ pub fn index_vault(
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<IndexReport, StoreError> {
     let mut report = IndexReport::default();
+    if store.chunking_changed()? {
+        report.rechunked = store.rechunk_heads(|done, total| progress(Progress { done, total, path: "" }))?;
+    }
     let (files, problems) = walk(root);
     report.skipped.extend(problems);
     report.scanned = files.len();
@@ -211,5 +216,6 @@ pub fn index_vault(
         }
     }
     store.resolve_links()?;
+    store.record_chunking()?;
     Ok(report)
 }

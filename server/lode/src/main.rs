@@ -1,1 +1,64 @@
-fn main(){}
+//! The `lode` command: index a vault, search it, report on it, evaluate and benchmark retrieval.
+
+mod cmd;
+mod config;
+mod progress;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "lode", version, about = "Ask your markdown notes; every citation checked against the text it quotes")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Clone)]
+pub struct VaultArgs {
+    /// The vault: a folder of markdown notes [default: the current directory]
+    #[arg(long, global = true, value_name = "DIR")]
+    pub vault: Option<PathBuf>,
+    /// The database [default: <vault>/.lode/lode.db]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub db: Option<PathBuf>,
+    /// Print JSON for scripts instead of text
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Index the vault: new and changed notes, renames and deletions
+    Index(cmd::index::IndexArgs),
+    /// Search passages (BM25 over head versions)
+    Search(cmd::search::SearchArgs),
+    /// Show what the index holds
+    Stats(cmd::stats::StatsArgs),
+    /// Measure retrieval quality on a BEIR-format data set
+    #[command(subcommand)]
+    Eval(cmd::eval::EvalCommand),
+    /// Performance benchmarks (run a release build)
+    #[command(subcommand)]
+    Bench(cmd::bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Index(a) => cmd::index::run(a),
+        Command::Search(a) => cmd::search::run(a),
+        Command::Stats(a) => cmd::stats::run(a),
+        Command::Eval(c) => cmd::eval::run(c),
+        Command::Bench(c) => cmd::bench::run(c),
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! `lode bench lexical`: the foundation's performance figures on a BEIR corpus written out as a
+//! vault — cold index (separate processes), re-save latency by note size, in-process search
+//! latency, whole `lode search` processes, empty answers, and lexical nDCG@10. Medians first.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use lode_store::{SearchOptions, Store};
+
+use super::eval::{default_work_dir, evaluate_lexical, load_beir, percentile, write_vault};
+use crate::config::Config;
+
+#[derive(Subcommand)]
+pub enum BenchCommand {
+    /// Index, re-save and search figures on a BEIR corpus (e.g. ../shared/eval/scifact)
+    Lexical(LexicalArgs),
+}
+
+#[derive(Args)]
+pub struct LexicalArgs {
+    pub beir_dir: PathBuf,
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Cold index runs (each a fresh database, in a separate process)
+    #[arg(long, default_value_t = 3)]
+    pub index_runs: usize,
+    /// Saves timed per note size
+    #[arg(long, default_value_t = 300)]
+    pub saves: usize,
+    /// Whole `lode search` processes timed
+    #[arg(long, default_value_t = 60)]
+    pub processes: usize,
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn stats(mut v: Vec<f64>) -> serde_json::Value {
+    v.sort_by(f64::total_cmp);
+    serde_json::json!({"n": v.len(), "p50": percentile(&v, 50.0), "p99": percentile(&v, 99.0),
+                       "min": v.first(), "max": v.last()})
+}
+
+fn run_index_process(exe: &Path, vault: &Path) -> Result<(f64, serde_json::Value)> {
+    let t = Instant::now();
+    let out = Command::new(exe).args(["index", "--quiet", "--json", "--vault"]).arg(vault).output()?;
+    let wall = t.elapsed().as_secs_f64();
+    if !out.status.success() {
+        bail!("lode index failed: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok((wall, serde_json::from_slice(&out.stdout).context("lode index --json printed no JSON")?))
+}
+
+/// A note of about `size` bytes made of corpus text under headings.
+fn note_of_size(docs: &[(String, String, String)], size: usize, salt: usize) -> String {
+    let mut s = format!("# Bench note {salt}\n\n");
+    let mut i = salt;
+    while s.len() < size {
+        let (_, title, text) = &docs[i % docs.len()];
+        s.push_str(&format!("## {title}\n\n{text}\n\n"));
+        i += 1;
+    }
+    s.truncate(lode_core::text::floor_char_boundary(&s, size));
+    s
+}
+
+pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
+    let BenchCommand::Lexical(args) = cmd;
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; build with --release for representative figures");
+    }
+    let exe = std::env::current_exe()?;
+    let beir = load_beir(&args.beir_dir)?;
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir).with_extension("bench"));
+    let vault = work.join("vault");
+    let doc_of_path = write_vault(&beir, &vault)?;
+    let state = vault.join(".lode");
+
+    // 1. Cold index, each run from an empty database in a new process.
+    let mut walls = Vec::new();
+    let mut inner = Vec::new();
+    let mut rss = Vec::new();
+    for _ in 0..args.index_runs.max(1) {
+        if state.exists() {
+            std::fs::remove_dir_all(&state)?;
+        }
+        let (wall, report) = run_index_process(&exe, &vault)?;
+        walls.push(wall);
+        inner.push(report["seconds"].as_f64().unwrap_or(f64::NAN));
+        rss.push(report["peak_rss_mib"].as_f64().unwrap_or(f64::NAN));
+    }
+    let config = Config::load(&vault)?;
+    let db = state.join("lode.db");
+
+    // 2. Re-save latency by note size: each save changes the bytes (chunk + passages + FTS5 + commit).
+    let mut resave = serde_json::Map::new();
+    {
+        let mut store = Store::open(&db, config.store_options())?;
+        for size in [1_000usize, 10_000, 100_000] {
+            let a = note_of_size(&beir.docs, size, 1);
+            let b = note_of_size(&beir.docs, size, 2);
+            let n = if size >= 100_000 { (args.saves / 3).max(10) } else { args.saves };
+            let mut times = Vec::with_capacity(n);
+            for i in 0..n + 5 {
+                let body = format!("{}\n{i}\n", if i % 2 == 0 { &a } else { &b });
+                let t = Instant::now();
+                store.save_note(&format!("bench/resave-{size}.md"), body.as_bytes())?;
+                if i >= 5 {
+                    times.push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+            store.delete_note(&format!("bench/resave-{size}.md"))?;
+            resave.insert(format!("{}KB", size / 1000), stats(times));
+        }
+    }
+
+    // 3. In-process search over every query, and empties among the first 300 questions.
+    let store = Store::open(&db, config.store_options())?;
+    let opts = SearchOptions { limit: 10, ..config.search_options() };
+    let mut times = Vec::new();
+    let mut empty_300 = 0;
+    let mut empty_all = 0;
+    for (i, (_, q)) in beir.queries.iter().enumerate() {
+        let t = Instant::now();
+        let r = store.search(q, &opts)?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if r.hits.is_empty() {
+            empty_all += 1;
+            if i < 300 {
+                empty_300 += 1;
+            }
+        }
+    }
+    let search_in_process = stats(times);
+
+    // 4. Whole processes: start, open, query, print.
+    let mut proc_times = Vec::new();
+    for (_, q) in beir.queries.iter().take(args.processes) {
+        let t = Instant::now();
+        let out = Command::new(&exe).args(["search", "--json", "--limit", "10", "--vault"]).arg(&vault).arg(q).output()?;
+        proc_times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if !out.status.success() {
+            bail!("lode search failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+    }
+
+    // 5. Quality.
+    let m = evaluate_lexical(&store, &beir, &doc_of_path, &config.search_options(), None)?;
+
+    let v = serde_json::json!({
+        "corpus": args.beir_dir, "notes": beir.docs.len(), "queries": beir.queries.len(),
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "cold_index_s": stats(walls), "cold_index_inner_s": stats(inner), "index_peak_rss_mib": stats(rss),
+        "resave_ms": resave, "search_in_process_ms": search_in_process,
+        "search_process_ms": stats(proc_times),
+        "empty_results": {"first_300": empty_300, "all": empty_all},
+        "lexical": m,
+    });
+    if args.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}

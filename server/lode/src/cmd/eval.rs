@@ -1,0 +1,266 @@
+//! `lode eval retrieval`: nDCG@10, Recall@100 and MRR@10 on a BEIR-format folder
+//! (corpus.jsonl, queries.jsonl, qrels.tsv), one note per document (`# title`, then the text as
+//! one paragraph), ranking notes by their best passage.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Subcommand};
+use lode_store::vault::{index_vault, IndexOptions};
+use lode_store::{SearchOptions, Store};
+use serde::Deserialize;
+
+use crate::config::Config;
+use crate::progress::Progress;
+
+#[derive(Subcommand)]
+pub enum EvalCommand {
+    /// Retrieval quality (and latency) on a BEIR folder
+    Retrieval(RetrievalArgs),
+}
+
+#[derive(Args, Clone)]
+pub struct RetrievalArgs {
+    /// Folder with corpus.jsonl, queries.jsonl and qrels.tsv
+    pub beir_dir: PathBuf,
+    /// Where the generated vault and its index live (reused across runs)
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Evaluate only the first N judged queries
+    #[arg(long, value_name = "N")]
+    pub max_queries: Option<usize>,
+    #[arg(long)]
+    pub heading_weight: Option<f64>,
+    #[arg(long)]
+    pub or_terms: Option<usize>,
+    /// Only use OR-mode when AND-mode finds nothing (instead of filling up to the limit)
+    #[arg(long)]
+    pub no_fill: bool,
+    #[arg(long)]
+    pub max_tokens: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Deserialize)]
+struct Doc {
+    #[serde(rename = "_id")]
+    id: String,
+    #[serde(default)]
+    title: String,
+    text: String,
+}
+
+#[derive(Deserialize)]
+struct Query {
+    #[serde(rename = "_id")]
+    id: String,
+    text: String,
+}
+
+pub struct Beir {
+    pub docs: Vec<(String, String, String)>,
+    /// (query id, text), only queries with judgements, in file order.
+    pub queries: Vec<(String, String)>,
+    pub qrels: HashMap<String, HashMap<String, f64>>,
+}
+
+fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}: bad JSON line", path.display(), i + 1)))
+        .collect()
+}
+
+pub fn load_beir(dir: &Path) -> Result<Beir> {
+    let docs: Vec<Doc> = read_jsonl(&dir.join("corpus.jsonl"))?;
+    let queries: Vec<Query> = read_jsonl(&dir.join("queries.jsonl"))?;
+    let qrels_path = dir.join("qrels.tsv");
+    let qrels_text =
+        std::fs::read_to_string(&qrels_path).with_context(|| format!("cannot read {}", qrels_path.display()))?;
+    let mut qrels: HashMap<String, HashMap<String, f64>> = HashMap::new();
+    for (i, line) in qrels_text.lines().enumerate() {
+        let f: Vec<&str> = line.split('\t').collect();
+        if f.len() < 3 {
+            continue;
+        }
+        let Ok(score) = f[2].trim().parse::<f64>() else {
+            if i == 0 {
+                continue; // header
+            }
+            bail!("{}:{}: bad score {:?}", qrels_path.display(), i + 1, f[2]);
+        };
+        if score > 0.0 {
+            qrels.entry(f[0].to_owned()).or_default().insert(f[1].to_owned(), score);
+        }
+    }
+    let queries = queries.into_iter().filter(|q| qrels.contains_key(&q.id)).map(|q| (q.id, q.text)).collect();
+    Ok(Beir { docs: docs.into_iter().map(|d| (d.id, d.title, d.text)).collect(), queries, qrels })
+}
+
+/// File name of a corpus document's note.
+pub fn note_file(id: &str) -> String {
+    let safe: String = id.chars().map(|c| if c.is_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).collect();
+    format!("{safe}.md")
+}
+
+/// Writes one note per document (only files whose content changed are rewritten).
+pub fn write_vault(beir: &Beir, vault: &Path) -> Result<HashMap<String, String>> {
+    std::fs::create_dir_all(vault).with_context(|| format!("cannot create {}", vault.display()))?;
+    let mut by_path = HashMap::new();
+    for (id, title, text) in &beir.docs {
+        let file = note_file(id);
+        let body = if title.trim().is_empty() { format!("{text}\n") } else { format!("# {}\n\n{text}\n", title.trim()) };
+        let path = vault.join(&file);
+        if std::fs::read(&path).ok().as_deref() != Some(body.as_bytes()) {
+            std::fs::write(&path, body).with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        by_path.insert(file, id.clone());
+    }
+    Ok(by_path)
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Metrics {
+    pub queries: usize,
+    pub ndcg_at_10: f64,
+    pub recall_at_100: f64,
+    pub mrr_at_10: f64,
+    /// Queries for which nothing was returned.
+    pub empty: usize,
+    pub latency_ms_p50: f64,
+    pub latency_ms_p95: f64,
+    pub latency_ms_p99: f64,
+}
+
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return f64::NAN;
+    }
+    let idx = ((p / 100.0) * (sorted.len() - 1) as f64).round() as usize;
+    sorted[idx.min(sorted.len() - 1)]
+}
+
+fn ndcg(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64 {
+    let dcg: f64 = ranked
+        .iter()
+        .take(k)
+        .enumerate()
+        .map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2())
+        .sum();
+    let mut ideal: Vec<f64> = rel.values().copied().collect();
+    ideal.sort_by(|a, b| b.total_cmp(a));
+    let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, r)| r / ((i + 2) as f64).log2()).sum();
+    if idcg == 0.0 {
+        0.0
+    } else {
+        dcg / idcg
+    }
+}
+
+/// Ranks notes for every judged query with lexical search and scores the rankings.
+pub fn evaluate_lexical(
+    store: &Store,
+    beir: &Beir,
+    doc_of_path: &HashMap<String, String>,
+    opts: &SearchOptions,
+    max_queries: Option<usize>,
+) -> Result<Metrics> {
+    let queries: Vec<_> = beir.queries.iter().take(max_queries.unwrap_or(usize::MAX)).collect();
+    let mut latencies = Vec::with_capacity(queries.len());
+    let (mut ndcg_sum, mut recall_sum, mut mrr_sum, mut empty) = (0.0, 0.0, 0.0, 0);
+    // Enough passages to rank 100 distinct notes in nearly every case.
+    let passage_opts = SearchOptions { limit: 300, ..opts.clone() };
+    for (qid, text) in &queries {
+        let t = Instant::now();
+        let result = store.search(text, &passage_opts)?;
+        latencies.push(t.elapsed().as_secs_f64() * 1000.0);
+        let mut seen = HashSet::new();
+        let ranked: Vec<String> = result
+            .hits
+            .iter()
+            .filter_map(|h| doc_of_path.get(&h.path))
+            .filter(|d| seen.insert((*d).clone()))
+            .cloned()
+            .collect();
+        if ranked.is_empty() {
+            empty += 1;
+        }
+        let rel = &beir.qrels[qid];
+        ndcg_sum += ndcg(&ranked, rel, 10);
+        let found = ranked.iter().take(100).filter(|d| rel.contains_key(*d)).count();
+        recall_sum += found as f64 / rel.len() as f64;
+        if let Some(pos) = ranked.iter().take(10).position(|d| rel.contains_key(d)) {
+            mrr_sum += 1.0 / (pos + 1) as f64;
+        }
+    }
+    latencies.sort_by(f64::total_cmp);
+    let n = queries.len().max(1) as f64;
+    Ok(Metrics {
+        queries: queries.len(),
+        ndcg_at_10: ndcg_sum / n,
+        recall_at_100: recall_sum / n,
+        mrr_at_10: mrr_sum / n,
+        empty,
+        latency_ms_p50: percentile(&latencies, 50.0),
+        latency_ms_p95: percentile(&latencies, 95.0),
+        latency_ms_p99: percentile(&latencies, 99.0),
+    })
+}
+
+pub fn default_work_dir(beir_dir: &Path) -> PathBuf {
+    let name = beir_dir.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    std::env::temp_dir().join(format!("lode-eval-{}", name.unwrap_or_else(|| "beir".into())))
+}
+
+pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
+    let EvalCommand::Retrieval(args) = cmd;
+    let beir = load_beir(&args.beir_dir)?;
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir));
+    let vault = work.join("vault");
+    let doc_of_path = write_vault(&beir, &vault)?;
+
+    let mut config = Config::load(&vault)?;
+    if let Some(t) = args.max_tokens {
+        config.chunk.max_tokens = t;
+    }
+    let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
+    let mut progress = Progress::new(!args.json);
+    let report = index_vault(&mut store, &vault, &IndexOptions::default(), |p| {
+        progress.update("indexing", p.done, p.total, p.path)
+    })?;
+    progress.finish();
+    let mut opts = config.search_options();
+    if let Some(w) = args.heading_weight {
+        opts.heading_weight = w;
+    }
+    if let Some(k) = args.or_terms {
+        opts.or_terms = k;
+    }
+    opts.fill = !args.no_fill;
+    let m = evaluate_lexical(&store, &beir, &doc_of_path, &opts, args.max_queries)?;
+    if args.json {
+        let v = serde_json::json!({
+            "data": args.beir_dir, "notes": report.scanned, "mode": "lexical", "metrics": m,
+            "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill,
+                         "max_tokens": config.chunk.max_tokens},
+        });
+        println!("{v}");
+    } else {
+        println!("{} notes, {} judged queries ({})", report.scanned, m.queries, args.beir_dir.display());
+        println!("mode      nDCG@10  Recall@100  MRR@10  empty  p50 ms  p95 ms");
+        println!(
+            "lexical   {:.4}   {:.4}      {:.4}  {:>5}  {:>6.2}  {:>6.2}",
+            m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
+        );
+        if cfg!(debug_assertions) {
+            println!("(debug build: latencies are not representative; use a release build)");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

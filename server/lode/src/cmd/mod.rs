@@ -1,0 +1,63 @@
+//! One module per subcommand; each parses its flags, calls the store or core, and prints.
+
+pub mod bench;
+pub mod eval;
+pub mod index;
+pub mod search;
+pub mod stats;
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use lode_store::Store;
+
+use crate::config::{state_dir, Config};
+use crate::VaultArgs;
+
+/// A resolved vault: its folder, settings and database path.
+pub struct Vault {
+    pub root: PathBuf,
+    pub config: Config,
+    pub db: PathBuf,
+}
+
+impl Vault {
+    pub fn resolve(args: &VaultArgs) -> Result<Vault> {
+        let root = match &args.vault {
+            Some(v) => v.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        if !root.is_dir() {
+            bail!("vault {} is not a folder", root.display());
+        }
+        let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
+        let config = Config::load(&root)?;
+        let db = args.db.clone().unwrap_or_else(|| state_dir(&root).join("lode.db"));
+        Ok(Vault { root, config, db })
+    }
+
+    /// Opens the index, creating it if needed.
+    pub fn open_for_write(&self) -> Result<Store> {
+        Ok(Store::open(&self.db, self.config.store_options())?)
+    }
+
+    /// Opens an existing index; a missing one is an error that says how to make it.
+    pub fn open_existing(&self) -> Result<Store> {
+        if !self.db.exists() {
+            bail!(
+                "no index at {}; run `lode index --vault {}` first",
+                self.db.display(),
+                self.root.display()
+            );
+        }
+        self.open_for_write()
+    }
+}
+
+/// Peak resident memory of this process in MiB (Linux), for reports.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}

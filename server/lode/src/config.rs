@@ -1,0 +1,105 @@
+//! Settings: defaults, overridden by `<vault>/.lode/config.toml`, overridden by flags.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use lode_core::ChunkConfig;
+use lode_store::{SearchOptions, StoreOptions};
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    pub chunk: ChunkSection,
+    pub index: IndexSection,
+    pub search: SearchSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChunkSection {
+    /// Passage budget in tokens (words; CJK characters count one each).
+    pub max_tokens: usize,
+    /// Tokens shared by consecutive pieces of a split block.
+    pub overlap_tokens: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IndexSection {
+    /// Files over this many megabytes are skipped with a warning.
+    pub max_file_mb: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct SearchSection {
+    pub limit: usize,
+    /// How many of the rarest question terms the OR fallback uses.
+    pub or_terms: usize,
+    /// BM25 weight of note titles and headings relative to body text.
+    pub heading_weight: f64,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { chunk: ChunkSection::default(), index: IndexSection::default(), search: SearchSection::default() }
+    }
+}
+
+impl Default for ChunkSection {
+    fn default() -> Self {
+        let c = ChunkConfig::default();
+        ChunkSection { max_tokens: c.max_tokens, overlap_tokens: c.overlap_tokens }
+    }
+}
+
+impl Default for IndexSection {
+    fn default() -> Self {
+        IndexSection { max_file_mb: 10 }
+    }
+}
+
+impl Default for SearchSection {
+    fn default() -> Self {
+        let s = SearchOptions::default();
+        SearchSection { limit: s.limit, or_terms: s.or_terms, heading_weight: s.heading_weight }
+    }
+}
+
+/// Where a vault keeps lode's files.
+pub fn state_dir(vault: &Path) -> PathBuf {
+    vault.join(".lode")
+}
+
+impl Config {
+    /// Reads `<vault>/.lode/config.toml` when it exists.
+    pub fn load(vault: &Path) -> Result<Config> {
+        let path = state_dir(vault).join("config.toml");
+        match std::fs::read_to_string(&path) {
+            Ok(text) => toml::from_str(&text).with_context(|| format!("invalid settings in {}", path.display())),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+            Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        }
+    }
+
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            chunk: ChunkConfig {
+                max_tokens: self.chunk.max_tokens,
+                overlap_tokens: self.chunk.overlap_tokens,
+                ..ChunkConfig::default()
+            },
+            ..StoreOptions::default()
+        }
+    }
+
+    pub fn search_options(&self) -> SearchOptions {
+        SearchOptions {
+            limit: self.search.limit,
+            or_terms: self.search.or_terms,
+            heading_weight: self.search.heading_weight,
+            ..SearchOptions::default()
+        }
+    }
+}
