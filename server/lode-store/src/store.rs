@@ -626,3 +626,49 @@ impl Store {
         Ok(total)
     }
 }
+
+/// What `Store::verify` found; empty `problems` means consistent.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Verification {
+    pub problems: Vec<String>,
+}
+
+impl Store {
+    /// Full consistency check: SQLite integrity, FTS5 index against passages, and that every
+    /// passage belongs to its note's current head version (never a half-indexed one).
+    pub fn verify(&self) -> Result<Verification, StoreError> {
+        let mut problems = Vec::new();
+        let integrity: String = self.conn.query_row("PRAGMA integrity_check(1)", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        if integrity != "ok" {
+            problems.push(format!("sqlite integrity: {integrity}"));
+        }
+        if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('integrity-check', 1)", []) {
+            problems.push(format!("full-text index does not match passages: {e}"));
+        }
+        let stale: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE n.head_version IS NULL OR p.version_id != n.head_version",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if stale > 0 {
+            problems.push(format!("{stale} passages do not belong to their note's head version"));
+        }
+        let missing: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM notes n WHERE n.head_version IS NOT NULL
+                   AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.id = n.head_version)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if missing > 0 {
+            problems.push(format!("{missing} notes point at a missing version"));
+        }
+        Ok(Verification { problems })
+    }
+}

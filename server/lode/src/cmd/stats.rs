@@ -12,16 +12,24 @@ use crate::VaultArgs;
 pub struct StatsArgs {
     #[command(flatten)]
     pub vault: VaultArgs,
+    /// Also verify the database: SQLite integrity, full-text index, head-only passages
+    #[arg(long)]
+    pub check: bool,
 }
 
 pub fn run(args: StatsArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&args.vault)?;
     let store = vault.open_existing()?;
     let s = store.stats()?;
+    let check = if args.check { Some(store.verify()?) } else { None };
+    let failed = check.as_ref().is_some_and(|c| !c.problems.is_empty());
     if args.vault.json {
         let mut v = serde_json::to_value(&s)?;
         v["db"] = serde_json::json!(vault.db);
         v["vault"] = serde_json::json!(vault.root);
+        if let Some(c) = &check {
+            v["problems"] = serde_json::json!(c.problems);
+        }
         println!("{v}");
     } else {
         println!("vault            {}", vault.root.display());
@@ -34,6 +42,14 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
             println!("not UTF-8        {} notes indexed with replacement characters", s.lossy_notes);
         }
         println!("vectors          none (lexical index only)");
+        if let Some(c) = &check {
+            if c.problems.is_empty() {
+                println!("check            ok");
+            }
+            for p in &c.problems {
+                println!("check            PROBLEM: {p}");
+            }
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }

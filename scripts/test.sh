@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (dev profile). Used by CI (.ci/run) and by developers alike.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/lib.sh
+ensure_toolchain
+cargo test --workspace --locked "$@"

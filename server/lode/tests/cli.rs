@@ -1,0 +1,170 @@
+//! End-to-end runs of the real `lode` binary: index, search, stats, and what a user sees when
+//! things go wrong (no index, corrupt database, huge files, a crash in the middle of indexing).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lode(args: &[&str], vault: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lode")).args(args).arg("--vault").arg(vault).output().unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name();
+        if name == ".lode" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(&name));
+        } else {
+            std::fs::copy(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+fn example_vault(tmp: &Path) -> PathBuf {
+    let v = tmp.join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &v);
+    v
+}
+
+#[test]
+fn index_then_search_json_gives_exact_ranked_spans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    let o = lode(&["index", "--json"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(report["created"], 13);
+    assert!(v.join(".lode/lode.db").exists(), "database lives in <vault>/.lode/");
+
+    let o = lode(&["search", "--json", "--limit", "4", "redis eviction policy"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let hits: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(!hits.is_empty() && hits.len() <= 4);
+    assert!(hits.iter().any(|h| h["path"] == "decisions/adr-008-cache-eviction.md"), "{hits:?}");
+    let mut last = f64::INFINITY;
+    for (i, h) in hits.iter().enumerate() {
+        for key in ["path", "note_id", "version_id", "start", "end", "score", "text"] {
+            assert!(!h[key].is_null(), "hit lacks {key}: {h}");
+        }
+        assert_eq!(h["rank"], i + 1);
+        let body = std::fs::read(v.join(h["path"].as_str().unwrap())).unwrap();
+        let (s, e) = (h["start"].as_u64().unwrap() as usize, h["end"].as_u64().unwrap() as usize);
+        assert_eq!(String::from_utf8_lossy(&body[s..e]), h["text"].as_str().unwrap());
+        if h["mode"] == hits[0]["mode"] {
+            assert!(h["score"].as_f64().unwrap() <= last, "rank order");
+            last = h["score"].as_f64().unwrap();
+        }
+    }
+
+    let o = lode(&["search", "--limit", "2", "Combien de requêtes ont échoué ?"], &v);
+    let text = stdout(&o);
+    assert!(text.contains("notes/reunion-equipe-2026-02.md:"), "{text}");
+    assert!(text.lines().count() <= 4, "--limit 2 gives two hits of two lines: {text}");
+
+    let o = lode(&["stats", "--check"], &v);
+    assert!(o.status.success(), "{}", stdout(&o));
+    assert!(stdout(&o).contains("check            ok"));
+}
+
+#[test]
+fn search_before_index_says_what_to_do() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = lode(&["search", "anything"], tmp.path());
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("run `lode index"), "{}", stderr(&o));
+    assert!(!tmp.path().join(".lode").exists(), "searching creates nothing");
+}
+
+#[test]
+fn hostile_query_is_plain_text() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    assert!(lode(&["index", "-q"], &v).status.success());
+    for q in ["\"unclosed AND (", "NEAR(a b) OR *", "body:redis", "🚀"] {
+        let o = lode(&["search", q], &v);
+        assert!(o.status.success(), "{q}: {}", stderr(&o));
+    }
+}
+
+#[test]
+fn corrupt_database_is_named_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    let junk = vec![0x5au8; 8192];
+    std::fs::write(v.join(".lode/lode.db"), &junk).unwrap();
+    let o = lode(&["index"], &v);
+    assert_eq!(o.status.code(), Some(1));
+    let err = stderr(&o);
+    assert!(err.contains("lode.db") && err.contains("corrupt"), "{err}");
+    assert_eq!(std::fs::read(v.join(".lode/lode.db")).unwrap(), junk);
+}
+
+#[test]
+fn huge_note_is_skipped_by_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("v");
+    std::fs::create_dir_all(&v).unwrap();
+    std::fs::write(v.join("small.md"), "a small note about otters\n").unwrap();
+    let line = "a line of a very large note that nobody should index in full\n";
+    std::fs::write(v.join("huge.md"), line.repeat(50_000_000 / line.len() + 1)).unwrap();
+    let o = lode(&["index"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("skipped huge.md"), "{}", stderr(&o));
+    assert!(stdout(&lode(&["search", "otters"], &v)).contains("small.md"));
+}
+
+#[test]
+fn crash_mid_index_leaves_no_half_indexed_note() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("v");
+    std::fs::create_dir_all(&v).unwrap();
+    for i in 0..4000 {
+        let body = format!("# Note {i}\n\nParagraph about topic{i} and shared words.\n\n- item {i} one\n- item {i} two\n");
+        std::fs::write(v.join(format!("n{i:05}.md")), body).unwrap();
+    }
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["index", "-q", "--vault"])
+        .arg(&v)
+        .spawn()
+        .unwrap();
+    // Kill it once the database exists and some notes are committed.
+    let db = v.join(".lode/lode.db");
+    let start = std::time::Instant::now();
+    while start.elapsed() < std::time::Duration::from_secs(20) {
+        if db.exists() && std::fs::metadata(v.join(".lode/lode.db-wal")).map(|m| m.len() > 200_000).unwrap_or(false) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap(); // SIGKILL: no clean-up runs
+    let status = child.wait().unwrap();
+
+    let o = lode(&["stats", "--check", "--json"], &v);
+    let s: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap_or_default();
+    assert!(o.status.success(), "consistent after a crash: {}", stdout(&o));
+    let notes_after_crash = s["notes"].as_i64().unwrap();
+    if !status.success() {
+        assert!(notes_after_crash < 4000, "killed before the end");
+    }
+
+    let o = lode(&["index", "--json"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = lode(&["stats", "--check", "--json"], &v);
+    let s: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(s["notes"], 4000);
+    assert_eq!(s["passages"], 4000 * 3);
+    assert!(stdout(&lode(&["search", "topic3999"], &v)).contains("n03999.md"));
+}
