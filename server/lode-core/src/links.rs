@@ -59,17 +59,35 @@ thread_local! {
 /// Extracts links from the inline content of a parsed block tree, in document order.
 pub fn extract(text: &str, blocks: &Tree) -> Vec<Link> {
     let mut ranges = Vec::new();
+    let mut wiki_only: Vec<Range<usize>> = Vec::new();
     let mut stack = vec![blocks.root_node()];
     while let Some(node) = stack.pop() {
         if node.kind() == "inline" {
-            ranges.push(node.range());
+            // Only inline content that can hold a link is worth the inline parse, which costs
+            // more than the block parse: `](` for markdown links, and `[[` next to a backtick
+            // (a code span may hide it; without one the plain scan below is exact).
+            let s = &text[node.byte_range()];
+            if s.contains("](") {
+                ranges.push(node.range());
+            } else if s.contains("[[") {
+                if s.contains('`') {
+                    ranges.push(node.range());
+                } else {
+                    wiki_only.push(node.byte_range());
+                }
+            }
             continue;
         }
         let mut cursor = node.walk();
         stack.extend(node.children(&mut cursor));
     }
+    let mut links = Vec::new();
+    for r in &wiki_only {
+        scan_wiki(text, r.clone(), &[], &mut links);
+    }
     if ranges.is_empty() {
-        return Vec::new();
+        links.sort_by_key(|l| l.range.start);
+        return links;
     }
     ranges.sort_by_key(|r| r.start_byte);
 
@@ -86,12 +104,11 @@ pub fn extract(text: &str, blocks: &Tree) -> Vec<Link> {
         let _ = parser.set_included_ranges(&[]);
         tree
     }) else {
-        return Vec::new();
+        return links;
     };
 
     let query = inline_query();
     let names = query.capture_names();
-    let mut links = Vec::new();
     let mut code: Vec<Range<usize>> = Vec::new();
     let mut cursor = QueryCursor::new();
     let mut caps = cursor.captures(query, tree.root_node(), text.as_bytes());

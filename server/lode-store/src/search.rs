@@ -17,11 +17,13 @@ pub struct SearchOptions {
     pub heading_weight: f64,
     /// Fill up to `limit` with OR-mode hits after AND-mode ones (else OR only when AND is empty).
     pub fill: bool,
+    /// Build snippets (costs a tokenization of every hit; evaluation turns it off).
+    pub snippets: bool,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { limit: 10, or_terms: 12, heading_weight: 2.0, fill: true }
+        SearchOptions { limit: 10, or_terms: 12, heading_weight: 2.0, fill: true, snippets: true }
     }
 }
 
@@ -90,7 +92,11 @@ impl Store {
     }
 
     /// The `k` terms that occur in the fewest passages (terms occurring nowhere are dropped).
+    /// Counting costs a query per term, so a question with at most `k` terms is used whole.
     fn most_selective(&self, terms: &[String], k: usize) -> Result<Vec<String>, StoreError> {
+        if terms.len() <= k {
+            return Ok(terms.to_vec());
+        }
         let mut st = self
             .conn
             .prepare_cached("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?1")
@@ -113,14 +119,15 @@ impl Store {
         let sql = format!(
             "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
                     bm25(passages_fts, {hw:.3}, 1.0) AS s,
-                    snippet(passages_fts, 1, '«', '»', '…', 24), p.text, p.parent_start, p.parent_end
+                    {snippet}, p.text, p.parent_start, p.parent_end
              FROM passages_fts
              JOIN passages p ON p.id = passages_fts.rowid
              JOIN notes n ON n.id = p.note_id
              WHERE passages_fts MATCH ?1
              ORDER BY s, p.id
              LIMIT ?2",
-            hw = opts.heading_weight
+            hw = opts.heading_weight,
+            snippet = if opts.snippets { "snippet(passages_fts, 1, '«', '»', '…', 24)" } else { "''" },
         );
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let rows = st

@@ -159,7 +159,8 @@ impl Store {
             if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
                 tracing_free_warn(&format!("{}: journal mode is {mode}, not WAL", path.display()));
             }
-            conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY;").map_err(err)?;
+            conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-16384;")
+                .map_err(err)?;
             match migrate::migrate(&mut conn).map_err(err)? {
                 Outcome::TooNew { found } => {
                     return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
@@ -172,11 +173,8 @@ impl Store {
                 detail: format!("schema version {found}; run `lode index` once to create or upgrade it"),
             });
         }
-        // A quick structural check catches files that open but whose pages are damaged.
-        let ok: String = conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0)).map_err(err)?;
-        if ok != "ok" {
-            return Err(StoreError::Corrupt { path: path.to_path_buf(), detail: ok });
-        }
+        // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
+        // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
         Ok(Store { conn, path: path.to_path_buf(), opts })
     }
 
@@ -525,11 +523,26 @@ fn write_note(
         .execute(params![id, vid, path, now])?;
     }
 
-    tx.prepare_cached("DELETE FROM passages WHERE note_id = ?1")?.execute([id])?;
+    // Passages whose heading and text are unchanged keep their row (and so their FTS5 entry) and
+    // only move: an edit re-tokenizes just the passages it touched.
+    let mut old: std::collections::HashMap<(String, String), Vec<i64>> = std::collections::HashMap::new();
+    {
+        let mut st = tx.prepare_cached("SELECT id, heading, text FROM passages WHERE note_id = ?1 ORDER BY id DESC")?;
+        let rows = st.query_map([id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))?;
+        for row in rows {
+            let (pid, heading, text) = row?;
+            old.entry((heading, text)).or_default().push(pid);
+        }
+    }
     let mut ins = tx.prepare_cached(
         "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id,
                                parent_start, parent_end, text, body)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+    )?;
+    let mut mv = tx.prepare_cached(
+        "UPDATE passages SET version_id = ?2, ordinal = ?3, start = ?4, end = ?5, line = ?6, kind = ?7,
+                             parent_id = ?8, parent_start = ?9, parent_end = ?10
+         WHERE id = ?1",
     )?;
     // Line numbers are computed incrementally: passages are in document order.
     let (mut line, mut at) = (1usize, 0usize);
@@ -541,7 +554,27 @@ fn write_note(
             heading_parts.push(&title);
         }
         heading_parts.extend(p.heading_path.iter().map(String::as_str));
-        let text = String::from_utf8_lossy(&bytes[p.range.clone()]);
+        let heading = heading_parts.join(" › ");
+        let text = String::from_utf8_lossy(&bytes[p.range.clone()]).into_owned();
+        let parent_id = format!("{vid}:{}-{}", p.parent.start, p.parent.end);
+        let key = (heading, text);
+        if let Some(pid) = old.get_mut(&key).and_then(Vec::pop) {
+            mv.execute(params![
+                pid,
+                vid,
+                ordinal as i64,
+                p.range.start as i64,
+                p.range.end as i64,
+                line as i64,
+                p.kind.as_str(),
+                parent_id,
+                p.parent.start as i64,
+                p.parent.end as i64,
+            ])?;
+            continue;
+        }
+        let (heading, text) = key;
+        let body = lode_core::text::index_text(&text);
         ins.execute(params![
             id,
             vid,
@@ -550,13 +583,17 @@ fn write_note(
             p.range.end as i64,
             line as i64,
             p.kind.as_str(),
-            heading_parts.join(" › "),
-            format!("{vid}:{}-{}", p.parent.start, p.parent.end),
+            heading,
+            parent_id,
             p.parent.start as i64,
             p.parent.end as i64,
             text,
-            lode_core::text::index_text(&text),
+            body,
         ])?;
+    }
+    let mut del = tx.prepare_cached("DELETE FROM passages WHERE id = ?1")?;
+    for pid in old.into_values().flatten() {
+        del.execute([pid])?;
     }
 
     tx.prepare_cached("DELETE FROM links WHERE src_note = ?1")?.execute([id])?;

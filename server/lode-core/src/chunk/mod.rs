@@ -10,11 +10,10 @@
 //! - no model, no network, no panic on any input.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use tree_sitter::{Node, Parser, Query, QueryCursor, StreamingIterator, Tree};
+use tree_sitter::{Node, Parser, Query, Tree};
 
 use crate::frontmatter;
 use crate::links::{self, Link};
@@ -109,11 +108,34 @@ enum Role {
     Frontmatter,
 }
 
-fn blocks_query() -> &'static Query {
-    static QUERY: OnceLock<Query> = OnceLock::new();
-    QUERY.get_or_init(|| {
-        Query::new(&tree_sitter_md::LANGUAGE.into(), BLOCKS_QUERY)
-            .expect("queries/blocks.scm is compiled into the binary and checked by tests")
+/// Node kind id → role, read from `queries/blocks.scm`. Every pattern there is a single node type
+/// with one capture, so roles are a property of the kind, looked up without running a query
+/// cursor on every save. The file is still compiled as a real query (in tests and at first use)
+/// so a malformed edit fails loudly.
+fn roles_by_kind() -> &'static [Option<Role>] {
+    static ROLES: OnceLock<Vec<Option<Role>>> = OnceLock::new();
+    ROLES.get_or_init(|| {
+        let lang: tree_sitter::Language = tree_sitter_md::LANGUAGE.into();
+        Query::new(&lang, BLOCKS_QUERY).expect("queries/blocks.scm is compiled into the binary and checked by tests");
+        let mut table = vec![None; lang.node_kind_count()];
+        for line in BLOCKS_QUERY.lines().map(str::trim).filter(|l| l.starts_with('(')) {
+            let Some((pattern, capture)) = line.split_once('@') else { continue };
+            let kind = pattern.trim().trim_start_matches('(').trim_end_matches(')').trim();
+            let role = match capture.trim() {
+                "section" => Role::Section,
+                "heading" => Role::Heading,
+                "container" => Role::Container,
+                "item" => Role::Item,
+                "prose" => Role::Prose,
+                "lines" => Role::Lines,
+                "frontmatter" => Role::Frontmatter,
+                other => panic!("queries/blocks.scm: unknown capture @{other}"),
+            };
+            let id = lang.id_for_node_kind(kind, true);
+            assert!(id != 0, "queries/blocks.scm: unknown node kind {kind}");
+            table[id as usize] = Some(role);
+        }
+        table
     })
 }
 
@@ -142,7 +164,7 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
     let mut walker = Walker {
         text,
         cfg,
-        roles: HashMap::new(),
+        roles: roles_by_kind(),
         passages: Vec::new(),
         headings: Vec::new(),
         frontmatter: None,
@@ -151,24 +173,6 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
     match parse_blocks(text) {
         Some(tree) => {
             let root = tree.root_node();
-            let query = blocks_query();
-            let names = query.capture_names();
-            let mut cursor = QueryCursor::new();
-            let mut captures = cursor.captures(query, root, text.as_bytes());
-            while let Some((m, i)) = captures.next() {
-                let cap = m.captures[*i];
-                let role = match names[cap.index as usize] {
-                    "section" => Role::Section,
-                    "heading" => Role::Heading,
-                    "container" => Role::Container,
-                    "item" => Role::Item,
-                    "prose" => Role::Prose,
-                    "lines" => Role::Lines,
-                    "frontmatter" => Role::Frontmatter,
-                    _ => continue,
-                };
-                walker.roles.insert(cap.node.id(), role);
-            }
             let mut path = Vec::new();
             walker.walk(root, &mut path, 0..text.len(), 0);
             // The grammar stops at bytes it treats as end of input (NUL); text it never reached, or
@@ -220,20 +224,28 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
 struct Walker<'t> {
     text: &'t str,
     cfg: ChunkConfig,
-    roles: HashMap<usize, Role>,
+    roles: &'static [Option<Role>],
     passages: Vec<Passage>,
     headings: Vec<Heading>,
     frontmatter: Option<Range<usize>>,
 }
 
 impl<'t> Walker<'t> {
+    fn role(&self, node: Node) -> Option<Role> {
+        // Anonymous tokens can share a name with a node kind; only named nodes have roles.
+        if !node.is_named() {
+            return None;
+        }
+        self.roles.get(node.kind_id() as usize).copied().flatten()
+    }
+
     fn walk(&mut self, node: Node, path: &mut Vec<String>, parent: Range<usize>, depth: usize) {
         let range = node.byte_range();
         if depth > self.cfg.max_depth {
             self.leaf(range, PassageKind::Paragraph, path, parent, true);
             return;
         }
-        match self.roles.get(&node.id()).copied() {
+        match self.role(node) {
             Some(Role::Frontmatter) => self.frontmatter = Some(trim(self.text, range)),
             Some(Role::Section) => self.section(node, path, depth),
             Some(Role::Heading) => {
@@ -285,7 +297,7 @@ impl<'t> Walker<'t> {
         let kids: Vec<Node> = node.children(&mut cursor).collect();
         let heading = kids
             .first()
-            .filter(|k| self.roles.get(&k.id()) == Some(&Role::Heading))
+            .filter(|k| self.role(**k) == Some(Role::Heading))
             .and_then(|k| self.heading(*k));
         let pushed = heading.is_some();
         if let Some(h) = &heading {

@@ -33,6 +33,9 @@ pub struct LexicalArgs {
     /// Whole `lode search` processes timed
     #[arg(long, default_value_t = 60)]
     pub processes: usize,
+    /// Which parts to run (comma-separated): index, resave, search, process, quality
+    #[arg(long, value_delimiter = ',', default_value = "index,resave,search,process,quality")]
+    pub parts: Vec<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -77,12 +80,14 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     let vault = work.join("vault");
     let doc_of_path = write_vault(&beir, &vault)?;
     let state = vault.join(".lode");
+    let part = |name: &str| args.parts.iter().any(|p| p == name);
 
     // 1. Cold index, each run from an empty database in a new process.
     let mut walls = Vec::new();
     let mut inner = Vec::new();
     let mut rss = Vec::new();
-    for _ in 0..args.index_runs.max(1) {
+    let runs = if part("index") || !state.join("lode.db").exists() { args.index_runs.max(1) } else { 0 };
+    for _ in 0..runs {
         if state.exists() {
             std::fs::remove_dir_all(&state)?;
         }
@@ -98,7 +103,8 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     let mut resave = serde_json::Map::new();
     {
         let mut store = Store::open(&db, config.store_options())?;
-        for size in [1_000usize, 10_000, 100_000] {
+        let sizes: &[usize] = if part("resave") { &[1_000, 10_000, 100_000] } else { &[] };
+        for &size in sizes {
             let a = note_of_size(&beir.docs, size, 1);
             let b = note_of_size(&beir.docs, size, 2);
             let n = if size >= 100_000 { (args.saves / 3).max(10) } else { args.saves };
@@ -111,8 +117,29 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
                     times.push(t.elapsed().as_secs_f64() * 1000.0);
                 }
             }
-            store.delete_note(&format!("bench/resave-{size}.md"))?;
             resave.insert(format!("{}KB", size / 1000), stats(times));
+            // An edit: one sentence in the middle changes, the rest of the note stays.
+            let mut edit_times = Vec::with_capacity(n);
+            let mid = lode_core::text::floor_char_boundary(&a, a.len() / 2);
+            for i in 0..n + 5 {
+                let body = format!("{}edited {i} times. {}", &a[..mid], &a[mid..]);
+                let t = Instant::now();
+                store.save_note(&format!("bench/resave-{size}.md"), body.as_bytes())?;
+                if i >= 5 {
+                    edit_times.push(t.elapsed().as_secs_f64() * 1000.0);
+                }
+            }
+            resave.insert(format!("{}KB_edit", size / 1000), stats(edit_times));
+            store.delete_note(&format!("bench/resave-{size}.md"))?;
+            // The chunker's share of a save, for the same notes.
+            let mut chunk_times = Vec::with_capacity(n);
+            for i in 0..n {
+                let body = if i % 2 == 0 { &a } else { &b };
+                let t = Instant::now();
+                std::hint::black_box(lode_core::chunk_note(body.as_bytes(), &config.store_options().chunk));
+                chunk_times.push(t.elapsed().as_secs_f64() * 1000.0);
+            }
+            resave.insert(format!("{}KB_chunk_only", size / 1000), stats(chunk_times));
         }
     }
 
@@ -122,7 +149,8 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     let mut times = Vec::new();
     let mut empty_300 = 0;
     let mut empty_all = 0;
-    for (i, (_, q)) in beir.queries.iter().enumerate() {
+    let queries = if part("search") { beir.queries.len() } else { 0 };
+    for (i, (_, q)) in beir.queries.iter().take(queries).enumerate() {
         let t = Instant::now();
         let r = store.search(q, &opts)?;
         times.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -137,7 +165,8 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
 
     // 4. Whole processes: start, open, query, print.
     let mut proc_times = Vec::new();
-    for (_, q) in beir.queries.iter().take(args.processes) {
+    let processes = if part("process") { args.processes } else { 0 };
+    for (_, q) in beir.queries.iter().take(processes) {
         let t = Instant::now();
         let out = Command::new(&exe).args(["search", "--json", "--limit", "10", "--vault"]).arg(&vault).arg(q).output()?;
         proc_times.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -147,7 +176,11 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     }
 
     // 5. Quality.
-    let m = evaluate_lexical(&store, &beir, &doc_of_path, &config.search_options(), None)?;
+    let m = if part("quality") {
+        Some(evaluate_lexical(&store, &beir, &doc_of_path, &config.search_options(), None)?)
+    } else {
+        None
+    };
 
     let v = serde_json::json!({
         "corpus": args.beir_dir, "notes": beir.docs.len(), "queries": beir.queries.len(),

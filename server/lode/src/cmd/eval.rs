@@ -175,7 +175,7 @@ pub fn evaluate_lexical(
     let mut latencies = Vec::with_capacity(queries.len());
     let (mut ndcg_sum, mut recall_sum, mut mrr_sum, mut empty) = (0.0, 0.0, 0.0, 0);
     // Enough passages to rank 100 distinct notes in nearly every case.
-    let passage_opts = SearchOptions { limit: 300, ..opts.clone() };
+    let passage_opts = SearchOptions { limit: 300, snippets: false, ..opts.clone() };
     for (qid, text) in &queries {
         let t = Instant::now();
         let result = store.search(text, &passage_opts)?;
