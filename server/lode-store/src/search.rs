@@ -116,21 +116,21 @@ impl Store {
     }
 
     fn run(&self, fts_query: &str, limit: usize, opts: &SearchOptions, mode: MatchMode) -> Result<Vec<Hit>, StoreError> {
+        // Rank inside FTS5 (ORDER BY rank LIMIT n sorts only rowids and scores), then fetch the
+        // few winners' rows: joining before the sort would read every matching passage.
         let sql = format!(
-            "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
-                    bm25(passages_fts, {hw:.3}, 1.0) AS s,
-                    {snippet}, p.text, p.parent_start, p.parent_end
-             FROM passages_fts
-             JOIN passages p ON p.id = passages_fts.rowid
-             JOIN notes n ON n.id = p.note_id
-             WHERE passages_fts MATCH ?1
-             ORDER BY s, p.id
-             LIMIT ?2",
+            "WITH top AS (
+                SELECT rowid AS id, rank AS s FROM passages_fts
+                WHERE passages_fts MATCH ?1 AND rank MATCH 'bm25({hw:.3}, 1.0)'
+                ORDER BY rank LIMIT ?2)
+             SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
+                    top.s, p.text, p.parent_start, p.parent_end
+             FROM top JOIN passages p ON p.id = top.id JOIN notes n ON n.id = p.note_id
+             ORDER BY top.s, p.id",
             hw = opts.heading_weight,
-            snippet = if opts.snippets { "snippet(passages_fts, 1, '«', '»', '…', 24)" } else { "''" },
         );
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let rows = st
+        let mut hits = st
             .query_map(params![fts_query, limit as i64], |r| {
                 Ok(Hit {
                     passage_id: r.get(0)?,
@@ -145,14 +145,26 @@ impl Store {
                     heading: r.get(9)?,
                     score: -r.get::<_, f64>(10)?,
                     mode,
-                    snippet: r.get(11)?,
-                    text: r.get(12)?,
-                    parent_start: r.get::<_, i64>(13)? as usize,
-                    parent_end: r.get::<_, i64>(14)? as usize,
+                    snippet: String::new(),
+                    text: r.get(11)?,
+                    parent_start: r.get::<_, i64>(12)? as usize,
+                    parent_end: r.get::<_, i64>(13)? as usize,
                 })
             })
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
-        Ok(rows)
+        if opts.snippets {
+            let mut st = self
+                .conn
+                .prepare_cached(
+                    "SELECT snippet(passages_fts, 1, '«', '»', '…', 24) FROM passages_fts
+                     WHERE passages_fts MATCH ?1 AND rowid = ?2",
+                )
+                .map_err(|e| self.err(e))?;
+            for h in &mut hits {
+                h.snippet = st.query_row(params![fts_query, h.passage_id], |r| r.get(0)).map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(hits)
     }
 }
