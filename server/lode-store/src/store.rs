@@ -618,6 +618,14 @@ fn write_note(
 }
 
 impl Store {
+    /// Merges the full-text index into one segment (after bulk indexing).
+    pub fn optimize(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", [])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+
     fn chunk_fingerprint(&self) -> String {
         serde_json::to_string(&self.opts.chunk).unwrap_or_default()
     }

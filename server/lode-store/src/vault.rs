@@ -9,6 +9,9 @@ use crate::store::{SaveStatus, Store};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
+/// Notes written in one scan past which the full-text index is merged afterwards.
+const OPTIMIZE_AFTER: usize = 200;
+
 #[derive(Debug, Clone)]
 pub struct IndexOptions {
     /// Files larger than this are skipped with a warning.
@@ -217,5 +220,10 @@ pub fn index_vault(
     }
     store.resolve_links()?;
     store.record_chunking()?;
+    // Per-note commits leave the full-text index in many small segments; after bulk work, merge
+    // them so queries read one b-tree per term instead of dozens.
+    if report.created + report.updated + report.rechunked >= OPTIMIZE_AFTER {
+        store.optimize()?;
+    }
     Ok(report)
 }
