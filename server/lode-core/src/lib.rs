@@ -3,6 +3,7 @@
 
 pub mod chunk;
 pub mod frontmatter;
+pub mod gate;
 pub mod links;
 pub mod query;
 pub mod text;
