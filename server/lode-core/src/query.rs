@@ -6,16 +6,18 @@
 //! not syntax. Question words and grammatical glue are dropped (they would make AND-mode demand
 //! words the notes need not contain).
 
-/// Words dropped from questions before AND/OR construction. Lower-case.
+/// Words dropped from questions before AND/OR construction: question words, glue, and the verbs
+/// of "which X was chosen" questions (the notes say "we will use X", not "X was chosen"). Sorted.
 pub const STOPWORDS: &[&str] = &[
     "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
     "at", "be", "because", "been", "before", "being", "between", "both", "but", "by", "can",
-    "could", "did", "do", "does", "doing", "done", "during", "each", "either", "else", "ever",
-    "explain", "few", "find", "for", "from", "get", "give", "got", "had", "has", "have", "having",
-    "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its",
-    "just", "know", "let", "list", "me", "might", "more", "most", "much", "must", "my", "no",
-    "nor", "not", "of", "off", "on", "once", "one", "only", "or", "other", "our", "ours", "out",
-    "over", "please", "s", "say", "says", "shall", "she", "should", "show", "so", "some", "such",
+    "choose", "chose", "chosen", "could", "decide", "decided", "did", "do", "does", "doing",
+    "done", "during", "each", "either", "else", "ever", "explain", "few", "find", "for", "from",
+    "get", "give", "got", "had", "has", "have", "having", "he", "her", "here", "hers", "him",
+    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "know", "let", "list", "me",
+    "might", "more", "most", "much", "must", "my", "no", "nor", "not", "of", "off", "on", "once",
+    "one", "only", "or", "other", "our", "ours", "out", "over", "pick", "picked", "please", "s",
+    "say", "says", "select", "selected", "shall", "she", "should", "show", "so", "some", "such",
     "t", "tell", "than", "that", "the", "their", "theirs", "them", "then", "there", "these",
     "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "very", "was",
     "we", "were", "what", "whats", "when", "where", "whether", "which", "while", "who", "whom",
@@ -73,11 +75,17 @@ pub fn or_query(terms: &[String]) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" OR "))
 }
 
-/// Words of `text` that match a query term case-insensitively or by shared stem prefix, for
-/// highlighting; the store's FTS5 snippet is the primary highlighter, this serves plain text.
-pub fn matches_term(word: &str, terms: &[String]) -> bool {
-    let w = word.to_lowercase();
-    terms.iter().any(|t| w == *t || (t.len() >= 4 && w.starts_with(&t[..t.len() - 1])))
+/// Whether a (lower-cased) word is a form of a (lower-cased) term: equal, or sharing all but the
+/// last couple of letters ("rotated"/"rotate", "policies"/"policy"). A cheap stand-in for the
+/// index's Porter stemmer where Rust code needs to know which terms a text holds.
+pub fn stem_match(word: &str, term: &str) -> bool {
+    if word == term {
+        return true;
+    }
+    let (w, t): (Vec<char>, Vec<char>) = (word.chars().collect(), term.chars().collect());
+    let common = w.iter().zip(&t).take_while(|(a, b)| a == b).count();
+    let shorter = w.len().min(t.len());
+    shorter >= 4 && common >= shorter.saturating_sub(2).max(4) && common * 3 >= t.len() * 2
 }
 
 #[cfg(test)]
@@ -107,6 +115,16 @@ mod tests {
         assert_eq!(terms("what is it?"), ["what", "is", "it"]);
         assert!(terms("🚀 ()*").is_empty());
         assert_eq!(and_query(&[]), None);
+    }
+
+    #[test]
+    fn stem_matching() {
+        for (w, t) in [("rotated", "rotate"), ("rotation", "rotated"), ("policies", "policy"), ("certificates", "certificate")] {
+            assert!(stem_match(w, t), "{w} ~ {t}");
+        }
+        for (w, t) in [("rot", "rotate"), ("cat", "cats"), ("station", "rotation"), ("rotor", "rotation")] {
+            assert!(!stem_match(w, t), "{w} !~ {t}");
+        }
     }
 
     #[test]

@@ -7,12 +7,14 @@
 //!   transaction, so no half-indexed version is ever visible;
 //! - a deleted or renamed note keeps its versions.
 
+mod egress;
 mod error;
 mod migrate;
 mod search;
 mod store;
 pub mod vault;
 
+pub use egress::EgressRecord;
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult};

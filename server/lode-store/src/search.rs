@@ -73,10 +73,19 @@ impl Store {
         if opts.limit == 0 {
             return Ok(result);
         }
-        // AND-mode asks for every term in the passage's own text: a note title carrying the
-        // question's words would otherwise qualify every passage of that note.
-        let Some(and) = query::and_query(&terms).map(|q| format!("{{body}} : ({q})")) else { return Ok(result) };
-        result.hits = self.run(&and, opts.limit, opts, MatchMode::All)?;
+        // AND-mode: every term in the passage or its headings, and at least one in the passage
+        // itself (a note title carrying the question's words would otherwise qualify every passage
+        // of that note). Ranked by how many terms the passage text itself holds, then BM25, from
+        // a wider BM25 shortlist: short passages win BM25 even when they hold fewer of the terms.
+        let (Some(all), Some(any)) = (query::and_query(&terms), query::or_query(&terms)) else { return Ok(result) };
+        let and = format!("({all}) AND {{body}} : ({any})");
+        let mut hits = self.run(&and, (opts.limit * 4).max(40), &SearchOptions { snippets: false, ..opts.clone() }, MatchMode::All)?;
+        rank_by_coverage(&mut hits, &terms);
+        hits.truncate(opts.limit);
+        if opts.snippets {
+            self.add_snippets(&and, &mut hits)?;
+        }
+        result.hits = hits;
         let want_or = if opts.fill { result.hits.len() < opts.limit } else { result.hits.is_empty() };
         if want_or && terms.len() > 1 {
             let selective = self.most_selective(&terms, opts.or_terms)?;
@@ -154,6 +163,13 @@ impl Store {
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         if opts.snippets {
+            self.add_snippets(fts_query, &mut hits)?;
+        }
+        Ok(hits)
+    }
+
+    fn add_snippets(&self, fts_query: &str, hits: &mut [Hit]) -> Result<(), StoreError> {
+        {
             let mut st = self
                 .conn
                 .prepare_cached(
@@ -161,10 +177,23 @@ impl Store {
                      WHERE passages_fts MATCH ?1 AND rowid = ?2",
                 )
                 .map_err(|e| self.err(e))?;
-            for h in &mut hits {
+            for h in hits.iter_mut() {
                 h.snippet = st.query_row(params![fts_query, h.passage_id], |r| r.get(0)).map_err(|e| self.err(e))?;
             }
         }
-        Ok(hits)
+        Ok(())
+    }
+}
+
+/// Stable re-rank: more question terms in the passage's own text first, BM25 within a level.
+fn rank_by_coverage(hits: &mut [Hit], terms: &[String]) {
+    let coverage = |h: &Hit| {
+        let words = lode_core::gate::tokens(&lode_core::text::index_text(&h.text));
+        terms.iter().filter(|t| words.iter().any(|w| query::stem_match(w, t))).count()
+    };
+    let mut keyed: Vec<(usize, Hit)> = hits.iter().map(|h| (coverage(h), h.clone())).collect();
+    keyed.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
+    for (slot, (_, h)) in hits.iter_mut().zip(keyed) {
+        *slot = h;
     }
 }

@@ -294,3 +294,21 @@ fn an_edit_keeps_unchanged_passages_and_the_index_consistent() {
     assert_eq!(store.search("albatross", &SearchOptions::default()).unwrap().hits.len(), 2);
     assert!(store.verify().unwrap().problems.is_empty(), "{:?}", store.verify().unwrap());
 }
+
+#[test]
+fn an_older_schema_is_migrated_forward_keeping_data() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(include_str!("../../../migrations/0001_init.sql")).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute("INSERT INTO versions VALUES ('v', x'41', 1, 0, 0)", []).unwrap();
+        conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('a.md', 'a', 'A', 'v', 0, 0)", []).unwrap();
+    }
+    let store = Store::open(&db, StoreOptions::default()).unwrap();
+    assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
+    assert_eq!(store.notes().unwrap()[0].path, "a.md");
+    store.log_egress("api.example.com:443", "synthesis", &[1, 2], 10, 0).unwrap();
+    assert_eq!(store.egress_log().unwrap()[0].passages, [1, 2]);
+}

@@ -13,6 +13,35 @@ pub struct Config {
     pub chunk: ChunkSection,
     pub index: IndexSection,
     pub search: SearchSection,
+    pub answer: AnswerSection,
+    pub egress: EgressSection,
+    /// An OpenAI-compatible endpoint for `lode ask --llm`.
+    pub llm: Option<lode_answer::llm::LlmConfig>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AnswerSection {
+    /// Passages retrieved as context for an answer.
+    pub context: usize,
+    /// Entailment probability a synthesized claim must exceed (step 3 of the gate).
+    pub entailment_threshold: f32,
+    /// At most this many claims from the extractive synthesizer.
+    pub max_claims: usize,
+}
+
+impl Default for AnswerSection {
+    fn default() -> Self {
+        let a = lode_answer::AskConfig::default();
+        AnswerSection { context: a.context_limit, entailment_threshold: a.gate.entailment_threshold, max_claims: a.extract.max_claims }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EgressSection {
+    /// Globs of vault-relative paths never sent to a remote model.
+    pub no_egress: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -43,7 +72,14 @@ pub struct SearchSection {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { chunk: ChunkSection::default(), index: IndexSection::default(), search: SearchSection::default() }
+        Config {
+            chunk: ChunkSection::default(),
+            index: IndexSection::default(),
+            search: SearchSection::default(),
+            answer: AnswerSection::default(),
+            egress: EgressSection::default(),
+            llm: None,
+        }
     }
 }
 
@@ -92,6 +128,17 @@ impl Config {
             },
             ..StoreOptions::default()
         }
+    }
+
+    pub fn ask_config(&self) -> lode_answer::AskConfig {
+        let mut a = lode_answer::AskConfig { context_limit: self.answer.context, search: self.search_options(), ..Default::default() };
+        a.gate.entailment_threshold = self.answer.entailment_threshold;
+        a.extract.max_claims = self.answer.max_claims;
+        a
+    }
+
+    pub fn egress_rules(&self) -> Result<lode_answer::egress::EgressRules> {
+        lode_answer::egress::EgressRules::new(&self.egress.no_egress).map_err(|e| anyhow::anyhow!("[egress] no_egress: {e}"))
     }
 
     pub fn search_options(&self) -> SearchOptions {

@@ -35,6 +35,8 @@ enum Command {
     Index(cmd::index::IndexArgs),
     /// Search passages (BM25 over head versions)
     Search(cmd::search::SearchArgs),
+    /// Answer a question with verified citations (or abstain)
+    Ask(cmd::ask::AskArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
     /// Measure retrieval quality on a BEIR-format data set
@@ -51,6 +53,7 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Search(a) => cmd::search::run(a),
         Command::Stats(a) => cmd::stats::run(a),
+        Command::Ask(a) => cmd::ask::run(a),
         Command::Eval(c) => cmd::eval::run(c),
         Command::Bench(c) => cmd::bench::run(c),
     };

@@ -399,15 +399,20 @@ fn trim(text: &str, range: Range<usize>) -> Range<usize> {
 }
 
 /// Sentence ranges covering `range`: a sentence ends after `.`, `!`, `?` (or their CJK forms)
-/// followed by whitespace, and a blank line always ends one.
-fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
+/// followed by whitespace, and a blank line always ends one. A period does not end a sentence
+/// after a list number at the start of a line ("2. Restart"), an initial ("J. Smith") or a
+/// common abbreviation ("e.g. this").
+pub(crate) fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
+    const ABBREVIATIONS: &[&str] = &["al", "approx", "cf", "dr", "e.g", "eg", "fig", "i.e", "ie", "mr", "mrs", "ms", "vs"];
     let s = &text[range.clone()];
     let mut units = Vec::new();
     let mut start = 0;
     let mut chars = s.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         let end_here = match c {
-            '.' | '!' | '?' => chars.peek().is_some_and(|&(_, n)| n.is_whitespace()),
+            '.' | '!' | '?' => {
+                chars.peek().is_some_and(|&(_, n)| n.is_whitespace()) && !(c == '.' && not_a_stop(s, i, ABBREVIATIONS))
+            }
             '。' | '！' | '？' => true,
             '\n' => chars.peek().is_some_and(|&(_, n)| n == '\n' || n == '\r'),
             _ => false,
@@ -422,6 +427,26 @@ fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize>> {
         units.push(range.start + start..range.end);
     }
     units
+}
+
+/// Whether the period at `dot` belongs to a list number, an initial or an abbreviation.
+fn not_a_stop(s: &str, dot: usize, abbreviations: &[&str]) -> bool {
+    let word_start = s[..dot].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    let word = &s[word_start..dot];
+    if word.is_empty() {
+        return false;
+    }
+    let line_start = s[..word_start].rfind('\n').map_or(0, |i| i + 1);
+    let first_on_line = s[line_start..word_start].trim().is_empty();
+    if first_on_line && word.len() <= 3 && word.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    let mut letters = word.chars();
+    if letters.next().is_some_and(char::is_uppercase) && letters.next().is_none() {
+        return true;
+    }
+    let lower = word.trim_start_matches(['(', '"', '\'']).to_lowercase();
+    abbreviations.contains(&lower.as_str())
 }
 
 fn line_units(text: &str, range: Range<usize>) -> Vec<Range<usize>> {

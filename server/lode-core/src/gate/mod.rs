@@ -135,6 +135,7 @@ impl<'a> ScorerSlot<'a> {
     }
 }
 
+#[derive(Debug, Clone)]
 pub struct GateConfig {
     /// Entailment probability a claim must exceed to survive step 3.
     pub entailment_threshold: f32,
@@ -189,18 +190,65 @@ pub fn negation_cues(s: &str) -> BTreeSet<String> {
     cues
 }
 
-/// Whether one span couples with the claim (step 2).
+/// Whether one span couples with the claim (step 2): payload containment, no negation cue the
+/// claim lacks, and every number bound as in the claim (see [`numbers_bound`]).
 pub fn couples(claim: &str, span: &str) -> bool {
     let need = payload(claim);
     if need.is_empty() {
         return false;
     }
-    let have: BTreeSet<String> = tokens(span).into_iter().collect();
-    if !need.is_subset(&have) {
+    let span_tokens = tokens(span);
+    let have: BTreeSet<&str> = span_tokens.iter().map(String::as_str).collect();
+    if !need.iter().all(|t| have.contains(t.as_str())) {
         return false;
     }
     let claim_cues = negation_cues(claim);
-    negation_cues(span).is_subset(&claim_cues)
+    if !negation_cues(span).is_subset(&claim_cues) {
+        return false;
+    }
+    numbers_bound(&tokens(claim), &span_tokens)
+}
+
+fn is_numeric(t: &str) -> bool {
+    t.bytes().any(|b| b.is_ascii_digit())
+}
+
+/// Containment ignores order, so a span saying "valid for 90 days, rotated every 60 days" would
+/// carry the claim "rotated every 90 days". This check binds each run of number tokens in the claim
+/// to the word before it (or, at the start, the word after it), glue skipped: the span must have
+/// the same run with that word among the 3 tokens on the same side. It only ever removes
+/// couplings (a reordered claim falls through to entailment), never adds one.
+pub fn numbers_bound(claim_tokens: &[String], span_tokens: &[String]) -> bool {
+    let content = |ts: &[String]| -> Vec<String> { ts.iter().filter(|t| !GLUE.contains(&t.as_str())).cloned().collect() };
+    let (c, s) = (content(claim_tokens), content(span_tokens));
+    let mut i = 0;
+    while i < c.len() {
+        if !is_numeric(&c[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < c.len() && is_numeric(&c[i]) {
+            i += 1;
+        }
+        let run = &c[start..i];
+        let left = start.checked_sub(1).map(|j| &c[j]);
+        let right = c.get(i);
+        let bound = (0..s.len().saturating_sub(run.len() - 1)).any(|k| {
+            if s[k..k + run.len()] != *run {
+                return false;
+            }
+            match (left, right) {
+                (Some(l), _) => s[k.saturating_sub(3)..k].contains(l),
+                (None, Some(r)) => s[k + run.len()..(k + run.len() + 3).min(s.len())].contains(r),
+                (None, None) => true,
+            }
+        });
+        if !bound {
+            return false;
+        }
+    }
+    true
 }
 
 /// Finds `quote` in `body`: exactly, else after collapsing whitespace on both sides. Returns the

@@ -10,7 +10,11 @@ const NOTE: &str = "# Certs\n\nStaging certificates are rotated every 60 days.\n
 const OTHER: &str = "PgBouncer runs in transaction mode with a pool size of 40.\n";
 
 fn eligible() -> Eligible<'static> {
-    HashMap::from([("v1".to_owned(), NOTE), ("v2".to_owned(), OTHER)])
+    HashMap::from([
+        ("v1".to_owned(), NOTE),
+        ("v2".to_owned(), OTHER),
+        ("v3".to_owned(), "Certificates are valid for 90 days, but rotated every 60 days.\n"),
+    ])
 }
 
 fn claim(text: &str, spans: &[(&str, &str)]) -> Claim {
@@ -57,6 +61,12 @@ fn verdict_table_without_a_model() {
         ("The last rotation was on 2026-03-19.", &[("v1", "The last rotation\nwas on 2026-02-19.")], "dropped@Entailment"),
         ("The failover did complete automatically", &[("v1", "The failover did not complete automatically.")], "dropped@Entailment"),
         ("The cache is invalidated on deploy", &[("v1", "The cache isn't invalidated on deploy.")], "dropped@Entailment"),
+        // a number that the span has, but bound to something else
+        ("Certificates are rotated every 90 days", &[("v3", "Certificates are valid for 90 days, but rotated every 60 days.")], "dropped@Entailment"),
+        ("Certificates are valid for 90 days", &[("v3", "Certificates are valid for 90 days, but rotated every 60 days.")], "coupled"),
+        ("The pool size is 40", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "coupled"),
+        // a reordered claim is not coupled; it needs the entailment step
+        ("On 2026-02-19 the last rotation was done", &[("v1", "The   last rotation\nwas on 2026-02-19.")], "dropped@Entailment"),
         // paraphrase that drifts a number
         ("The pool holds 50 connections in transaction mode", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "dropped@Entailment"),
         // synthesis across two notes: no single span carries it

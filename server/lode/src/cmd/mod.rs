@@ -1,5 +1,6 @@
 //! One module per subcommand; each parses its flags, calls the store or core, and prints.
 
+pub mod ask;
 pub mod bench;
 pub mod eval;
 pub mod index;
@@ -34,6 +35,10 @@ impl Vault {
         let config = Config::load(&root)?;
         let db = args.db.clone().unwrap_or_else(|| state_dir(&root).join("lode.db"));
         Ok(Vault { root, config, db })
+    }
+
+    pub fn config_path(&self) -> PathBuf {
+        state_dir(&self.root).join("config.toml")
     }
 
     /// Opens the index, creating it if needed.

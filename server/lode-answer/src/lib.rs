@@ -1,0 +1,439 @@
+//! Cited answers: gathers context for a question (pinned note first, then retrieval), applies the
+//! egress rules, asks a synthesizer (extractive by default, or an OpenAI-compatible LLM) for
+//! claims, and passes every claim through the faithfulness gate. What is shown is what survived;
+//! what was dropped is listed with the reason; when nothing survives, the answer abstains.
+
+pub mod egress;
+pub mod llm;
+
+use std::collections::{BTreeMap, HashMap};
+
+use lode_core::extractive::{self, ExtractConfig, Source};
+use lode_core::gate::{self, Eligible, GateConfig, Outcome, ScorerSlot, Verification};
+use lode_core::text::{floor_char_boundary, line_of};
+use lode_store::{SearchOptions, Store, StoreError};
+use serde::Serialize;
+
+use crate::egress::EgressRules;
+use crate::llm::{LlmConfig, LlmError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum AskError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Llm(#[from] LlmError),
+    #[error("no note at {0} to ask about")]
+    UnknownNote(String),
+}
+
+/// Who writes the claims.
+#[derive(Debug, Clone)]
+pub enum Synthesizer {
+    /// Verbatim sentences from the best passages (offline, no model).
+    Extractive,
+    Llm(LlmConfig),
+}
+
+impl Synthesizer {
+    pub fn name(&self) -> String {
+        match self {
+            Synthesizer::Extractive => "extractive".into(),
+            Synthesizer::Llm(c) => format!("llm:{}", c.model),
+        }
+    }
+
+    fn is_remote(&self) -> bool {
+        matches!(self, Synthesizer::Llm(c) if c.is_remote())
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AskConfig {
+    /// Passages retrieved for context (a pinned note's passages come on top, uncapped).
+    pub context_limit: usize,
+    /// Largest parent block sent to an LLM per passage, in bytes (small-to-big context).
+    pub parent_window: usize,
+    pub search: SearchOptions,
+    pub gate: GateConfig,
+    pub extract: ExtractConfig,
+}
+
+impl Default for AskConfig {
+    fn default() -> Self {
+        AskConfig {
+            context_limit: 8,
+            parent_window: 1500,
+            search: SearchOptions::default(),
+            gate: GateConfig::default(),
+            extract: ExtractConfig::default(),
+        }
+    }
+}
+
+/// One retrieved passage with what the answer needs to cite it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ContextItem {
+    pub passage_id: i64,
+    pub note_id: i64,
+    pub path: String,
+    pub title: String,
+    pub heading: String,
+    pub version_id: String,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub kind: String,
+    pub text: String,
+    pub parent_start: usize,
+    pub parent_end: usize,
+    /// Position in the context, best first (pinned passages lead).
+    pub rank: usize,
+    /// Part of the note the user pinned ("ask about this note").
+    pub pinned: bool,
+    /// Why this item may not go to a remote model, if it may not.
+    pub withheld: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Citation {
+    pub path: String,
+    pub note_id: i64,
+    pub version_id: String,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub quoted_span: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AnswerClaim {
+    pub text: String,
+    pub citations: Vec<Citation>,
+    pub verification: Verification,
+    /// "quoted & coupled", "entailed (0.93)".
+    pub label: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DroppedClaim {
+    pub text: String,
+    pub step: gate::Step,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Related {
+    pub path: String,
+    pub version_id: String,
+    pub start: usize,
+    pub end: usize,
+    pub line: usize,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Withheld {
+    pub path: String,
+    pub passage_id: i64,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Answer {
+    pub question: String,
+    pub synthesizer: String,
+    pub claims: Vec<AnswerClaim>,
+    pub dropped: Vec<DroppedClaim>,
+    pub abstained: bool,
+    pub abstain_reason: Option<String>,
+    /// On abstention: the best passages found, shown as related, not as an answer.
+    pub related: Vec<Related>,
+    /// Present in the notes, withheld from remote synthesis.
+    pub withheld: Vec<Withheld>,
+}
+
+/// Retrieves context: every passage of the pinned note first (on purpose uncapped), then the
+/// best passages for the question, each tagged with the egress rule that withholds it, if any.
+pub fn gather(
+    store: &Store,
+    question: &str,
+    pinned: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+) -> Result<Vec<ContextItem>, AskError> {
+    let mut items: Vec<ContextItem> = Vec::new();
+    let mut meta_cache: HashMap<i64, Option<String>> = HashMap::new();
+    let mut withheld = |store: &Store, note_id: i64, path: &str| -> Result<Option<String>, AskError> {
+        if let Some(w) = meta_cache.get(&note_id) {
+            return Ok(w.clone());
+        }
+        let w = rules.withheld_because(path, &store.note_meta(note_id)?);
+        meta_cache.insert(note_id, w.clone());
+        Ok(w)
+    };
+    if let Some(path) = pinned {
+        let rows = store.passages_of(path)?;
+        if rows.is_empty() && store.head_of(path)?.is_none() {
+            return Err(AskError::UnknownNote(path.to_owned()));
+        }
+        let title = store.notes()?.into_iter().find(|n| n.path == path).map(|n| n.title).unwrap_or_default();
+        for p in rows {
+            let w = withheld(store, p.note_id, path)?;
+            items.push(ContextItem {
+                passage_id: p.id,
+                note_id: p.note_id,
+                path: path.to_owned(),
+                title: title.clone(),
+                heading: p.heading,
+                version_id: p.version_id,
+                start: p.start,
+                end: p.end,
+                line: p.line,
+                kind: p.kind,
+                text: p.text,
+                parent_start: p.parent_start,
+                parent_end: p.parent_end,
+                rank: items.len(),
+                pinned: true,
+                withheld: w,
+            });
+        }
+    }
+    let opts = SearchOptions { limit: cfg.context_limit, ..cfg.search.clone() };
+    for h in store.search(question, &opts)?.hits {
+        if items.iter().any(|i| i.passage_id == h.passage_id) {
+            continue;
+        }
+        let w = withheld(store, h.note_id, &h.path)?;
+        items.push(ContextItem {
+            passage_id: h.passage_id,
+            note_id: h.note_id,
+            path: h.path,
+            title: h.title,
+            heading: h.heading,
+            version_id: h.version_id,
+            start: h.start,
+            end: h.end,
+            line: h.line,
+            kind: h.kind,
+            text: h.text,
+            parent_start: h.parent_start,
+            parent_end: h.parent_end,
+            rank: items.len(),
+            pinned: false,
+            withheld: w,
+        });
+    }
+    Ok(items)
+}
+
+/// The context block sent for an item: its parent block, cut to `window` bytes around the
+/// passage on line boundaries, so the passage is always inside it.
+fn parent_window(body: &str, item: &ContextItem, window: usize) -> std::ops::Range<usize> {
+    let (ps, pe) = (item.parent_start.min(body.len()), item.parent_end.min(body.len()));
+    if pe.saturating_sub(ps) <= window {
+        return floor_char_boundary(body, ps)..floor_char_boundary(body, pe);
+    }
+    let spare = window.saturating_sub(item.end - item.start) / 2;
+    let mut s = item.start.saturating_sub(spare).max(ps);
+    let mut e = (item.end + spare).min(pe);
+    if let Some(nl) = body[..floor_char_boundary(body, s)].rfind('\n') {
+        if nl + 1 >= ps && s - (nl + 1) < 200 {
+            s = nl + 1;
+        }
+    }
+    if let Some(nl) = body[floor_char_boundary(body, e)..].find('\n') {
+        if e + nl <= pe && nl < 200 {
+            e += nl;
+        }
+    }
+    floor_char_boundary(body, s)..floor_char_boundary(body, e)
+}
+
+/// Merges overlapping windows of the same version, keeping the order in which blocks first
+/// appear (the rank of their best passage).
+fn merge_blocks<'a>(
+    blocks: Vec<(String, std::ops::Range<usize>, Vec<&'a ContextItem>)>,
+) -> Vec<(String, std::ops::Range<usize>, Vec<&'a ContextItem>)> {
+    let mut out: Vec<(String, std::ops::Range<usize>, Vec<&'a ContextItem>)> = Vec::new();
+    for (vid, range, items) in blocks {
+        out.push((vid, range, items));
+        // Fold the newest block into any earlier one of the same version it touches, repeatedly.
+        loop {
+            let last = out.len() - 1;
+            let Some(j) = (0..last).find(|&j| out[j].0 == out[last].0 && out[j].1.start <= out[last].1.end && out[last].1.start <= out[j].1.end) else {
+                break;
+            };
+            let (_, r, its) = out.remove(last);
+            out[j].1 = out[j].1.start.min(r.start)..out[j].1.end.max(r.end);
+            out[j].2.extend(its);
+            // The grown block may now touch another one: move it last and check again.
+            let grown = out.remove(j);
+            out.insert(out.len(), grown);
+        }
+    }
+    out.sort_by_key(|(_, _, its)| its.iter().map(|i| i.rank).min().unwrap_or(usize::MAX));
+    out
+}
+
+const SYSTEM_PROMPT: &str = "You answer questions using only the numbered sources, which are excerpts of the user's own notes. \
+Reply with JSON only, in this shape: {\"claims\": [{\"text\": \"one factual statement\", \"support\": [{\"source\": \"S1\", \"quote\": \"words copied exactly from that source\"}]}]}. \
+Each claim is one statement. Each quote must be copied character for character from the source it names: a sentence or a contiguous part of one. \
+If the sources do not answer the question, reply {\"claims\": []}. Add nothing else: no confidence, no commentary.";
+
+/// Answers `question` from the store. The gate runs on whatever the synthesizer says.
+pub fn ask(
+    store: &Store,
+    question: &str,
+    pinned: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    synth: &Synthesizer,
+    scorer: &mut ScorerSlot<'_>,
+) -> Result<Answer, AskError> {
+    let items = gather(store, question, pinned, cfg, rules)?;
+    let remote = synth.is_remote();
+
+    // Bodies of every version in context; only those the synthesizer may see are eligible.
+    let mut bodies: BTreeMap<String, String> = BTreeMap::new();
+    for it in &items {
+        if !bodies.contains_key(&it.version_id) {
+            if let Some(b) = store.version_body(&it.version_id)? {
+                bodies.insert(it.version_id.clone(), String::from_utf8_lossy(&b).into_owned());
+            }
+        }
+    }
+    let visible: Vec<&ContextItem> = items.iter().filter(|i| !(remote && i.withheld.is_some())).collect();
+    let withheld: Vec<Withheld> = if remote {
+        items
+            .iter()
+            .filter_map(|i| {
+                i.withheld.as_ref().map(|r| Withheld { path: i.path.clone(), passage_id: i.passage_id, reason: r.clone() })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut eligible: Eligible<'_> = HashMap::new();
+    for it in &visible {
+        if let Some(b) = bodies.get(&it.version_id) {
+            eligible.insert(it.version_id.clone(), b.as_str());
+        }
+    }
+
+    let claims = match synth {
+        Synthesizer::Extractive => {
+            let sources: Vec<Source> = visible
+                .iter()
+                .map(|i| Source {
+                    version_id: &i.version_id,
+                    text: &i.text,
+                    heading: &i.heading,
+                    prose: matches!(i.kind.as_str(), "paragraph" | "quote"),
+                })
+                .collect();
+            let weights = store.term_weights(&lode_core::query::terms(question))?;
+            extractive::extract(question, &sources, &weights, &cfg.extract)
+        }
+        Synthesizer::Llm(llm) => {
+            // Passages sharing a parent send it once: windows of one version that overlap are
+            // merged into one block (each item still cites its own range).
+            let mut blocks: Vec<(String, std::ops::Range<usize>, Vec<&ContextItem>)> = Vec::new();
+            for it in &visible {
+                let Some(body) = bodies.get(&it.version_id) else { continue };
+                let w = parent_window(body, it, cfg.parent_window);
+                blocks.push((it.version_id.clone(), w, vec![*it]));
+            }
+            blocks = merge_blocks(blocks);
+            let mut labels: HashMap<String, String> = HashMap::new();
+            let mut user = format!("Question: {question}\n\nSources:\n");
+            let mut redactions = 0;
+            let mut sent: Vec<i64> = Vec::new();
+            for (n, (vid, range, its)) in blocks.iter().enumerate() {
+                let label = format!("S{}", n + 1);
+                labels.insert(label.clone(), vid.clone());
+                let body = &bodies[vid];
+                let (text, r) = if remote { egress::redact(&body[range.clone()]) } else { (body[range.clone()].to_owned(), 0) };
+                redactions += r;
+                let it = its[0];
+                user.push_str(&format!("\n[{label}] {} › {}\n{}\n", it.path, it.heading, text));
+                sent.extend(its.iter().map(|i| i.passage_id));
+            }
+            if blocks.is_empty() {
+                Vec::new()
+            } else {
+                let body = llm.request_body(SYSTEM_PROMPT, &user);
+                if remote {
+                    store.log_egress(&egress::destination(&llm.endpoint), "synthesis", &sent, body.len() as u64, redactions as u64)?;
+                }
+                let content = llm.complete(&body)?;
+                llm::parse_claims(&content, |l| labels.get(l).cloned())?
+            }
+        }
+    };
+
+    let path_of: HashMap<&str, (&str, i64)> =
+        items.iter().map(|i| (i.version_id.as_str(), (i.path.as_str(), i.note_id))).collect();
+    let mut answer = Answer {
+        question: question.to_owned(),
+        synthesizer: synth.name(),
+        claims: Vec::new(),
+        dropped: Vec::new(),
+        abstained: false,
+        abstain_reason: None,
+        related: Vec::new(),
+        withheld,
+    };
+    for outcome in gate::check(claims, &eligible, scorer, &cfg.gate) {
+        match outcome {
+            Outcome::Verified(v) => {
+                let citations = v
+                    .spans
+                    .iter()
+                    .map(|s| {
+                        let (path, note_id) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0));
+                        let body = bodies.get(&s.version_id).map(String::as_str).unwrap_or("");
+                        Citation {
+                            path: path.to_owned(),
+                            note_id,
+                            version_id: s.version_id.clone(),
+                            start: s.range.start,
+                            end: s.range.end,
+                            line: line_of(body.as_bytes(), s.range.start),
+                            quoted_span: body.get(s.range.clone()).unwrap_or(&s.quoted_span).to_owned(),
+                        }
+                    })
+                    .collect();
+                answer.claims.push(AnswerClaim { text: v.claim.text, citations, verification: v.verification, label: v.label });
+            }
+            Outcome::Dropped(d) => answer.dropped.push(DroppedClaim { text: d.claim.text, step: d.step, reason: d.reason }),
+        }
+    }
+    if answer.claims.is_empty() {
+        answer.abstained = true;
+        answer.abstain_reason = Some(if items.is_empty() {
+            "your notes don't answer this: nothing matched the question".to_owned()
+        } else if visible.is_empty() {
+            "your notes may answer this, but every matching passage is withheld from remote synthesis".to_owned()
+        } else if answer.dropped.is_empty() {
+            "your notes don't answer this: no passage states an answer".to_owned()
+        } else {
+            format!("your notes don't answer this: {} proposed claims failed verification", answer.dropped.len())
+        });
+        answer.related = items
+            .iter()
+            .filter(|i| !(remote && i.withheld.is_some()))
+            .take(3)
+            .map(|i| Related {
+                path: i.path.clone(),
+                version_id: i.version_id.clone(),
+                start: i.start,
+                end: i.end,
+                line: i.line,
+                text: i.text.clone(),
+            })
+            .collect();
+    }
+    Ok(answer)
+}

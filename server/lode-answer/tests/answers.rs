@@ -1,0 +1,322 @@
+//! Cited answers end to end on a real store: the extractive synthesizer on the example vault, and
+//! an LLM synthesizer against a scripted OpenAI-compatible server on loopback — the four failure
+//! modes, egress rules, redaction, retries and malformed answers.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+
+use lode_answer::egress::EgressRules;
+use lode_answer::llm::LlmConfig;
+use lode_answer::{ask, Answer, AskConfig, AskError, Synthesizer};
+use lode_core::gate::{ScorerSlot, Step};
+use lode_store::vault::{index_vault, IndexOptions};
+use lode_store::{Store, StoreOptions};
+use support::{completion, label_of, user_message, FakeLlm};
+
+const ROTATION: &str = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin.";
+const LAST: &str = "The last rotation was done on 2026-02-19.";
+const FAILOVER: &str = "The failover did not complete automatically.";
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == ".lode" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+struct Vault {
+    _tmp: tempfile::TempDir,
+    root: PathBuf,
+    store: Store,
+}
+
+fn vault(extra: &[(&str, &str)]) -> Vault {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &root);
+    for (path, body) in extra {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, body).unwrap();
+    }
+    let mut store = Store::open(&tmp.path().join("lode.db"), StoreOptions::default()).unwrap();
+    index_vault(&mut store, &root, &IndexOptions::default(), |_| {}).unwrap();
+    Vault { _tmp: tmp, root, store }
+}
+
+fn extractive(v: &Vault, q: &str, pinned: Option<&str>) -> Answer {
+    let rules = EgressRules::default();
+    ask(&v.store, q, pinned, &AskConfig::default(), &rules, &Synthesizer::Extractive, &mut ScorerSlot::None).unwrap()
+}
+
+fn llm(endpoint: &str, remote: bool) -> Synthesizer {
+    Synthesizer::Llm(LlmConfig {
+        endpoint: endpoint.to_owned(),
+        model: "scripted".into(),
+        remote: Some(remote),
+        retries: 2,
+        timeout_secs: 10,
+        ..Default::default()
+    })
+}
+
+/// Asks through a scripted model that builds its reply from the prompt it receives.
+fn ask_llm(
+    v: &Vault,
+    q: &str,
+    pinned: Option<&str>,
+    remote: bool,
+    rules: &EgressRules,
+    reply: impl Fn(&str) -> String + Send + 'static,
+) -> (Result<Answer, AskError>, Vec<String>) {
+    ask_llm_with(v, &AskConfig::default(), q, pinned, remote, rules, reply)
+}
+
+fn ask_llm_with(
+    v: &Vault,
+    cfg: &AskConfig,
+    q: &str,
+    pinned: Option<&str>,
+    remote: bool,
+    rules: &EgressRules,
+    reply: impl Fn(&str) -> String + Send + 'static,
+) -> (Result<Answer, AskError>, Vec<String>) {
+    let fake = FakeLlm::start(Box::new(move |body| (200, completion(&reply(body)))));
+    let a = ask(&v.store, q, pinned, cfg, rules, &llm(&fake.endpoint, remote), &mut ScorerSlot::None);
+    let requests = fake.requests.lock().unwrap().clone();
+    (a, requests)
+}
+
+fn claims_json(claims: &[(&str, &[(&str, &str)])]) -> String {
+    let list: Vec<serde_json::Value> = claims
+        .iter()
+        .map(|(text, support)| {
+            serde_json::json!({"text": text, "support": support.iter().map(|(s, q)| serde_json::json!({"source": s, "quote": q})).collect::<Vec<_>>()})
+        })
+        .collect();
+    serde_json::json!({ "claims": list }).to_string()
+}
+
+#[test]
+fn extractive_answer_cites_the_exact_span() {
+    let v = vault(&[]);
+    let a = extractive(&v, "How often are staging certificates rotated?", None);
+    assert!(!a.abstained, "{a:?}");
+    let first = &a.claims[0];
+    assert!(first.text.contains("every 60 days"), "{first:?}");
+    assert_eq!(first.label, "quoted & coupled");
+    let c = &first.citations[0];
+    assert_eq!(c.path, "runbooks/rotate-staging-certs.md");
+    let body = std::fs::read_to_string(v.root.join(&c.path)).unwrap();
+    assert_eq!(&body[c.start..c.end], c.quoted_span);
+    assert_eq!(c.line, 1 + body[..c.start].matches('\n').count());
+    assert_eq!(Some(c.version_id.clone()), v.store.head_of(&c.path).unwrap());
+}
+
+#[test]
+fn extractive_answers_from_the_fixtures() {
+    let v = vault(&[]);
+    let cases = [
+        ("Which Redis eviction policy was chosen?", "allkeys-lru"),
+        ("What pool size does PgBouncer use?", "40"),
+        ("When is the next staging rotation due?", "2026-04-20"),
+        ("Did the failover complete automatically during the incident?", "did not complete automatically"),
+        ("Combien de temps a duré la panne ?", "47 minutes"),
+    ];
+    for (q, want) in cases {
+        let a = extractive(&v, q, None);
+        let texts: Vec<&str> = a.claims.iter().map(|c| c.text.as_str()).collect();
+        assert!(texts.iter().any(|t| t.contains(want)), "{q}: {want:?} not in {texts:?}");
+    }
+}
+
+#[test]
+fn unanswerable_question_abstains_with_related_passages() {
+    let v = vault(&[]);
+    let a = extractive(&v, "What is the boiling point of liquid nitrogen on Mars?", None);
+    assert!(a.abstained);
+    assert!(a.claims.is_empty());
+    assert!(a.abstain_reason.unwrap().contains("don't answer"));
+}
+
+#[test]
+fn pinned_note_comes_first_and_whole() {
+    let v = vault(&[]);
+    let a = extractive(&v, "What does the rollback step say?", Some("runbooks/rotate-staging-certs.md"));
+    assert!(a.claims.iter().all(|c| c.citations[0].path == "runbooks/rotate-staging-certs.md"), "{a:?}");
+    let rules = EgressRules::default();
+    let items = lode_answer::gather(&v.store, "anything at all", Some("runbooks/rotate-staging-certs.md"), &AskConfig::default(), &rules).unwrap();
+    let pinned = v.store.passages_of("runbooks/rotate-staging-certs.md").unwrap().len();
+    assert!(pinned > 8, "more passages than the retrieval limit");
+    assert!(items[..pinned].iter().all(|i| i.pinned), "every passage of the pinned note, first");
+    assert!(matches!(
+        lode_answer::gather(&v.store, "x", Some("nope.md"), &AskConfig::default(), &rules),
+        Err(AskError::UnknownNote(_))
+    ));
+}
+
+#[test]
+fn the_four_failure_modes_are_dropped_and_valid_claims_pass() {
+    let v = vault(&[]);
+    let (a, requests) = ask_llm_with(
+        &v,
+        &AskConfig { context_limit: 40, ..AskConfig::default() },
+        "When was the last staging certificate rotation and did the Redis failover complete automatically?",
+        Some("runbooks/rotate-staging-certs.md"),
+        false,
+        &EgressRules::default(),
+        |body| {
+            let certs = label_of(body, "runbooks/rotate-staging-certs.md").expect("runbook in the prompt");
+            let inc = label_of(body, "notes/incident-2026-02-14.md").expect("incident note in the prompt");
+            claims_json(&[
+                // valid: coupled quotes
+                ("Staging certificates are rotated every 60 days", &[(&certs, ROTATION)]),
+                ("The last rotation was done on 2026-02-19", &[(&certs, LAST)]),
+                // 1. fabricated quote
+                ("Staging certificates are rotated every 45 days", &[(&certs, "Staging certificates are rotated every 45 days.")]),
+                // 2. real quote, contradicting claim: negation, changed number, changed date
+                ("The failover completed automatically", &[(&inc, FAILOVER)]),
+                ("Staging certificates are rotated every 90 days", &[(&certs, ROTATION)]),
+                ("The last rotation was done on 2026-03-19", &[(&certs, LAST)]),
+                // 3. paraphrase that drifts a number
+                ("Certificates get a 20-day safety margin", &[(&certs, ROTATION)]),
+                // 4. synthesis of two notes that neither supports
+                ("The failed failover delayed the certificate rotation", &[(&certs, LAST), (&inc, FAILOVER)]),
+                // a label that was never given
+                ("Certificates are rotated every 60 days", &[("S99", ROTATION)]),
+            ])
+        },
+    );
+    let a = a.unwrap();
+    assert_eq!(requests.len(), 1);
+    let kept: Vec<&str> = a.claims.iter().map(|c| c.text.as_str()).collect();
+    assert_eq!(kept, ["Staging certificates are rotated every 60 days", "The last rotation was done on 2026-02-19"]);
+    let steps: Vec<Step> = a.dropped.iter().map(|d| d.step).collect();
+    assert_eq!(
+        steps,
+        [Step::SpanCheck, Step::Entailment, Step::Entailment, Step::Entailment, Step::Entailment, Step::Entailment, Step::SpanCheck]
+    );
+    assert!(a.dropped[1].reason.contains("no entailment model"), "fail-closed: {}", a.dropped[1].reason);
+    assert!(!a.abstained);
+    assert_eq!(a.synthesizer, "llm:scripted");
+}
+
+#[test]
+fn model_that_only_hallucinates_makes_the_answer_abstain() {
+    let v = vault(&[]);
+    let (a, _) = ask_llm(&v, "How often are staging certificates rotated?", None, false, &EgressRules::default(), |body| {
+        let certs = label_of(body, "runbooks/rotate-staging-certs.md").unwrap();
+        claims_json(&[("Certificates rotate weekly", &[(&certs, "Certificates rotate weekly.")])])
+    });
+    let a = a.unwrap();
+    assert!(a.abstained && a.claims.is_empty());
+    assert_eq!(a.dropped.len(), 1);
+    assert!(!a.related.is_empty(), "related passages are offered instead");
+}
+
+#[test]
+fn no_egress_notes_are_withheld_logged_and_uncitable() {
+    let secret_note = "---\ntitle: Salary review\nno_egress: true\n---\n# Salary review\n\nThe staging certificates budget for Mei Lin is 12000 euros per year.\n";
+    let v = vault(&[("private/salary.md", secret_note), ("people/vendor.md", "# Vendor\n\nThe staging certificates vendor contact is in the vault.\n")]);
+    let rules = EgressRules::new(&["people/vendor.md".to_owned()]).unwrap();
+    let (a, requests) = ask_llm(&v, "staging certificates budget vendor", None, true, &rules, |body| {
+        // The adversarial model cites withheld text under a label it was given for another note.
+        let any = user_message(body).lines().find_map(|l| l.strip_prefix("[S1]").map(|_| "S1".to_owned())).unwrap();
+        claims_json(&[
+            ("The certificates budget is 12000 euros", &[(&any, "The staging certificates budget for Mei Lin is 12000 euros per year.")]),
+            ("The budget is 12000 euros", &[("S42", "The staging certificates budget for Mei Lin is 12000 euros per year.")]),
+        ])
+    });
+    let a = a.unwrap();
+    assert!(a.claims.is_empty(), "{a:?}");
+    assert!(a.dropped.iter().all(|d| d.step == Step::SpanCheck));
+    let withheld: Vec<&str> = a.withheld.iter().map(|w| w.path.as_str()).collect();
+    assert!(withheld.contains(&"private/salary.md") && withheld.contains(&"people/vendor.md"), "{withheld:?}");
+    assert!(a.withheld.iter().any(|w| w.reason.contains("no_egress")));
+
+    let sent = &requests[0];
+    assert!(!sent.contains("12000"), "withheld text left the machine");
+    assert!(!sent.contains("vendor contact"));
+    let log = v.store.egress_log().unwrap();
+    assert_eq!(log.len(), 1);
+    assert_eq!(log[0].bytes, sent.len() as u64);
+    assert_eq!(log[0].purpose, "synthesis");
+    assert!(log[0].destination.starts_with("127.0.0.1:"));
+    let withheld_ids: Vec<i64> = a.withheld.iter().map(|w| w.passage_id).collect();
+    assert!(!log[0].passages.is_empty());
+    assert!(log[0].passages.iter().all(|p| !withheld_ids.contains(p)), "the log lists only what was sent");
+}
+
+#[test]
+fn local_endpoint_sees_everything_and_logs_nothing() {
+    let v = vault(&[("private/salary.md", "---\nno_egress: true\n---\nThe staging certificates budget is 12000 euros.\n")]);
+    let (a, requests) = ask_llm(&v, "staging certificates budget", None, false, &EgressRules::default(), |body| {
+        let l = label_of(body, "private/salary.md").expect("a loopback model may see no-egress notes");
+        claims_json(&[("The staging certificates budget is 12000 euros", &[(&l, "The staging certificates budget is 12000 euros.")])])
+    });
+    let a = a.unwrap();
+    assert_eq!(a.claims.len(), 1);
+    assert!(a.withheld.is_empty());
+    assert!(requests[0].contains("12000"));
+    assert!(v.store.egress_log().unwrap().is_empty(), "nothing left the machine");
+}
+
+#[test]
+fn secrets_are_redacted_before_leaving() {
+    let v = vault(&[("notes/keys.md", "# Deploy keys\n\nThe staging deploy key is AKIAIOSFODNN7EXAMPLE and the token: supersecretvalue123.\n")]);
+    let (a, requests) = ask_llm(&v, "staging deploy key", None, true, &EgressRules::default(), |_| claims_json(&[]));
+    assert!(a.unwrap().abstained);
+    assert!(!requests[0].contains("AKIAIOSFODNN7EXAMPLE") && !requests[0].contains("supersecretvalue123"));
+    assert!(requests[0].contains("[REDACTED:aws-access-key]"));
+    assert_eq!(v.store.egress_log().unwrap()[0].redactions, 2);
+}
+
+#[test]
+fn passages_sharing_a_parent_send_it_once() {
+    let v = vault(&[]);
+    let (_, requests) = ask_llm(&v, "rotate", Some("runbooks/rotate-staging-certs.md"), false, &EgressRules::default(), |_| claims_json(&[]));
+    let prompt = user_message(&requests[0]);
+    let step_blocks = prompt.matches("3. Announce the rotation").count();
+    assert_eq!(step_blocks, 1, "the steps list is one parent block for nine passages:\n{prompt}");
+}
+
+#[test]
+fn broken_endpoints_give_clear_errors() {
+    let v = vault(&[]);
+    let q = "How often are staging certificates rotated?";
+    let rules = EgressRules::default();
+    // Truncated JSON in the message.
+    let (a, _) = ask_llm(&v, q, None, false, &rules, |_| "{\"claims\": [{\"text\": \"Cert".to_owned());
+    assert!(matches!(a, Err(AskError::Llm(_))), "{a:?}");
+    // Not JSON at all.
+    let fake = FakeLlm::start(Box::new(|_| (200, "<html>502 Bad Gateway</html>".to_owned())));
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap_err();
+    assert!(e.to_string().contains("not JSON"), "{e}");
+    // 401: no retry, the body is shown.
+    let fake = FakeLlm::start(Box::new(|_| (401, "{\"error\":\"invalid api key\"}".to_owned())));
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap_err();
+    assert!(e.to_string().contains("401") && e.to_string().contains("invalid api key"), "{e}");
+    assert_eq!(fake.requests.lock().unwrap().len(), 1);
+    // 503 twice, then an answer: retried with backoff.
+    let mut n = 0;
+    let fake = FakeLlm::start(Box::new(move |_| {
+        n += 1;
+        if n < 3 { (503, "busy".to_owned()) } else { (200, completion("{\"claims\": []}")) }
+    }));
+    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap();
+    assert!(a.abstained);
+    assert_eq!(fake.requests.lock().unwrap().len(), 3);
+    // Nothing listening.
+    let dead = llm("http://127.0.0.1:9/v1", false);
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &dead, &mut ScorerSlot::None).unwrap_err();
+    assert!(e.to_string().contains("unreachable"), "{e}");
+}

@@ -1,0 +1,97 @@
+//! `lode ask`: a verified answer with its citations, or an honest abstention.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use lode_answer::{ask, Answer, Synthesizer};
+use lode_core::gate::ScorerSlot;
+
+use super::Vault;
+use crate::VaultArgs;
+
+#[derive(Args)]
+pub struct AskArgs {
+    #[command(flatten)]
+    pub vault: VaultArgs,
+    /// Ask about this note (vault-relative path): all its passages come first
+    #[arg(long, value_name = "PATH")]
+    pub pinned: Option<String>,
+    /// Use the LLM configured in [llm] instead of the extractive synthesizer
+    #[arg(long)]
+    pub llm: bool,
+    /// Also list the claims the gate dropped, with the reason
+    #[arg(long)]
+    pub show_dropped: bool,
+    /// The question
+    #[arg(required = true, num_args = 1..)]
+    pub question: Vec<String>,
+}
+
+pub fn run(args: AskArgs) -> Result<ExitCode> {
+    let vault = Vault::resolve(&args.vault)?;
+    let store = vault.open_existing()?;
+    let question = args.question.join(" ");
+    let synth = if args.llm {
+        let Some(llm) = vault.config.llm.clone() else {
+            anyhow::bail!("--llm needs an [llm] section (endpoint, model) in {}", vault.config_path().display());
+        };
+        Synthesizer::Llm(llm)
+    } else {
+        Synthesizer::Extractive
+    };
+    let rules = vault.config.egress_rules()?;
+    let answer = ask(
+        &store,
+        &question,
+        args.pinned.as_deref(),
+        &vault.config.ask_config(),
+        &rules,
+        &synth,
+        &mut ScorerSlot::None,
+    )?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if args.vault.json {
+        writeln!(out, "{}", serde_json::to_string(&answer)?)?;
+    } else {
+        print_answer(&mut out, &answer, args.show_dropped)?;
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<()> {
+    if a.abstained {
+        writeln!(out, "{}", a.abstain_reason.as_deref().unwrap_or("your notes don't answer this"))?;
+        if !a.related.is_empty() {
+            writeln!(out, "\nrelated passages (not an answer):")?;
+            for r in &a.related {
+                let text = lode_core::text::normalize_whitespace(&r.text);
+                let short: String = text.chars().take(160).collect();
+                writeln!(out, "  {}:{}  {}{}", r.path, r.line, short, if short.len() < text.len() { "…" } else { "" })?;
+            }
+        }
+    }
+    for (i, c) in a.claims.iter().enumerate() {
+        writeln!(out, "{}. {}", i + 1, c.text)?;
+        for cit in &c.citations {
+            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, &cit.version_id[..12], lode_core::text::normalize_whitespace(&cit.quoted_span))?;
+        }
+    }
+    for w in &a.withheld {
+        writeln!(out, "withheld from remote synthesis: {} ({})", w.path, w.reason)?;
+    }
+    if !a.dropped.is_empty() {
+        if show_dropped {
+            writeln!(out, "\ndropped by the gate:")?;
+            for d in &a.dropped {
+                writeln!(out, "  - {} [{:?}: {}]", d.text, d.step, d.reason)?;
+            }
+        } else {
+            writeln!(out, "({} claims dropped by the gate; --show-dropped lists them)", a.dropped.len())?;
+        }
+    }
+    Ok(())
+}
