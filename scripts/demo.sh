@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets lode up from a fresh clone and runs its main job on the bundled example vault:
-# build (dev profile: the release build takes far longer), index fixtures/vault, then search it.
+# build (dev profile: the release build takes far longer), index fixtures/vault, then ask it a
+# question and print the verified answer with its citations.
 # Idempotent: a second run rebuilds nothing and re-indexes only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +17,6 @@ echo "==> indexing $VAULT ($(lode_elapsed))"
 "$LODE" index --vault "$VAULT"
 
 QUESTION="${1:-How often are staging certificates rotated?}"
-echo "==> lode search \"$QUESTION\" ($(lode_elapsed))"
-"$LODE" search --vault "$VAULT" --limit 5 "$QUESTION"
-echo "==> done in $(lode_elapsed); try: $LODE search --vault $VAULT <question>"
+echo "==> lode ask \"$QUESTION\" ($(lode_elapsed))"
+"$LODE" ask --vault "$VAULT" "$QUESTION"
+echo "==> done in $(lode_elapsed). Try: $LODE ask --vault $VAULT \"<question>\"  or  $LODE search --vault $VAULT <words>"

@@ -37,6 +37,8 @@ enum Command {
     Search(cmd::search::SearchArgs),
     /// Answer a question with verified citations (or abstain)
     Ask(cmd::ask::AskArgs),
+    /// Run the faithfulness gate on JSON lines from stdin
+    Gate(cmd::gate::GateArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
     /// Measure retrieval quality on a BEIR-format data set
@@ -54,6 +56,7 @@ fn main() -> ExitCode {
         Command::Search(a) => cmd::search::run(a),
         Command::Stats(a) => cmd::stats::run(a),
         Command::Ask(a) => cmd::ask::run(a),
+        Command::Gate(a) => cmd::gate::run(a),
         Command::Eval(c) => cmd::eval::run(c),
         Command::Bench(c) => cmd::bench::run(c),
     };

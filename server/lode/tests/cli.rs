@@ -168,3 +168,60 @@ fn crash_mid_index_leaves_no_half_indexed_note() {
     assert_eq!(s["passages"], 4000 * 3);
     assert!(stdout(&lode(&["search", "topic3999"], &v)).contains("n03999.md"));
 }
+
+#[test]
+fn ask_prints_a_verified_answer_with_exact_citations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    assert!(lode(&["index", "-q"], &v).status.success());
+    let o = lode(&["ask", "--json", "How often are staging certificates rotated?"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let a: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(a["abstained"], false);
+    let c = &a["claims"][0]["citations"][0];
+    let body = std::fs::read(v.join(c["path"].as_str().unwrap())).unwrap();
+    let (s, e) = (c["start"].as_u64().unwrap() as usize, c["end"].as_u64().unwrap() as usize);
+    assert_eq!(String::from_utf8_lossy(&body[s..e]), c["quoted_span"].as_str().unwrap());
+    assert!(a["claims"][0]["text"].as_str().unwrap().contains("60 days"));
+
+    let o = lode(&["ask", "What is the airspeed of an unladen swallow?"], &v);
+    assert!(o.status.success());
+    assert!(stdout(&o).contains("your notes don't answer this"), "{}", stdout(&o));
+
+    let o = lode(&["ask", "--llm", "anything"], &v);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(stderr(&o).contains("[llm]"), "{}", stderr(&o));
+}
+
+#[test]
+fn gate_reads_json_lines_and_reports_each() {
+    use std::io::Write;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["gate", "--json"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let source = "Certificates are valid for 90 days, but rotated every 60 days. The cache isn't flushed.";
+    let lines = [
+        serde_json::json!({"claim": "Certificates are rotated every 60 days", "spans": ["Certificates are valid for 90 days, but rotated every 60 days."], "source": source}),
+        serde_json::json!({"claim": "Certificates are rotated every 90 days", "spans": ["Certificates are valid for 90 days, but rotated every 60 days."], "source": source}),
+        serde_json::json!({"claim": "The cache is flushed", "spans": ["The cache isn't flushed."], "source": source}),
+        serde_json::json!({"claim": "made up", "spans": ["a quote from nowhere"], "source": source}),
+    ];
+    let mut input = String::new();
+    for l in &lines {
+        input.push_str(&format!("{l}\n"));
+    }
+    input.push_str("{not json}\n");
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let out: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let verdicts: Vec<(&str, &str)> = out.iter().map(|v| (v["verdict"].as_str().unwrap(), v["step"].as_str().unwrap_or(""))).collect();
+    assert_eq!(
+        verdicts,
+        [("coupled", "coupling"), ("dropped", "entailment"), ("dropped", "entailment"), ("dropped", "span_check"), ("error", "")]
+    );
+    assert_eq!(o.status.code(), Some(1), "a bad line makes the exit code say so");
+}

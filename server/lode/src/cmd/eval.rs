@@ -20,6 +20,32 @@ use crate::progress::Progress;
 pub enum EvalCommand {
     /// Retrieval quality (and latency) on a BEIR folder
     Retrieval(RetrievalArgs),
+    /// The gate's deterministic steps on SciFact-style claims (claim + verbatim rationale)
+    Gate(GateEvalArgs),
+    /// The extractive synthesizer: does the first claim come from a relevant document?
+    Answers(AnswersArgs),
+}
+
+#[derive(Args)]
+pub struct GateEvalArgs {
+    /// claims.jsonl: {claim, doc_id, label: SUPPORT|REFUTE, rationale: [sentences]}
+    pub claims: PathBuf,
+    /// corpus.jsonl holding the documents [default: beside the claims file]
+    #[arg(long)]
+    pub corpus: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args)]
+pub struct AnswersArgs {
+    pub beir_dir: PathBuf,
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    #[arg(long, value_name = "N")]
+    pub max_queries: Option<usize>,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args, Clone)]
@@ -219,7 +245,11 @@ pub fn default_work_dir(beir_dir: &Path) -> PathBuf {
 }
 
 pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
-    let EvalCommand::Retrieval(args) = cmd;
+    let args = match cmd {
+        EvalCommand::Retrieval(a) => a,
+        EvalCommand::Gate(a) => return eval_gate(a),
+        EvalCommand::Answers(a) => return eval_answers(a),
+    };
     let beir = load_beir(&args.beir_dir)?;
     let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir));
     let vault = work.join("vault");
@@ -261,6 +291,142 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         if cfg!(debug_assertions) {
             println!("(debug build: latencies are not representative; use a release build)");
         }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[derive(Deserialize)]
+struct ClaimRow {
+    claim: String,
+    doc_id: String,
+    label: String,
+    rationale: Vec<String>,
+}
+
+/// Changes one word of a sentence: the first number gets its first digit changed, else the
+/// longest word is replaced. The result is not a quote of anything.
+pub fn perturb(sentence: &str) -> String {
+    if let Some(pos) = sentence.find(|c: char| c.is_ascii_digit()) {
+        let d = sentence.as_bytes()[pos] - b'0';
+        let mut s = sentence.to_owned();
+        s.replace_range(pos..pos + 1, &((d + 1) % 10).to_string());
+        return s;
+    }
+    let longest = sentence.split(|c: char| !c.is_alphanumeric()).max_by_key(|w| w.len()).unwrap_or("");
+    if longest.is_empty() {
+        return format!("{sentence} not");
+    }
+    sentence.replacen(longest, "unrelated", 1)
+}
+
+fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
+    use lode_core::gate::{GateConfig, ScorerSlot};
+    let rows: Vec<ClaimRow> = read_jsonl(&args.claims)?;
+    let corpus_path = args
+        .corpus
+        .clone()
+        .unwrap_or_else(|| args.claims.parent().unwrap_or(Path::new(".")).join("corpus.jsonl"));
+    let docs: HashMap<String, String> = read_jsonl::<Doc>(&corpus_path)?.into_iter().map(|d| (d.id, d.text)).collect();
+    let cfg = GateConfig::default();
+    let mut scorer = ScorerSlot::None;
+    let (mut support, mut support_ok, mut refute, mut refute_ok, mut perturbed, mut perturbed_rejected) = (0, 0, 0, 0, 0, 0);
+    let mut missing = 0;
+    let mut refute_examples = Vec::new();
+    let mut steps: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    for r in &rows {
+        let Some(source) = docs.get(&r.doc_id) else {
+            missing += 1;
+            continue;
+        };
+        let v = super::gate::verdict(&r.claim, &r.rationale, source, &mut scorer, &cfg);
+        let accepted = v["verdict"] == "coupled";
+        *steps.entry(format!("{}:{}", v["verdict"].as_str().unwrap_or(""), v["step"].as_str().unwrap_or(""))).or_insert(0usize) += 1;
+        match r.label.as_str() {
+            "SUPPORT" => {
+                support += 1;
+                support_ok += usize::from(accepted);
+            }
+            "REFUTE" => {
+                refute += 1;
+                refute_ok += usize::from(accepted);
+                if accepted && refute_examples.len() < 5 {
+                    refute_examples.push(serde_json::json!({"claim": r.claim, "rationale": r.rationale}));
+                }
+            }
+            _ => {}
+        }
+        // Perturb one rationale sentence; the span check must reject it.
+        let mut spans = r.rationale.clone();
+        if let Some(first) = spans.first_mut() {
+            *first = perturb(first);
+            perturbed += 1;
+            let pv = super::gate::verdict(&r.claim, &spans, source, &mut scorer, &cfg);
+            if pv["verdict"] == "dropped" && pv["step"] == "span_check" {
+                perturbed_rejected += 1;
+            }
+        }
+    }
+    let v = serde_json::json!({
+        "claims": rows.len(), "missing_documents": missing,
+        "refute": refute, "refute_accepted_deterministically": refute_ok,
+        "support": support, "support_accepted_deterministically": support_ok,
+        "support_accepted_share": support_ok as f64 / support.max(1) as f64,
+        "perturbed": perturbed, "perturbed_rejected_by_span_check": perturbed_rejected,
+        "perturbed_rejected_share": perturbed_rejected as f64 / perturbed.max(1) as f64,
+        "refute_accepted_examples": refute_examples,
+        "verdicts_by_step": steps,
+    });
+    if args.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
+    use lode_answer::{ask, Synthesizer};
+    use lode_core::gate::ScorerSlot;
+    let beir = load_beir(&args.beir_dir)?;
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir));
+    let vault = work.join("vault");
+    let doc_of_path = write_vault(&beir, &vault)?;
+    let config = Config::load(&vault)?;
+    let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
+    let mut progress = Progress::new(!args.json);
+    index_vault(&mut store, &vault, &IndexOptions::default(), |p| progress.update("indexing", p.done, p.total, p.path))?;
+    progress.finish();
+    let rules = config.egress_rules()?;
+    let ask_cfg = config.ask_config();
+    let (mut answered, mut relevant_first, mut abstained, mut n) = (0, 0, 0, 0);
+    let mut times = Vec::new();
+    for (qid, text) in beir.queries.iter().take(args.max_queries.unwrap_or(usize::MAX)) {
+        n += 1;
+        let t = Instant::now();
+        let a = ask(&store, text, None, &ask_cfg, &rules, &Synthesizer::Extractive, &mut ScorerSlot::None)?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        let Some(first) = a.claims.first() else {
+            abstained += 1;
+            continue;
+        };
+        answered += 1;
+        let doc = first.citations.first().and_then(|c| doc_of_path.get(&c.path));
+        if doc.is_some_and(|d| beir.qrels[qid].contains_key(d)) {
+            relevant_first += 1;
+        }
+    }
+    times.sort_by(f64::total_cmp);
+    let v = serde_json::json!({
+        "queries": n, "answered": answered, "abstained": abstained,
+        "first_claim_from_relevant_doc": relevant_first,
+        "share_of_answers": relevant_first as f64 / answered.max(1) as f64,
+        "share_of_queries": relevant_first as f64 / n.max(1) as f64,
+        "latency_ms_p50": percentile(&times, 50.0),
+    });
+    if args.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(ExitCode::SUCCESS)
 }

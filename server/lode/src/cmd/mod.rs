@@ -3,6 +3,7 @@
 pub mod ask;
 pub mod bench;
 pub mod eval;
+pub mod gate;
 pub mod index;
 pub mod search;
 pub mod stats;
