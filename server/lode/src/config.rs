@@ -150,3 +150,29 @@ impl Config {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readme_configuration_example_parses() {
+        let readme = include_str!("../../../README.md");
+        let start = readme.find("```toml\n[chunk]").expect("README has the configuration example") + "```toml\n".len();
+        let block = &readme[start..start + readme[start..].find("```").unwrap()];
+        let c: Config = toml::from_str(block).expect("README's example is valid configuration");
+        let d = Config::default();
+        assert_eq!(c.chunk.max_tokens, d.chunk.max_tokens, "README shows the defaults");
+        assert_eq!(c.search.or_terms, d.search.or_terms);
+        assert_eq!(c.search.heading_weight, d.search.heading_weight);
+        assert_eq!(c.answer.context, d.answer.context);
+        assert_eq!(c.answer.entailment_threshold, d.answer.entailment_threshold);
+        assert!(c.llm.is_some());
+        assert!(c.egress_rules().is_ok());
+    }
+
+    #[test]
+    fn unknown_keys_are_errors() {
+        assert!(toml::from_str::<Config>("[search]\nlimt = 3\n").is_err());
+    }
+}
