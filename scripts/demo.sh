@@ -7,6 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
+ensure_models
 
 echo "==> building lode ($(lode_elapsed))"
 cargo build --locked -p lode

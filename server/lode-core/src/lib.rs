@@ -4,6 +4,7 @@
 pub mod chunk;
 pub mod extractive;
 pub mod frontmatter;
+pub mod fusion;
 pub mod gate;
 pub mod links;
 pub mod query;

@@ -12,9 +12,11 @@ mod error;
 mod migrate;
 mod search;
 mod store;
+mod vectors;
 pub mod vault;
 
 pub use egress::EgressRecord;
+pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult};

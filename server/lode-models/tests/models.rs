@@ -1,0 +1,150 @@
+//! Real models through the real ONNX Runtime (installed by scripts/setup-models.sh): MiniLM
+//! against a reference computed with ONNX Runtime's Python API, prefixes, bad inputs, and the
+//! generated tiny cross-encoder.
+
+use std::path::{Path, PathBuf};
+
+use lode_core::gate::EntailmentScorer;
+use lode_models::{CrossEncoder, Embedder, ModelError};
+
+fn models() -> PathBuf {
+    let dir = std::env::var_os("LODE_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.lode-tools/models"));
+    assert!(dir.join("all-MiniLM-L6-v2/model.onnx").is_file(), "models missing in {}: run scripts/setup-models.sh", dir.display());
+    dir
+}
+
+fn minilm() -> Embedder {
+    Embedder::load(&models().join("all-MiniLM-L6-v2"), None, 2).unwrap()
+}
+
+fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    let dot: f32 = a.iter().zip(b).map(|(x, y)| x * y).sum();
+    let na: f32 = a.iter().map(|x| x * x).sum::<f32>().sqrt();
+    let nb: f32 = b.iter().map(|x| x * x).sum::<f32>().sqrt();
+    dot / (na * nb)
+}
+
+#[test]
+fn minilm_matches_the_onnx_runtime_python_reference() {
+    let reference: serde_json::Value = serde_json::from_str(include_str!("../../../fixtures/embeddings/minilm-reference.json")).unwrap();
+    let mut e = minilm();
+    assert_eq!(e.dimensions(), 384);
+    for s in reference["sentences"].as_array().unwrap() {
+        let text = s["text"].as_str().unwrap();
+        let want: Vec<f32> = s["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let got = e.embed_passages(&[text]).unwrap().pop().unwrap();
+        let c = cosine(&got, &want);
+        assert!(c >= 1.0 - 1e-4, "{text:?}: cosine {c}");
+        let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+        assert!((norm - 1.0).abs() < 1e-4, "normalised");
+    }
+}
+
+#[test]
+fn a_question_is_close_to_its_answer() {
+    let mut e = minilm();
+    let q = e.embed_query("How often are staging certificates rotated?").unwrap();
+    let v = e
+        .embed_passages(&[
+            "Staging certificates are rotated every 60 days so that we always have a 30-day safety margin.",
+            "The incident postmortem lists a timeline of the Redis outage.",
+        ])
+        .unwrap();
+    assert!(cosine(&q, &v[0]) > 0.7 && cosine(&q, &v[0]) > cosine(&q, &v[1]) + 0.2);
+}
+
+#[test]
+fn batches_empty_and_enormous_inputs() {
+    let mut e = minilm();
+    let huge = "word ".repeat(50_000);
+    let texts: Vec<String> = (0..37).map(|i| format!("passage number {i}")).collect();
+    let mut all: Vec<&str> = texts.iter().map(String::as_str).collect();
+    all.push("");
+    all.push(&huge);
+    let v = e.embed_passages(&all).unwrap();
+    assert_eq!(v.len(), 39);
+    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+    // Batching does not change results.
+    let alone = e.embed_passages(&["passage number 5"]).unwrap();
+    assert!(cosine(&alone[0], &v[5]) > 1.0 - 1e-5);
+}
+
+fn model_copy(tmp: &Path, manifest: &str) -> PathBuf {
+    let dir = tmp.join("m");
+    std::fs::create_dir_all(&dir).unwrap();
+    for f in ["model.onnx", "tokenizer.json"] {
+        std::fs::copy(models().join("all-MiniLM-L6-v2").join(f), dir.join(f)).unwrap();
+    }
+    std::fs::write(dir.join("lode-model.toml"), manifest).unwrap();
+    dir
+}
+
+#[test]
+fn asymmetric_prefixes_apply_to_the_right_side() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = model_copy(
+        tmp.path(),
+        "id = \"prefixed\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\nquery_prefix = \"search_query: \"\npassage_prefix = \"search_document: \"\n",
+    );
+    let mut p = Embedder::load(&dir, None, 1).unwrap();
+    let mut plain = minilm();
+    let q = p.embed_query("rotate certs").unwrap();
+    let want = plain.embed_passages(&["search_query: rotate certs"]).unwrap();
+    assert!(cosine(&q, &want[0]) > 1.0 - 1e-5);
+    let d = p.embed_passages(&["rotate certs"]).unwrap();
+    let want = plain.embed_passages(&["search_document: rotate certs"]).unwrap();
+    assert!(cosine(&d[0], &want[0]) > 1.0 - 1e-5);
+    assert!(cosine(&q, &d[0]) < 0.999, "the two sides differ");
+}
+
+#[test]
+fn bad_models_give_clear_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = |r: Result<Embedder, ModelError>| r.err().expect("must fail").to_string();
+
+    let dir = model_copy(tmp.path(), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 768\n");
+    let e = err(Embedder::load(&dir, None, 1));
+    assert!(e.contains("384-dimensional") && e.contains("768"), "{e}");
+
+    std::fs::write(dir.join("lode-model.toml"), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\n").unwrap();
+    std::fs::write(dir.join("model.onnx"), b"this is not an onnx file").unwrap();
+    let e = err(Embedder::load(&dir, None, 1));
+    assert!(e.contains("ONNX Runtime cannot load it"), "{e}");
+
+    std::fs::remove_file(dir.join("model.onnx")).unwrap();
+    let e = err(Embedder::load(&dir, None, 1));
+    assert!(e.contains("model.onnx is missing"), "{e}");
+
+    std::fs::write(dir.join("lode-model.toml"), "id = 1").unwrap();
+    assert!(err(Embedder::load(&dir, None, 1)).contains("invalid manifest"));
+
+    let e = err(Embedder::load(&models().join("bad-inputs"), None, 1));
+    assert!(e.contains("no `input_ids` input"), "{e}");
+
+    let e = err(Embedder::load(&models().join("tiny-cross-encoder"), None, 1));
+    assert!(e.contains("not an embedder"), "{e}");
+}
+
+#[test]
+fn tiny_cross_encoder_loads_batches_and_reorders() {
+    let mut ce = CrossEncoder::load(&models().join("tiny-cross-encoder"), None, 1).unwrap();
+    let passages: Vec<String> = (0..19)
+        .map(|i| match i {
+            3 => "a banana and a cherry".to_owned(),
+            11 => "banana".to_owned(),
+            15 => "rotten fruit".to_owned(),
+            _ => format!("plain passage {i}"),
+        })
+        .collect();
+    let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
+    let scores = ce.score("which fruit", &refs).unwrap();
+    assert_eq!(scores.len(), 19, "more passages than one batch");
+    assert_eq!((scores[3], scores[11], scores[15], scores[0]), (3.0, 2.0, -3.0, 0.0));
+    // Only the passage slot counts: the query's own words do not.
+    assert_eq!(ce.score("banana banana", &["plain"]).unwrap(), [0.0]);
+    // As the gate's entailment scorer: the sigmoid of the logit.
+    let p = ce.entailment("banana banana cherry", "claim").unwrap();
+    assert!((p - 1.0 / (1.0 + (-5.0f32).exp())).abs() < 1e-6, "{p}");
+}

@@ -1,0 +1,174 @@
+//! Bookkeeping for the dense index: which head passages have a vector for which model, which
+//! vectors must go, and how fresh the index is. The vectors themselves live in LanceDB.
+
+use rusqlite::params;
+
+use crate::error::StoreError;
+use crate::store::Store;
+
+/// A passage that needs a vector.
+#[derive(Debug, Clone)]
+pub struct PendingPassage {
+    pub id: i64,
+    pub note_id: i64,
+    pub version_id: String,
+    /// What is embedded: heading context, then the passage text.
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Freshness {
+    pub passages: i64,
+    pub with_vectors: i64,
+}
+
+impl Store {
+    /// Up to `limit` head passages without a vector for `model`, in id order.
+    pub fn pending_vectors(&self, model: &str, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p
+                 WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
+                 ORDER BY p.id LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![model, limit as i64], |r| {
+                let heading: String = r.get(3)?;
+                let text: String = r.get(4)?;
+                Ok(PendingPassage {
+                    id: r.get(0)?,
+                    note_id: r.get(1)?,
+                    version_id: r.get(2)?,
+                    text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
+                })
+            })
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// Records that these passages now have a vector for `model` (ids that left meanwhile are
+    /// ignored: their vectors are queued for deletion instead).
+    pub fn mark_vectors(&mut self, model: &str, ids: &[i64]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        {
+            let mut ins = tx
+                .prepare_cached(
+                    "INSERT OR IGNORE INTO passage_vectors (passage_id, model)
+                     SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM passages WHERE id = ?1)",
+                )
+                .map_err(e)?;
+            let mut gone = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM passages WHERE id = ?1)").map_err(e)?;
+            for id in ids {
+                ins.execute(params![id, model]).map_err(e)?;
+                gone.execute([id]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
+    /// Passage ids whose vectors must be deleted.
+    pub fn vector_deletions(&self) -> Result<Vec<i64>, StoreError> {
+        let mut st = self.conn.prepare_cached("SELECT passage_id FROM vector_deletions ORDER BY passage_id").map_err(|e| self.err(e))?;
+        let rows = st.query_map([], |r| r.get(0)).and_then(|it| it.collect::<Result<Vec<_>, _>>()).map_err(|e| self.err(e))?;
+        Ok(rows)
+    }
+
+    /// Forgets deletions that were carried out.
+    pub fn clear_vector_deletions(&mut self, ids: &[i64]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        {
+            let mut del = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1").map_err(e)?;
+            for id in ids {
+                del.execute([id]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
+    /// Forgets every vector of `model` (the LanceDB table was lost: they will be rebuilt), and
+    /// every vector of other models (the model changed: they are not mixed).
+    pub fn reset_vectors(&mut self, model: Option<&str>) -> Result<(), StoreError> {
+        let n = match model {
+            Some(m) => self.conn.execute("DELETE FROM passage_vectors WHERE model = ?1", [m]),
+            None => self.conn.execute("DELETE FROM passage_vectors", []),
+        };
+        n.map(|_| ()).map_err(|e| self.err(e))?;
+        self.conn.execute("DELETE FROM vector_deletions", []).map(|_| ()).map_err(|e| self.err(e))
+    }
+
+    /// Forgets vectors of every model but `model`.
+    pub fn drop_other_models(&mut self, model: &str) -> Result<usize, StoreError> {
+        self.conn.execute("DELETE FROM passage_vectors WHERE model != ?1", [model]).map_err(|e| self.err(e))
+    }
+
+    /// Head passages in all, and how many have a vector for `model`.
+    pub fn vector_freshness(&self, model: &str) -> Result<Freshness, StoreError> {
+        let passages: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        let with_vectors: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM passage_vectors WHERE model = ?1", [model], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        Ok(Freshness { passages, with_vectors })
+    }
+
+    /// Passage rows by id (for hits from the dense index), skipping ids no longer present.
+    pub fn passages_by_id(&self, ids: &[i64]) -> Result<Vec<crate::Hit>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
+                        p.text, p.parent_start, p.parent_end
+                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE p.id = ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            let hit = st.query_row([id], |r| {
+                Ok(crate::Hit {
+                    passage_id: r.get(0)?,
+                    note_id: r.get(1)?,
+                    path: r.get(2)?,
+                    title: r.get(3)?,
+                    version_id: r.get(4)?,
+                    start: r.get::<_, i64>(5)? as usize,
+                    end: r.get::<_, i64>(6)? as usize,
+                    line: r.get::<_, i64>(7)? as usize,
+                    kind: r.get(8)?,
+                    heading: r.get(9)?,
+                    score: 0.0,
+                    mode: crate::MatchMode::Any,
+                    snippet: String::new(),
+                    text: r.get(10)?,
+                    parent_start: r.get::<_, i64>(11)? as usize,
+                    parent_end: r.get::<_, i64>(12)? as usize,
+                })
+            });
+            match hit {
+                Ok(h) => out.push(h),
+                Err(rusqlite::Error::QueryReturnedNoRows) => {}
+                Err(e) => return Err(self.err(e)),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Notes linked from or to `note_id` (resolved links only), without duplicates.
+    pub fn linked_notes(&self, note_id: i64) -> Result<Vec<i64>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT target_note FROM links WHERE src_note = ?1 AND target_note IS NOT NULL
+                 UNION SELECT src_note FROM links WHERE target_note = ?1",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st.query_map([note_id], |r| r.get(0)).and_then(|it| it.collect::<Result<Vec<i64>, _>>()).map_err(|e| self.err(e))?;
+        Ok(rows.into_iter().filter(|&n| n != note_id).collect())
+    }
+}
