@@ -43,7 +43,7 @@ CREATE INDEX note_versions_version ON note_versions(version_id);
 
 -- Passages of head versions only. Byte ranges are into versions.body.
 CREATE TABLE passages (
-    id           INTEGER PRIMARY KEY,
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: vectors are keyed by it
     note_id      INTEGER NOT NULL REFERENCES notes(id),
     version_id   TEXT NOT NULL REFERENCES versions(id),
     ordinal      INTEGER NOT NULL,

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use lode_core::extractive::{self, ExtractConfig, Source};
 use lode_core::gate::{self, Eligible, GateConfig, Outcome, ScorerSlot, Verification};
 use lode_core::text::{floor_char_boundary, line_of};
+use lode_retrieval::{retrieve, Mode, Models, RetrievalConfig};
 use lode_store::{SearchOptions, Store, StoreError};
 use serde::Serialize;
 
@@ -23,6 +24,8 @@ pub enum AskError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Llm(#[from] LlmError),
+    #[error(transparent)]
+    Retrieval(#[from] lode_retrieval::RetrievalError),
     #[error("no note at {0} to ask about")]
     UnknownNote(String),
 }
@@ -154,13 +157,15 @@ pub struct Answer {
 }
 
 /// Retrieves context: every passage of the pinned note first (on purpose uncapped), then the
-/// best passages for the question, each tagged with the egress rule that withholds it, if any.
+/// best passages for the question — hybrid when an embedder and vector index are given, else
+/// lexical — each tagged with the egress rule that withholds it, if any.
 pub fn gather(
     store: &Store,
     question: &str,
     pinned: Option<&str>,
     cfg: &AskConfig,
     rules: &EgressRules,
+    models: Models<'_>,
 ) -> Result<Vec<ContextItem>, AskError> {
     let mut items: Vec<ContextItem> = Vec::new();
     let mut meta_cache: HashMap<i64, Option<String>> = HashMap::new();
@@ -200,8 +205,18 @@ pub fn gather(
             });
         }
     }
-    let opts = SearchOptions { limit: cfg.context_limit, ..cfg.search.clone() };
-    for h in store.search(question, &opts)?.hits {
+    let mode = if models.embedder.is_some() && models.index.is_some() {
+        if models.reranker.is_some() { Mode::Rerank } else { Mode::Hybrid }
+    } else {
+        Mode::Lexical
+    };
+    let rcfg = RetrievalConfig {
+        limit: cfg.context_limit,
+        search: SearchOptions { limit: cfg.context_limit, snippets: false, ..cfg.search.clone() },
+        ..RetrievalConfig::default()
+    };
+    let retrieved = retrieve(store, question, mode, models, &rcfg)?;
+    for h in retrieved.hits.into_iter().map(|r| r.hit) {
         if items.iter().any(|i| i.passage_id == h.passage_id) {
             continue;
         }
@@ -290,9 +305,10 @@ pub fn ask(
     cfg: &AskConfig,
     rules: &EgressRules,
     synth: &Synthesizer,
+    models: Models<'_>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
-    let items = gather(store, question, pinned, cfg, rules)?;
+    let items = gather(store, question, pinned, cfg, rules, models)?;
     let remote = synth.is_remote();
 
     // Bodies of every version in context; only those the synthesizer may see are eligible.

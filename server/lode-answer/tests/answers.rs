@@ -10,6 +10,7 @@ use lode_answer::egress::EgressRules;
 use lode_answer::llm::LlmConfig;
 use lode_answer::{ask, Answer, AskConfig, AskError, Synthesizer};
 use lode_core::gate::{ScorerSlot, Step};
+use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 use support::{completion, label_of, user_message, FakeLlm};
@@ -55,7 +56,7 @@ fn vault(extra: &[(&str, &str)]) -> Vault {
 
 fn extractive(v: &Vault, q: &str, pinned: Option<&str>) -> Answer {
     let rules = EgressRules::default();
-    ask(&v.store, q, pinned, &AskConfig::default(), &rules, &Synthesizer::Extractive, &mut ScorerSlot::None).unwrap()
+    ask(&v.store, q, pinned, &AskConfig::default(), &rules, &Synthesizer::Extractive, Models::default(), &mut ScorerSlot::None).unwrap()
 }
 
 fn llm(endpoint: &str, remote: bool) -> Synthesizer {
@@ -91,7 +92,7 @@ fn ask_llm_with(
     reply: impl Fn(&str) -> String + Send + 'static,
 ) -> (Result<Answer, AskError>, Vec<String>) {
     let fake = FakeLlm::start(Box::new(move |body| (200, completion(&reply(body)))));
-    let a = ask(&v.store, q, pinned, cfg, rules, &llm(&fake.endpoint, remote), &mut ScorerSlot::None);
+    let a = ask(&v.store, q, pinned, cfg, rules, &llm(&fake.endpoint, remote), Models::default(), &mut ScorerSlot::None);
     let requests = fake.requests.lock().unwrap().clone();
     (a, requests)
 }
@@ -154,12 +155,12 @@ fn pinned_note_comes_first_and_whole() {
     let a = extractive(&v, "What does the rollback step say?", Some("runbooks/rotate-staging-certs.md"));
     assert!(a.claims.iter().all(|c| c.citations[0].path == "runbooks/rotate-staging-certs.md"), "{a:?}");
     let rules = EgressRules::default();
-    let items = lode_answer::gather(&v.store, "anything at all", Some("runbooks/rotate-staging-certs.md"), &AskConfig::default(), &rules).unwrap();
+    let items = lode_answer::gather(&v.store, "anything at all", Some("runbooks/rotate-staging-certs.md"), &AskConfig::default(), &rules, Models::default()).unwrap();
     let pinned = v.store.passages_of("runbooks/rotate-staging-certs.md").unwrap().len();
     assert!(pinned > 8, "more passages than the retrieval limit");
     assert!(items[..pinned].iter().all(|i| i.pinned), "every passage of the pinned note, first");
     assert!(matches!(
-        lode_answer::gather(&v.store, "x", Some("nope.md"), &AskConfig::default(), &rules),
+        lode_answer::gather(&v.store, "x", Some("nope.md"), &AskConfig::default(), &rules, Models::default()),
         Err(AskError::UnknownNote(_))
     ));
 }
@@ -299,11 +300,11 @@ fn broken_endpoints_give_clear_errors() {
     assert!(matches!(a, Err(AskError::Llm(_))), "{a:?}");
     // Not JSON at all.
     let fake = FakeLlm::start(Box::new(|_| (200, "<html>502 Bad Gateway</html>".to_owned())));
-    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap_err();
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap_err();
     assert!(e.to_string().contains("not JSON"), "{e}");
     // 401: no retry, the body is shown.
     let fake = FakeLlm::start(Box::new(|_| (401, "{\"error\":\"invalid api key\"}".to_owned())));
-    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap_err();
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap_err();
     assert!(e.to_string().contains("401") && e.to_string().contains("invalid api key"), "{e}");
     assert_eq!(fake.requests.lock().unwrap().len(), 1);
     // 503 twice, then an answer: retried with backoff.
@@ -312,11 +313,11 @@ fn broken_endpoints_give_clear_errors() {
         n += 1;
         if n < 3 { (503, "busy".to_owned()) } else { (200, completion("{\"claims\": []}")) }
     }));
-    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), &mut ScorerSlot::None).unwrap();
+    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap();
     assert!(a.abstained);
     assert_eq!(fake.requests.lock().unwrap().len(), 3);
     // Nothing listening.
     let dead = llm("http://127.0.0.1:9/v1", false);
-    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &dead, &mut ScorerSlot::None).unwrap_err();
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &dead, Models::default(), &mut ScorerSlot::None).unwrap_err();
     assert!(e.to_string().contains("unreachable"), "{e}");
 }

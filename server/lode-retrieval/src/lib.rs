@@ -1,1 +1,24 @@
-//! placeholder
+//! lode's retrieval: the vector index (LanceDB) and the worker that keeps it fresh, and the
+//! hybrid pipeline — lexical ∥ dense → RRF → rerank → small-to-big → link graph → trust order.
+
+mod index;
+mod pipeline;
+mod worker;
+
+use std::path::PathBuf;
+
+pub use index::{table_name, VectorIndex, VectorRow};
+pub use pipeline::{retrieve, Mode, Models, RetrievalConfig, Retrieved, Stage};
+pub use worker::{sync_vectors, SyncReport};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RetrievalError {
+    #[error(transparent)]
+    Store(#[from] lode_store::StoreError),
+    #[error(transparent)]
+    Model(#[from] lode_models::ModelError),
+    #[error("vector index {path}: {detail}")]
+    Index { path: PathBuf, detail: String },
+    #[error("{0}")]
+    Unavailable(String),
+}

@@ -17,6 +17,62 @@ pub struct Config {
     pub egress: EgressSection,
     /// An OpenAI-compatible endpoint for `lode ask --llm`.
     pub llm: Option<lode_answer::llm::LlmConfig>,
+    pub models: ModelsSection,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ModelsSection {
+    /// Folder of model folders [default: $LODE_MODELS, else .lode-tools/models of this checkout].
+    pub dir: Option<PathBuf>,
+    /// ONNX Runtime library [default: $ORT_DYLIB_PATH, else .lode-tools/onnxruntime/].
+    pub runtime: Option<PathBuf>,
+    /// Embedding model: a folder name under `dir`, or a path. Empty: no dense retrieval.
+    pub embedder: String,
+    /// Cross-encoder for `--mode rerank` (optional).
+    pub reranker: Option<String>,
+    /// Cross-encoder (or NLI model) for the gate's entailment step (optional; without it,
+    /// claims that are not quoted outright are dropped).
+    pub nli: Option<String>,
+    /// Inference threads.
+    pub threads: usize,
+}
+
+impl Default for ModelsSection {
+    fn default() -> Self {
+        ModelsSection {
+            dir: None,
+            runtime: None,
+            embedder: "all-MiniLM-L6-v2".into(),
+            reranker: None,
+            nli: None,
+            threads: lode_models::default_threads(),
+        }
+    }
+}
+
+impl ModelsSection {
+    pub fn models_dir(&self) -> PathBuf {
+        if let Some(d) = &self.dir {
+            return d.clone();
+        }
+        if let Some(d) = std::env::var_os("LODE_MODELS") {
+            return PathBuf::from(d);
+        }
+        let exe_relative = std::env::current_exe()
+            .ok()
+            .and_then(|e| e.parent().and_then(Path::parent).and_then(Path::parent).map(|r| r.join(".lode-tools/models")));
+        exe_relative.filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from(".lode-tools/models"))
+    }
+
+    /// A model setting as a folder: a path if it has a separator, else a name under `dir`.
+    pub fn resolve(&self, name: &str) -> PathBuf {
+        if name.contains('/') {
+            PathBuf::from(name)
+        } else {
+            self.models_dir().join(name)
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -79,6 +135,7 @@ impl Default for Config {
             answer: AnswerSection::default(),
             egress: EgressSection::default(),
             llm: None,
+            models: ModelsSection::default(),
         }
     }
 }

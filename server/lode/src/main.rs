@@ -2,6 +2,7 @@
 
 mod cmd;
 mod config;
+mod models;
 mod progress;
 
 use std::path::PathBuf;

@@ -42,15 +42,17 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
         Synthesizer::Extractive
     };
     let rules = vault.config.egress_rules()?;
-    let answer = ask(
-        &store,
-        &question,
-        args.pinned.as_deref(),
-        &vault.config.ask_config(),
-        &rules,
-        &synth,
-        &mut ScorerSlot::None,
-    )?;
+    let mut loaded = crate::models::load(&vault, true, vault.config.models.reranker.is_some());
+    for p in &loaded.problems {
+        eprintln!("note: {p}");
+    }
+    let models = lode_retrieval::Models {
+        embedder: loaded.embedder.as_mut(),
+        index: loaded.index.as_ref(),
+        reranker: loaded.reranker.as_mut(),
+    };
+    let mut scorer = nli_scorer(&vault);
+    let answer = ask(&store, &question, args.pinned.as_deref(), &vault.config.ask_config(), &rules, &synth, models, &mut scorer)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.vault.json {
@@ -60,6 +62,20 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The gate's entailment scorer: the configured NLI / cross-encoder model, loaded only when a
+/// claim reaches step 3. None configured: such claims are dropped (fail-closed).
+pub fn nli_scorer(vault: &Vault) -> ScorerSlot<'static> {
+    let m = vault.config.models.clone();
+    match m.nli.clone() {
+        Some(name) => ScorerSlot::lazy(move || {
+            lode_models::CrossEncoder::load(&m.resolve(&name), m.runtime.as_deref(), m.threads)
+                .map(|ce| Box::new(ce) as Box<dyn lode_core::gate::EntailmentScorer>)
+                .map_err(|e| e.to_string())
+        }),
+        None => ScorerSlot::None,
+    }
 }
 
 fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<()> {

@@ -17,6 +17,27 @@ use crate::config::Config;
 pub enum BenchCommand {
     /// Index, re-save and search figures on a BEIR corpus (e.g. ../shared/eval/scifact)
     Lexical(LexicalArgs),
+    /// Embedding throughput (and its ratio to ONNX Runtime's Python API), time to embed the
+    /// vault, RSS with the model loaded, and hybrid retrieval latency
+    Dense(DenseArgs),
+}
+
+#[derive(Args)]
+pub struct DenseArgs {
+    pub beir_dir: PathBuf,
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// Passages for the throughput comparison
+    #[arg(long, default_value_t = 320)]
+    pub sample: usize,
+    /// Questions timed through the hybrid pipeline
+    #[arg(long, default_value_t = 200)]
+    pub queries: usize,
+    /// Skip embedding the whole vault from scratch (reuse the vectors there are)
+    #[arg(long)]
+    pub keep_vectors: bool,
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Args)]
@@ -70,7 +91,10 @@ fn note_of_size(docs: &[(String, String, String)], size: usize, salt: usize) -> 
 }
 
 pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
-    let BenchCommand::Lexical(args) = cmd;
+    let args = match cmd {
+        BenchCommand::Lexical(a) => a,
+        BenchCommand::Dense(a) => return dense(a),
+    };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
@@ -190,6 +214,116 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         "search_process_ms": stats(proc_times),
         "empty_results": {"first_300": empty_300, "all": empty_all},
         "lexical": m,
+    });
+    if args.json {
+        println!("{v}");
+    } else {
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn rss_mib(field: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
+}
+
+fn dense(args: DenseArgs) -> Result<ExitCode> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; build with --release for representative figures");
+    }
+    let beir = load_beir(&args.beir_dir)?;
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir).with_extension("bench"));
+    let vault_dir = work.join("vault");
+    write_vault(&beir, &vault_dir)?;
+    let config = Config::load(&vault_dir)?;
+    let vault = super::Vault { root: vault_dir.clone(), config: config.clone(), db: vault_dir.join(".lode/lode.db") };
+    let mut store = Store::open(&vault.db, config.store_options())?;
+    lode_store::vault::index_vault(&mut store, &vault_dir, &Default::default(), |_| {})?;
+
+    let rss_before = rss_mib("VmRSS:");
+    let m = &config.models;
+    let t = Instant::now();
+    let mut embedder = lode_models::Embedder::load(&m.resolve(&m.embedder), m.runtime.as_deref(), m.threads)?;
+    let load_s = t.elapsed().as_secs_f64();
+    let rss_model = rss_mib("VmRSS:");
+
+    // 1. Throughput on the same passages as ONNX Runtime's Python API.
+    let sample: Vec<String> = store.pending_vectors("bench-sample-never-marked", args.sample)?.into_iter().map(|p| p.text).collect();
+    let refs: Vec<&str> = sample.iter().map(String::as_str).collect();
+    embedder.embed_passages(&refs[..refs.len().min(16)])?; // warm-up
+    let t = Instant::now();
+    embedder.embed_passages(&refs)?;
+    let lode_secs = t.elapsed().as_secs_f64();
+    let lode_rate = sample.len() as f64 / lode_secs;
+    let texts = work.join("bench-texts.jsonl");
+    std::fs::write(&texts, sample.iter().map(|t| serde_json::json!({"text": t}).to_string() + "\n").collect::<String>())?;
+    let py = std::env::var("LODE_PYTHONPATH").ok().map(PathBuf::from).unwrap_or_else(|| m.models_dir().join("../py"));
+    let script = std::env::current_exe()?
+        .ancestors()
+        .nth(3)
+        .map(|r| r.join("scripts/bench_python_embed.py"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("scripts/bench_python_embed.py"));
+    let out = Command::new("python3")
+        .env("PYTHONPATH", &py)
+        .arg(&script)
+        .arg(m.resolve(&m.embedder))
+        .arg(&texts)
+        .arg(m.threads.to_string())
+        .arg("16")
+        .arg(embedder.manifest().max_length.to_string())
+        .output();
+    let python: Option<serde_json::Value> = match out {
+        Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).ok(),
+        Ok(o) => {
+            eprintln!("warning: python comparison failed: {}", String::from_utf8_lossy(&o.stderr));
+            None
+        }
+        Err(e) => {
+            eprintln!("warning: python comparison not run: {e}");
+            None
+        }
+    };
+    let py_rate = python.as_ref().and_then(|p| p["per_second"].as_f64());
+
+    // 2. The whole vault, from an empty vector index.
+    let vectors_dir = vault.vectors_dir();
+    if !args.keep_vectors {
+        if vectors_dir.exists() {
+            std::fs::remove_dir_all(&vectors_dir)?;
+        }
+        store.reset_vectors(None)?;
+    }
+    let index = lode_retrieval::VectorIndex::open(&vectors_dir, embedder.id(), embedder.dimensions())?;
+    let mut progress = crate::progress::Progress::new(!args.json);
+    let sync = lode_retrieval::sync_vectors(&mut store, &index, &mut embedder, |d, t| progress.update("embedding", d, t, ""), || true)?;
+    progress.finish();
+    let rss_after_embed = rss_mib("VmHWM:");
+
+    // 3. Retrieval latency for one question, hybrid, query embedding included.
+    let cfg = lode_retrieval::RetrievalConfig { limit: 10, graph_limit: 0, ..Default::default() };
+    let mut times = Vec::new();
+    let mut embed_times = Vec::new();
+    for (_, q) in beir.queries.iter().take(args.queries) {
+        let t = Instant::now();
+        let models = lode_retrieval::Models { embedder: Some(&mut embedder), index: Some(&index), reranker: None };
+        let r = lode_retrieval::retrieve(&store, q, lode_retrieval::Mode::Hybrid, models, &cfg)?;
+        times.push(t.elapsed().as_secs_f64() * 1000.0);
+        if let Some(s) = r.stages.iter().find(|s| s.name == "embed_query") {
+            embed_times.push(s.ms);
+        }
+    }
+    let v = serde_json::json!({
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "model": embedder.id(), "threads": m.threads, "model_load_s": load_s,
+        "rss_mib": {"before_model": rss_before, "model_loaded": rss_model, "peak_after_embedding": rss_after_embed},
+        "throughput": {"passages": sample.len(), "lode_per_s": lode_rate, "python_ort_per_s": py_rate,
+                       "ratio": py_rate.map(|p| lode_rate / p)},
+        "vault_embedding": {"passages": sync.embedded, "seconds": sync.seconds,
+                            "per_s": sync.embedded as f64 / sync.seconds.max(1e-9)},
+        "hybrid_query_ms": stats(times), "embed_query_ms": stats(embed_times),
     });
     if args.json {
         println!("{v}");

@@ -40,6 +40,9 @@ pub struct GateEvalArgs {
 #[derive(Args)]
 pub struct AnswersArgs {
     pub beir_dir: PathBuf,
+    /// Retrieve with the hybrid pipeline (needs the embedding model) instead of lexical only
+    #[arg(long)]
+    pub hybrid: bool,
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
     #[arg(long, value_name = "N")]
@@ -67,6 +70,13 @@ pub struct RetrievalArgs {
     pub no_fill: bool,
     #[arg(long)]
     pub max_tokens: Option<usize>,
+    /// Modes to evaluate (comma-separated): lexical, dense, hybrid, rerank [default: every mode
+    /// the configured models allow]
+    #[arg(long, value_delimiter = ',')]
+    pub modes: Vec<lode_retrieval::Mode>,
+    /// Cross-encoder for the rerank mode (a folder under the models dir, or a path)
+    #[arg(long)]
+    pub reranker: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -197,20 +207,30 @@ pub fn evaluate_lexical(
     opts: &SearchOptions,
     max_queries: Option<usize>,
 ) -> Result<Metrics> {
+    // Enough passages to rank 100 distinct notes in nearly every case.
+    let passage_opts = SearchOptions { limit: 300, snippets: false, ..opts.clone() };
+    evaluate(beir, doc_of_path, max_queries, |q| Ok(store.search(q, &passage_opts)?.hits.into_iter().map(|h| h.path).collect()))
+}
+
+/// Scores a ranker (question → passage paths, best first) on every judged query; notes are
+/// ranked by their best passage.
+pub fn evaluate(
+    beir: &Beir,
+    doc_of_path: &HashMap<String, String>,
+    max_queries: Option<usize>,
+    mut rank: impl FnMut(&str) -> Result<Vec<String>>,
+) -> Result<Metrics> {
     let queries: Vec<_> = beir.queries.iter().take(max_queries.unwrap_or(usize::MAX)).collect();
     let mut latencies = Vec::with_capacity(queries.len());
     let (mut ndcg_sum, mut recall_sum, mut mrr_sum, mut empty) = (0.0, 0.0, 0.0, 0);
-    // Enough passages to rank 100 distinct notes in nearly every case.
-    let passage_opts = SearchOptions { limit: 300, snippets: false, ..opts.clone() };
     for (qid, text) in &queries {
         let t = Instant::now();
-        let result = store.search(text, &passage_opts)?;
+        let paths = rank(text)?;
         latencies.push(t.elapsed().as_secs_f64() * 1000.0);
         let mut seen = HashSet::new();
-        let ranked: Vec<String> = result
-            .hits
+        let ranked: Vec<String> = paths
             .iter()
-            .filter_map(|h| doc_of_path.get(&h.path))
+            .filter_map(|p| doc_of_path.get(p))
             .filter(|d| seen.insert((*d).clone()))
             .cloned()
             .collect();
@@ -273,21 +293,73 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         opts.or_terms = k;
     }
     opts.fill = !args.no_fill;
-    let m = evaluate_lexical(&store, &beir, &doc_of_path, &opts, args.max_queries)?;
+
+    let want = |m: lode_retrieval::Mode| args.modes.is_empty() || args.modes.contains(&m);
+    let needs_dense = [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid, lode_retrieval::Mode::Rerank].into_iter().any(want);
+    let mut vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
+    if let Some(r) = &args.reranker {
+        vault_cfg.config.models.reranker = Some(r.clone());
+    }
+    let mut loaded = crate::models::load(&vault_cfg, needs_dense, want(lode_retrieval::Mode::Rerank));
+    let mut embed_seconds = None;
+    if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
+        let mut progress = Progress::new(!args.json);
+        let r = lode_retrieval::sync_vectors(&mut store, i, e, |d, t| progress.update("embedding", d, t, ""), || true)?;
+        progress.finish();
+        if r.embedded > 0 {
+            embed_seconds = Some(r.seconds);
+        }
+    }
+    let mut results: Vec<(lode_retrieval::Mode, Metrics)> = Vec::new();
+    if want(lode_retrieval::Mode::Lexical) {
+        results.push((lode_retrieval::Mode::Lexical, evaluate_lexical(&store, &beir, &doc_of_path, &opts, args.max_queries)?));
+    }
+    for mode in [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid, lode_retrieval::Mode::Rerank] {
+        if !want(mode) {
+            continue;
+        }
+        let available = loaded.embedder.is_some() && loaded.index.is_some() && (mode != lode_retrieval::Mode::Rerank || loaded.reranker.is_some());
+        if !available {
+            if !args.json {
+                eprintln!("skipping {mode:?}: {}", loaded.problems.join("; "));
+            }
+            continue;
+        }
+        let cfg = lode_retrieval::RetrievalConfig {
+            limit: 100,
+            candidates: 100,
+            graph_limit: 0,
+            search: SearchOptions { snippets: false, ..opts.clone() },
+            ..Default::default()
+        };
+        let m = evaluate(&beir, &doc_of_path, args.max_queries, |q| {
+            let models = lode_retrieval::Models {
+                embedder: loaded.embedder.as_mut(),
+                index: loaded.index.as_ref(),
+                reranker: loaded.reranker.as_mut(),
+            };
+            Ok(lode_retrieval::retrieve(&store, q, mode, models, &cfg)?.hits.into_iter().map(|h| h.hit.path).collect())
+        })?;
+        results.push((mode, m));
+    }
     if args.json {
         let v = serde_json::json!({
-            "data": args.beir_dir, "notes": report.scanned, "mode": "lexical", "metrics": m,
+            "data": args.beir_dir, "notes": report.scanned, "embed_seconds": embed_seconds,
+            "modes": results.iter().map(|(m, x)| serde_json::json!({"mode": m, "metrics": x})).collect::<Vec<_>>(),
             "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill,
                          "max_tokens": config.chunk.max_tokens},
         });
         println!("{v}");
     } else {
-        println!("{} notes, {} judged queries ({})", report.scanned, m.queries, args.beir_dir.display());
+        println!("{} notes, {} judged queries ({})", report.scanned, results.first().map_or(0, |r| r.1.queries), args.beir_dir.display());
         println!("mode      nDCG@10  Recall@100  MRR@10  empty  p50 ms  p95 ms");
-        println!(
-            "lexical   {:.4}   {:.4}      {:.4}  {:>5}  {:>6.2}  {:>6.2}",
-            m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
-        );
+        for (mode, m) in &results {
+            println!(
+                "{:<9} {:.4}   {:.4}      {:.4}  {:>5}  {:>6.2}  {:>6.2}",
+                format!("{mode:?}").to_lowercase(),
+                m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
+            );
+        }
         if cfg!(debug_assertions) {
             println!("(debug build: latencies are not representative; use a release build)");
         }
@@ -398,12 +470,22 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     progress.finish();
     let rules = config.egress_rules()?;
     let ask_cfg = config.ask_config();
+    let vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
+    let mut loaded = crate::models::load(&vault_cfg, args.hybrid, false);
+    if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
+        lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true)?;
+    }
     let (mut answered, mut relevant_first, mut abstained, mut n) = (0, 0, 0, 0);
     let mut times = Vec::new();
     for (qid, text) in beir.queries.iter().take(args.max_queries.unwrap_or(usize::MAX)) {
         n += 1;
         let t = Instant::now();
-        let a = ask(&store, text, None, &ask_cfg, &rules, &Synthesizer::Extractive, &mut ScorerSlot::None)?;
+        let models = lode_retrieval::Models {
+            embedder: loaded.embedder.as_mut(),
+            index: loaded.index.as_ref(),
+            reranker: None,
+        };
+        let a = ask(&store, text, None, &ask_cfg, &rules, &Synthesizer::Extractive, models, &mut ScorerSlot::None)?;
         times.push(t.elapsed().as_secs_f64() * 1000.0);
         let Some(first) = a.claims.first() else {
             abstained += 1;

@@ -18,6 +18,9 @@ pub struct IndexArgs {
     /// No progress line
     #[arg(long, short)]
     pub quiet: bool,
+    /// Lexical index only: do not embed passages
+    #[arg(long)]
+    pub no_vectors: bool,
 }
 
 pub fn run(args: IndexArgs) -> Result<ExitCode> {
@@ -28,12 +31,40 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
     let mut progress = Progress::new(!args.quiet && !args.vault.json);
     let report = index_vault(&mut store, &vault.root, &opts, |p| progress.update("indexing", p.done, p.total, p.path))?;
     progress.finish();
+    let lexical_secs = started.elapsed().as_secs_f64();
+
+    // Vectors: embed what lacks one, unless told not to; without a model, say so and go on.
+    let mut vectors = serde_json::json!({"status": "skipped (--no-vectors)"});
+    if !args.no_vectors {
+        let mut loaded = crate::models::load(&vault, true, false);
+        match (loaded.embedder.as_mut(), loaded.index.as_ref()) {
+            (Some(embedder), Some(index)) => {
+                let mut progress = Progress::new(!args.quiet && !args.vault.json);
+                let r = lode_retrieval::sync_vectors(&mut store, index, embedder, |d, t| progress.update("embedding", d, t, ""), || true)?;
+                progress.finish();
+                let fresh = store.vector_freshness(embedder.id())?;
+                vectors = serde_json::json!({"status": "ok", "model": embedder.id(), "embedded": r.embedded, "deleted": r.deleted,
+                    "rebuilt": r.rebuilt, "seconds": r.seconds, "passages": fresh.passages, "with_vectors": fresh.with_vectors});
+                if r.rebuilt && !args.vault.json {
+                    eprintln!("warning: the vector index had lost vectors; they were rebuilt from the passages");
+                }
+            }
+            _ => {
+                if !args.vault.json {
+                    eprintln!("note: {}", loaded.status());
+                }
+                vectors = serde_json::json!({"status": loaded.status()});
+            }
+        }
+    }
     let secs = started.elapsed().as_secs_f64();
     let stats = store.stats()?;
 
     if args.vault.json {
         let mut v = serde_json::to_value(&report)?;
         v["seconds"] = serde_json::json!(secs);
+        v["lexical_seconds"] = serde_json::json!(lexical_secs);
+        v["vectors"] = vectors;
         v["peak_rss_mib"] = serde_json::json!(peak_rss_mib());
         v["db"] = serde_json::json!(vault.db);
         v["notes"] = serde_json::json!(stats.notes);
@@ -56,6 +87,13 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
             report.skipped.len()
         );
         println!("{} notes, {} passages in {}", stats.notes, stats.passages, vault.db.display());
+        if vectors["status"] == "ok" {
+            println!(
+                "vectors: {}/{} passages ({}), {} embedded in {:.1} s",
+                vectors["with_vectors"], vectors["passages"], vectors["model"].as_str().unwrap_or(""), vectors["embedded"],
+                vectors["seconds"].as_f64().unwrap_or(0.0)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

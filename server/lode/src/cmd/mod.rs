@@ -38,6 +38,10 @@ impl Vault {
         Ok(Vault { root, config, db })
     }
 
+    pub fn vectors_dir(&self) -> PathBuf {
+        self.db.parent().map(|d| d.join("vectors")).unwrap_or_else(|| state_dir(&self.root).join("vectors"))
+    }
+
     pub fn config_path(&self) -> PathBuf {
         state_dir(&self.root).join("config.toml")
     }

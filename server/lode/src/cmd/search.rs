@@ -16,6 +16,9 @@ pub struct SearchArgs {
     /// How many passages to return
     #[arg(long, short = 'n', value_name = "N")]
     pub limit: Option<usize>,
+    /// lexical (BM25), dense (embeddings), hybrid (both, fused) or rerank (hybrid + cross-encoder)
+    #[arg(long, default_value = "lexical")]
+    pub mode: lode_retrieval::Mode,
     /// The question or keywords (FTS5 syntax is treated as plain text)
     #[arg(required = true, num_args = 1..)]
     pub query: Vec<String>,
@@ -29,7 +32,29 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
         opts.limit = n;
     }
     let question = args.query.join(" ");
-    let result = store.search(&question, &opts)?;
+    let hits: Vec<lode_store::Hit> = if args.mode == lode_retrieval::Mode::Lexical {
+        store.search(&question, &opts)?.hits
+    } else {
+        let mut loaded = crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank);
+        let models = lode_retrieval::Models {
+            embedder: loaded.embedder.as_mut(),
+            index: loaded.index.as_ref(),
+            reranker: loaded.reranker.as_mut(),
+        };
+        let cfg = lode_retrieval::RetrievalConfig { limit: opts.limit, graph_limit: 0, search: opts.clone(), ..Default::default() };
+        let r = lode_retrieval::retrieve(&store, &question, args.mode, models, &cfg)?;
+        for w in &r.warnings {
+            eprintln!("warning: {w}");
+        }
+        for p in loaded.problems.iter().take(1) {
+            eprintln!("warning: {p}");
+        }
+        r.hits
+            .into_iter()
+            .map(|h| lode_store::Hit { score: h.rerank.map(f64::from).unwrap_or(h.fused), ..h.hit })
+            .collect()
+    };
+    let result = lode_store::SearchResult { terms: Vec::new(), or_terms: Vec::new(), hits };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.vault.json {
@@ -43,7 +68,8 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
     } else {
         for (rank, h) in result.hits.iter().enumerate() {
             writeln!(out, "{:>2}. {}:{}  {}  ({:.2})", rank + 1, h.path, h.line, h.heading, h.score)?;
-            let snippet = lode_core::text::normalize_whitespace(&h.snippet);
+            let shown = if h.snippet.is_empty() { h.text.chars().take(200).collect::<String>() } else { h.snippet.clone() };
+            let snippet = lode_core::text::normalize_whitespace(&shown);
             writeln!(out, "    {snippet}")?;
         }
     }

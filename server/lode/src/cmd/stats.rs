@@ -21,12 +21,15 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&args.vault)?;
     let store = vault.open_existing()?;
     let s = store.stats()?;
+    let model = vault.config.models.embedder.clone();
+    let fresh = store.vector_freshness(&model)?;
     let check = if args.check { Some(store.verify()?) } else { None };
     let failed = check.as_ref().is_some_and(|c| !c.problems.is_empty());
     if args.vault.json {
         let mut v = serde_json::to_value(&s)?;
         v["db"] = serde_json::json!(vault.db);
         v["vault"] = serde_json::json!(vault.root);
+        v["vectors"] = serde_json::json!({"model": model, "passages": fresh.passages, "with_vectors": fresh.with_vectors});
         if let Some(c) = &check {
             v["problems"] = serde_json::json!(c.problems);
         }
@@ -41,7 +44,13 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
         if s.lossy_notes > 0 {
             println!("not UTF-8        {} notes indexed with replacement characters", s.lossy_notes);
         }
-        println!("vectors          none (lexical index only)");
+        if model.is_empty() {
+            println!("vectors          none (no embedder configured; lexical only)");
+        } else {
+            let pct = if fresh.passages > 0 { 100.0 * fresh.with_vectors as f64 / fresh.passages as f64 } else { 100.0 };
+            println!("vectors          {}/{} passages ({pct:.0}%, {model}){}", fresh.with_vectors, fresh.passages,
+                if fresh.with_vectors < fresh.passages { "; `lode index` embeds the rest" } else { "" });
+        }
         if let Some(c) = &check {
             if c.problems.is_empty() {
                 println!("check            ok");

@@ -1,0 +1,42 @@
+"""Embeds the texts of a JSON-lines file with ONNX Runtime's Python API — the same model,
+tokenizer settings (truncation at the manifest's max_length, padding to the longest in a batch),
+threads and batch size as lode — and prints passages per second. Used by `lode bench dense` to
+report lode's throughput as a ratio of this one.
+
+usage: bench_python_embed.py MODEL_DIR TEXTS.jsonl THREADS BATCH MAX_LENGTH
+"""
+import json
+import sys
+import time
+
+import numpy as np
+import onnxruntime as ort
+from tokenizers import Tokenizer
+
+model_dir, texts_path, threads, batch, max_length = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+texts = [json.loads(l)["text"] for l in open(texts_path)]
+opts = ort.SessionOptions()
+opts.intra_op_num_threads = threads
+sess = ort.InferenceSession(f"{model_dir}/model.onnx", opts, providers=["CPUExecutionProvider"])
+names = [i.name for i in sess.get_inputs()]
+tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
+tok.enable_truncation(max_length)
+tok.enable_padding()
+
+def run(chunk):
+    enc = tok.encode_batch(chunk)
+    ids = np.array([e.ids for e in enc], dtype=np.int64)
+    mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+    feeds = {"input_ids": ids, "attention_mask": mask}
+    if "token_type_ids" in names:
+        feeds["token_type_ids"] = np.array([e.type_ids for e in enc], dtype=np.int64)
+    h = sess.run(None, feeds)[0]
+    v = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+run(texts[:batch])  # warm-up
+t = time.perf_counter()
+for i in range(0, len(texts), batch):
+    run(texts[i:i + batch])
+secs = time.perf_counter() - t
+print(json.dumps({"passages": len(texts), "seconds": secs, "per_second": len(texts) / secs}))

@@ -1,0 +1,163 @@
+//! The vector index: one LanceDB table per embedding model (named by model id and dimensions,
+//! so vectors of different models are never mixed), holding one row per head passage.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray};
+use arrow_schema::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use lancedb::query::{ExecutableQuery, QueryBase};
+use lancedb::{DistanceType, Table};
+
+use crate::RetrievalError;
+
+/// One vector to store.
+pub struct VectorRow {
+    pub passage_id: i64,
+    pub note_id: i64,
+    pub version_id: String,
+    pub vector: Vec<f32>,
+}
+
+pub struct VectorIndex {
+    rt: tokio::runtime::Runtime,
+    db: lancedb::Connection,
+    table: Table,
+    name: String,
+    dims: usize,
+    path: PathBuf,
+}
+
+/// Table name for a model: letters, digits and `_` only.
+pub fn table_name(model_id: &str, dims: usize) -> String {
+    let id: String = model_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
+    format!("passages_{id}_{dims}")
+}
+
+fn schema(dims: usize) -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("passage_id", DataType::Int64, false),
+        Field::new("note_id", DataType::Int64, false),
+        Field::new("version_id", DataType::Utf8, false),
+        Field::new("vector", DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), dims as i32), false),
+    ]))
+}
+
+impl VectorIndex {
+    /// Opens (creating if needed) the table for `model_id` under `dir`.
+    pub fn open(dir: &Path, model_id: &str, dims: usize) -> Result<VectorIndex, RetrievalError> {
+        let err = |e: lancedb::Error| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(|e| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() })?;
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .map_err(|e| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() })?;
+        let uri = dir.to_string_lossy().into_owned();
+        let name = table_name(model_id, dims);
+        let (db, table) = rt.block_on(async {
+            let db = lancedb::connect(&uri).execute().await?;
+            let names = db.table_names().execute().await?;
+            let table = if names.contains(&name) {
+                db.open_table(&name).execute().await?
+            } else {
+                db.create_empty_table(&name, schema(dims)).execute().await?
+            };
+            Ok::<_, lancedb::Error>((db, table))
+        })
+        .map_err(err)?;
+        Ok(VectorIndex { rt, db, table, name, dims, path: dir.to_path_buf() })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: impl std::fmt::Display) -> RetrievalError {
+        RetrievalError::Index { path: self.path.clone(), detail: e.to_string() }
+    }
+
+    /// Adds vectors, replacing any rows these passages already had (an add interrupted before its
+    /// bookkeeping was recorded is simply redone).
+    pub fn upsert(&self, rows: &[VectorRow]) -> Result<(), RetrievalError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        if let Some(bad) = rows.iter().find(|r| r.vector.len() != self.dims) {
+            return Err(self.err(format!("passage {} has a {}-dimensional vector, the index holds {}", bad.passage_id, bad.vector.len(), self.dims)));
+        }
+        self.delete(&rows.iter().map(|r| r.passage_id).collect::<Vec<_>>())?;
+        let batch = RecordBatch::try_new(
+            schema(self.dims),
+            vec![
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.passage_id))),
+                Arc::new(Int64Array::from_iter_values(rows.iter().map(|r| r.note_id))),
+                Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.version_id.as_str()))),
+                Arc::new(FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+                    rows.iter().map(|r| Some(r.vector.iter().map(|&x| Some(x)).collect::<Vec<_>>())),
+                    self.dims as i32,
+                )),
+            ],
+        )
+        .map_err(|e| self.err(e))?;
+        self.rt.block_on(self.table.add(batch).execute()).map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    pub fn delete(&self, passage_ids: &[i64]) -> Result<(), RetrievalError> {
+        for chunk in passage_ids.chunks(500) {
+            let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
+            self.rt.block_on(self.table.delete(format!("passage_id IN ({list})").as_str())).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    pub fn count(&self) -> Result<usize, RetrievalError> {
+        self.rt.block_on(self.table.count_rows(None)).map_err(|e| self.err(e))
+    }
+
+    /// The `k` nearest passages by cosine distance, nearest first: `(passage_id, distance)`.
+    pub fn nearest(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>, RetrievalError> {
+        if query.len() != self.dims {
+            return Err(self.err(format!("query vector has {} dimensions, the index holds {}", query.len(), self.dims)));
+        }
+        let batches: Vec<RecordBatch> = self
+            .rt
+            .block_on(async {
+                let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).limit(k);
+                q.execute().await?.try_collect::<Vec<_>>().await
+            })
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::with_capacity(k);
+        for b in &batches {
+            let ids = b.column_by_name("passage_id").and_then(|c| c.as_any().downcast_ref::<Int64Array>());
+            let dist = b.column_by_name("_distance").and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            let (Some(ids), Some(dist)) = (ids, dist) else {
+                return Err(self.err("search result lacks passage_id or _distance"));
+            };
+            for i in 0..ids.len() {
+                out.push((ids.value(i), dist.value(i)));
+            }
+        }
+        out.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+        out.truncate(k);
+        Ok(out)
+    }
+
+    /// Drops the tables of other models (after this one is complete).
+    pub fn drop_other_tables(&self) -> Result<Vec<String>, RetrievalError> {
+        let names = self.rt.block_on(self.db.table_names().execute()).map_err(|e| self.err(e))?;
+        let mut dropped = Vec::new();
+        for n in names.into_iter().filter(|n| *n != self.name && n.starts_with("passages_")) {
+            self.rt.block_on(self.db.drop_table(&n, &[])).map_err(|e| self.err(e))?;
+            dropped.push(n);
+        }
+        Ok(dropped)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}

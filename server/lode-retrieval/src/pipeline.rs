@@ -1,0 +1,266 @@
+//! The hybrid retrieval pipeline. Each stage is a seam that can be switched off:
+//!
+//! lexical (FTS5) ∥ dense (LanceDB, question through `embed_query`)
+//!   → reciprocal rank fusion over passages (k = 60, equal weights)
+//!   → cross-encoder rerank of the fused top-N (when a reranker is loaded)
+//!   → link-graph expansion (passages of notes linked from/to the seeds, lower priority)
+//!   → trust order (pinned first; the user's notes before anything less trusted).
+//!
+//! Small-to-big expansion is carried as data: every hit keeps its own passage range (what a
+//! citation points to) and its parent block's range (what a synthesizer reads).
+
+use std::collections::{HashMap, HashSet};
+use std::time::Instant;
+
+use lode_core::fusion::{context_order, rrf, Origin, Trust};
+use lode_models::{CrossEncoder, Embedder};
+use lode_store::{Hit, SearchOptions, Store};
+
+use crate::index::VectorIndex;
+use crate::RetrievalError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    Lexical,
+    Dense,
+    Hybrid,
+    /// Hybrid, then the cross-encoder reorders the fused top-N.
+    Rerank,
+}
+
+impl std::str::FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "lexical" => Ok(Mode::Lexical),
+            "dense" => Ok(Mode::Dense),
+            "hybrid" => Ok(Mode::Hybrid),
+            "rerank" => Ok(Mode::Rerank),
+            _ => Err(format!("unknown mode {s:?}: lexical, dense, hybrid or rerank")),
+        }
+    }
+}
+
+/// The models and index the dense and rerank stages use; any may be absent.
+#[derive(Default)]
+pub struct Models<'a> {
+    pub embedder: Option<&'a mut Embedder>,
+    pub index: Option<&'a VectorIndex>,
+    pub reranker: Option<&'a mut CrossEncoder>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RetrievalConfig {
+    pub limit: usize,
+    /// Passages each leg contributes to fusion.
+    pub candidates: usize,
+    pub rrf_k: f64,
+    pub lexical_weight: f64,
+    pub dense_weight: f64,
+    /// Fused passages the cross-encoder re-scores.
+    pub rerank_top: usize,
+    /// Link-graph expansion: at most this many passages from linked notes (0 = off).
+    pub graph_limit: usize,
+    pub search: SearchOptions,
+}
+
+impl Default for RetrievalConfig {
+    fn default() -> Self {
+        RetrievalConfig {
+            limit: 10,
+            candidates: 50,
+            rrf_k: 60.0,
+            lexical_weight: 1.0,
+            dense_weight: 1.0,
+            rerank_top: 30,
+            graph_limit: 3,
+            search: SearchOptions::default(),
+        }
+    }
+}
+
+/// One retrieved passage and how it got here.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct RetrievedHit {
+    #[serde(flatten)]
+    pub hit: Hit,
+    pub origin: Origin,
+    pub trust: Trust,
+    /// Fused (RRF) score; for lexical-only runs, the BM25 score.
+    pub fused: f64,
+    pub rerank: Option<f32>,
+    pub lexical_rank: Option<usize>,
+    pub dense_rank: Option<usize>,
+}
+
+/// Time spent in each stage, and what a stage could not do.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Stage {
+    pub name: &'static str,
+    pub ms: f64,
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Retrieved {
+    pub hits: Vec<RetrievedHit>,
+    pub stages: Vec<Stage>,
+    /// Problems that made a stage fall back (e.g. no vectors yet): the results are still valid.
+    pub warnings: Vec<String>,
+}
+
+fn dense_leg(
+    embedder: &mut Embedder,
+    index: &VectorIndex,
+    question: &str,
+    k: usize,
+) -> Result<(Vec<(i64, f32)>, f64, f64), RetrievalError> {
+    let t = Instant::now();
+    let q = embedder.embed_query(question)?;
+    let embed_ms = t.elapsed().as_secs_f64() * 1000.0;
+    let t = Instant::now();
+    let near = index.nearest(&q, k)?;
+    Ok((near, embed_ms, t.elapsed().as_secs_f64() * 1000.0))
+}
+
+/// Runs the pipeline for `question` in `mode`. Stages whose models are missing are skipped with a
+/// warning (dense → lexical only; rerank → fused order), never an error.
+pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, cfg: &RetrievalConfig) -> Result<Retrieved, RetrievalError> {
+    let mut out = Retrieved::default();
+    let Models { embedder, index, reranker } = models;
+    let want_lexical = mode != Mode::Dense;
+    let want_dense = mode != Mode::Lexical;
+    let k = if mode == Mode::Lexical { cfg.limit } else { cfg.candidates.max(cfg.limit) };
+
+    let dense_models = match (want_dense, embedder, index) {
+        (true, Some(e), Some(i)) => Some((e, i)),
+        (true, _, _) => {
+            out.warnings.push("dense retrieval unavailable (no embedding model or vector index): lexical results only".into());
+            None
+        }
+        _ => None,
+    };
+
+    // The two legs run in parallel: the dense leg needs no SQLite until its ids are joined.
+    let lex_opts = SearchOptions { limit: k, snippets: false, ..cfg.search.clone() };
+    let (lexical, dense) = std::thread::scope(|s| {
+        let dense = dense_models.map(|(e, i)| s.spawn(move || dense_leg(e, i, question, k)));
+        let t = Instant::now();
+        let lexical = if want_lexical || dense.is_none() { Some(store.search(question, &lex_opts)) } else { None };
+        let lex_ms = t.elapsed().as_secs_f64() * 1000.0;
+        let dense = dense.map(|h| h.join().unwrap_or_else(|_| Err(RetrievalError::Unavailable("the dense leg panicked".into()))));
+        (lexical.map(|l| (l, lex_ms)), dense)
+    });
+    let mut lexical_hits = Vec::new();
+    if let Some((l, ms)) = lexical {
+        lexical_hits = l?.hits;
+        out.stages.push(Stage { name: "lexical", ms, note: None });
+    }
+    let mut dense_ids: Vec<i64> = Vec::new();
+    match dense {
+        Some(Ok((near, embed_ms, search_ms))) => {
+            out.stages.push(Stage { name: "embed_query", ms: embed_ms, note: None });
+            out.stages.push(Stage { name: "dense", ms: search_ms, note: None });
+            dense_ids = near.into_iter().map(|(id, _)| id).collect();
+        }
+        Some(Err(e)) => {
+            out.warnings.push(format!("dense retrieval failed, lexical results only: {e}"));
+            if lexical_hits.is_empty() && !want_lexical {
+                lexical_hits = store.search(question, &lex_opts)?.hits;
+            }
+        }
+        None => {}
+    }
+
+    // Fusion over passage ids (the same unit on both legs).
+    let t = Instant::now();
+    let lex_ids: Vec<i64> = lexical_hits.iter().map(|h| h.passage_id).collect();
+    let mut by_id: HashMap<i64, Hit> = lexical_hits.into_iter().map(|h| (h.passage_id, h)).collect();
+    let missing: Vec<i64> = dense_ids.iter().copied().filter(|id| !by_id.contains_key(id)).collect();
+    for h in store.passages_by_id(&missing)? {
+        by_id.insert(h.passage_id, h);
+    }
+    // Vectors of passages that left the index since (the worker has not caught up) are skipped.
+    dense_ids.retain(|id| by_id.contains_key(id));
+    let fused: Vec<(i64, f64)> = if dense_ids.is_empty() {
+        lex_ids.iter().map(|&id| (id, by_id[&id].score)).collect()
+    } else if lex_ids.is_empty() {
+        rrf(&[(&dense_ids, cfg.dense_weight)], cfg.rrf_k)
+    } else {
+        rrf(&[(&lex_ids, cfg.lexical_weight), (&dense_ids, cfg.dense_weight)], cfg.rrf_k)
+    };
+    out.stages.push(Stage { name: "fusion", ms: t.elapsed().as_secs_f64() * 1000.0, note: None });
+    let lex_rank: HashMap<i64, usize> = lex_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
+    let dense_rank: HashMap<i64, usize> = dense_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
+    let mut ranked: Vec<RetrievedHit> = fused
+        .iter()
+        .filter_map(|&(id, score)| {
+            by_id.get(&id).map(|h| RetrievedHit {
+                hit: h.clone(),
+                origin: Origin::Retrieved,
+                trust: Trust::Note,
+                fused: score,
+                rerank: None,
+                lexical_rank: lex_rank.get(&id).copied(),
+                dense_rank: dense_rank.get(&id).copied(),
+            })
+        })
+        .collect();
+
+    // Rerank the fused top-N with the cross-encoder.
+    if mode == Mode::Rerank {
+        match reranker {
+            Some(ce) => {
+                let t = Instant::now();
+                let n = cfg.rerank_top.min(ranked.len());
+                let texts: Vec<String> = ranked[..n].iter().map(|r| format!("{}\n{}", r.hit.heading, r.hit.text)).collect();
+                let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+                match ce.score(question, &refs) {
+                    Ok(scores) => {
+                        for (r, s) in ranked[..n].iter_mut().zip(scores) {
+                            r.rerank = Some(s);
+                        }
+                        ranked[..n].sort_by(|a, b| b.rerank.unwrap_or(f32::MIN).total_cmp(&a.rerank.unwrap_or(f32::MIN)));
+                    }
+                    Err(e) => out.warnings.push(format!("rerank failed, fused order kept: {e}")),
+                }
+                out.stages.push(Stage { name: "rerank", ms: t.elapsed().as_secs_f64() * 1000.0, note: Some(ce.id().to_owned()) });
+            }
+            None => out.warnings.push("rerank unavailable (no cross-encoder configured): fused order kept".into()),
+        }
+    }
+
+    // Link-graph expansion: from the notes of the results, passages of linked notes that were
+    // candidates too (so they bear on the question), after the retrieved ones.
+    let mut hits: Vec<RetrievedHit> = ranked.iter().take(cfg.limit).cloned().collect();
+    if cfg.graph_limit > 0 && !hits.is_empty() {
+        let t = Instant::now();
+        let in_results: HashSet<i64> = hits.iter().map(|h| h.hit.note_id).collect();
+        let mut linked: HashSet<i64> = HashSet::new();
+        for n in &in_results {
+            linked.extend(store.linked_notes(*n)?);
+        }
+        let mut added = 0;
+        let mut seen_notes: HashSet<i64> = HashSet::new();
+        for r in ranked.iter().skip(cfg.limit) {
+            if added >= cfg.graph_limit {
+                break;
+            }
+            let note = r.hit.note_id;
+            if linked.contains(&note) && !in_results.contains(&note) && seen_notes.insert(note) {
+                let mut r = r.clone();
+                r.origin = Origin::Linked;
+                hits.push(r);
+                added += 1;
+            }
+        }
+        out.stages.push(Stage { name: "graph", ms: t.elapsed().as_secs_f64() * 1000.0, note: Some(format!("{added} linked")) });
+    }
+
+    // Trust order, stable within a tier (so retrieval order is kept among the user's notes).
+    let position: HashMap<i64, usize> = hits.iter().enumerate().map(|(i, h)| (h.hit.passage_id, i)).collect();
+    context_order(&mut hits, |h| (h.origin, h.trust, -(position[&h.hit.passage_id] as f64)));
+    out.hits = hits;
+    Ok(out)
+}

@@ -1,0 +1,56 @@
+//! Loading the configured models and vector index for a command, never failing: what cannot be
+//! loaded becomes a status line and the command carries on lexical-only.
+
+use lode_models::{CrossEncoder, Embedder};
+use lode_retrieval::VectorIndex;
+
+use crate::cmd::Vault;
+
+pub struct Loaded {
+    pub embedder: Option<Embedder>,
+    pub index: Option<VectorIndex>,
+    pub reranker: Option<CrossEncoder>,
+    /// Why something is missing, for the user.
+    pub problems: Vec<String>,
+}
+
+impl Loaded {
+    pub fn status(&self) -> String {
+        match (&self.embedder, &self.index) {
+            (Some(e), Some(_)) => format!("dense retrieval on ({})", e.id()),
+            _ => format!("lexical only: {}", self.problems.first().map(String::as_str).unwrap_or("no embedding model configured")),
+        }
+    }
+}
+
+/// Loads the embedder and its vector index (when `dense`), and the reranker (when `rerank`).
+pub fn load(vault: &Vault, dense: bool, rerank: bool) -> Loaded {
+    let m = &vault.config.models;
+    let mut out = Loaded { embedder: None, index: None, reranker: None, problems: Vec::new() };
+    if dense {
+        if m.embedder.trim().is_empty() {
+            out.problems.push("no embedder configured ([models] embedder)".into());
+        } else {
+            match Embedder::load(&m.resolve(&m.embedder), m.runtime.as_deref(), m.threads) {
+                Ok(e) => {
+                    match VectorIndex::open(&vault.vectors_dir(), e.id(), e.dimensions()) {
+                        Ok(i) => out.index = Some(i),
+                        Err(err) => out.problems.push(err.to_string()),
+                    }
+                    out.embedder = Some(e);
+                }
+                Err(err) => out.problems.push(err.to_string()),
+            }
+        }
+    }
+    if rerank {
+        match &m.reranker {
+            Some(r) => match CrossEncoder::load(&m.resolve(r), m.runtime.as_deref(), m.threads) {
+                Ok(ce) => out.reranker = Some(ce),
+                Err(err) => out.problems.push(err.to_string()),
+            },
+            None => out.problems.push("no reranker configured ([models] reranker)".into()),
+        }
+    }
+    out
+}
