@@ -54,8 +54,6 @@ fn a_paraphrase_is_found_by_dense_retrieval_that_lexical_misses() {
     assert!(!lexical.iter().any(|p| p == "runbooks/redis-failover.md"), "lexical should miss it: {lexical:?}");
     let dense = paths(&mut s, &idx, q, Mode::Dense, 3);
     assert!(dense.iter().any(|p| p == "runbooks/redis-failover.md"), "dense finds it: {dense:?}");
-    let hybrid = paths(&mut s, &idx, q, Mode::Hybrid, 10);
-    assert!(hybrid.iter().any(|p| p == "runbooks/redis-failover.md"), "hybrid keeps it: {hybrid:?}");
 }
 
 #[test]
