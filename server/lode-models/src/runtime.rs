@@ -7,17 +7,18 @@ use ort::environment::Environment;
 
 use crate::ModelError;
 
-/// Where lode looks for `libonnxruntime.so`, in order: the configured path, `ORT_DYLIB_PATH`,
-/// then `.lode-tools/onnxruntime/` next to the repository the binary was built in (so a
-/// checkout works after `scripts/setup-models.sh` without any setting).
+/// Where lode looks for `libonnxruntime.so`: the configured path if there is one, else
+/// `ORT_DYLIB_PATH` if set (either is used alone: a wrong explicit setting is an error, not a
+/// reason to load some other library), else `.lode-tools/onnxruntime/` of the repository the
+/// binary was built in (so a checkout works after `scripts/setup-models.sh` with no setting).
 pub fn runtime_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
     if let Some(p) = configured {
-        out.push(p.to_path_buf());
+        return vec![p.to_path_buf()];
     }
-    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH") {
-        out.push(PathBuf::from(p));
+    if let Some(p) = std::env::var_os("ORT_DYLIB_PATH").filter(|p| !p.is_empty()) {
+        return vec![PathBuf::from(p)];
     }
+    let mut out = Vec::new();
     let mut dirs = Vec::new();
     if let Ok(exe) = std::env::current_exe() {
         // target/{debug,release}/lode → repository root

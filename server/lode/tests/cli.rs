@@ -225,3 +225,57 @@ fn gate_reads_json_lines_and_reports_each() {
     );
     assert_eq!(o.status.code(), Some(1), "a bad line makes the exit code say so");
 }
+
+fn lode_env(args: &[&str], vault: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c.args(args).arg("--vault").arg(vault);
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+#[test]
+fn vectors_dense_search_and_clear_fallbacks() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+
+    // No runtime: indexing and search still work, and say why they are lexical-only.
+    let missing = [("ORT_DYLIB_PATH", "/nonexistent/libonnxruntime.so")];
+    let o = lode_env(&["index"], &v, &missing);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lexical only") && stderr(&o).contains("not found"), "{}", stderr(&o));
+    let o = lode_env(&["search", "--mode", "hybrid", "redis failover"], &v, &missing);
+    assert!(o.status.success() && stdout(&o).contains("redis-failover.md"), "{}", stderr(&o));
+    assert!(stderr(&o).contains("lexical results only"), "{}", stderr(&o));
+
+    // A library that is not ONNX Runtime: a clear message naming it, lexical keeps working.
+    let wrong = "/lib/x86_64-linux-gnu/libz.so.1";
+    if Path::new(wrong).exists() {
+        let o = lode_env(&["search", "--mode", "dense", "redis failover"], &v, &[("ORT_DYLIB_PATH", wrong)]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("cannot use ONNX Runtime from") && stderr(&o).contains("libz"), "{}", stderr(&o));
+    }
+
+    // With the runtime: index embeds, stats reports freshness, dense search returns the JSON hits.
+    let o = lode(&["index", "--json"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(r["vectors"]["status"], "ok", "{r}");
+    assert_eq!(r["vectors"]["with_vectors"], r["vectors"]["passages"]);
+    let o = lode(&["stats", "--json"], &v);
+    let s: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!(s["vectors"]["with_vectors"], s["passages"]);
+    for mode in ["dense", "hybrid", "rerank"] {
+        let o = lode(&["search", "--json", "--mode", mode, "--limit", "3", "switch to the standby cache server"], &v);
+        assert!(o.status.success(), "{mode}: {}", stderr(&o));
+        let hits: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(hits.len(), 3, "{mode}");
+        for key in ["path", "note_id", "version_id", "start", "end", "score", "text"] {
+            assert!(!hits[0][key].is_null(), "{mode}: no {key}");
+        }
+    }
+    let o = lode(&["index", "--no-vectors", "--json"], &v);
+    let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert!(r["vectors"]["status"].as_str().unwrap().contains("--no-vectors"));
+}
