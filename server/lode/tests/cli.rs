@@ -279,3 +279,34 @@ fn vectors_dense_search_and_clear_fallbacks() {
     let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert!(r["vectors"]["status"].as_str().unwrap().contains("--no-vectors"));
 }
+
+#[test]
+fn the_gate_uses_a_configured_entailment_model() {
+    use std::io::Write;
+    let run = |extra: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
+            .arg("gate")
+            .args(extra)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Not contained in either span (synthesis), so only entailment can keep it. The tiny
+        // cross-encoder scores the premise's "banana" tokens: logit 4 → sigmoid 0.98.
+        let line = serde_json::json!({"claim": "the fruit stand sells two kinds of fruit",
+            "spans": ["a banana stand", "another banana"], "source": "We saw a banana stand and another banana."});
+        child.stdin.take().unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+        let o = child.wait_with_output().unwrap();
+        serde_json::from_str::<serde_json::Value>(stdout(&o).trim()).unwrap()
+    };
+    let without = run(&[]);
+    assert_eq!((without["verdict"].as_str(), without["step"].as_str()), (Some("dropped"), Some("entailment")));
+    assert!(without["reason"].as_str().unwrap().contains("no entailment model"));
+    let with = run(&["--nli", "tiny-cross-encoder"]);
+    assert_eq!(with["verdict"], "entailed", "{with}");
+    assert!((with["score"].as_f64().unwrap() - 0.982).abs() < 0.001, "{with}");
+    assert_eq!(with["label"], "entailed (0.98)");
+    let strict = run(&["--nli", "tiny-cross-encoder", "--threshold", "0.99"]);
+    assert_eq!(strict["verdict"], "dropped");
+}

@@ -19,6 +19,10 @@ pub struct GateArgs {
     /// Entailment threshold for step 3
     #[arg(long, default_value_t = GateConfig::default().entailment_threshold)]
     pub threshold: f32,
+    /// Cross-encoder / NLI model for step 3 (a folder under the models dir, or a path); without
+    /// one, claims that are not quoted outright are dropped
+    #[arg(long, value_name = "MODEL")]
+    pub nli: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -51,7 +55,15 @@ pub fn verdict(claim: &str, spans: &[String], source: &str, scorer: &mut ScorerS
 
 pub fn run(args: GateArgs) -> Result<ExitCode> {
     let cfg = GateConfig { entailment_threshold: args.threshold };
-    let mut scorer = ScorerSlot::None;
+    let models = crate::config::ModelsSection::default();
+    let mut scorer = match args.nli.clone() {
+        Some(name) => ScorerSlot::lazy(move || {
+            lode_models::CrossEncoder::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
+                .map(|ce| Box::new(ce) as Box<dyn lode_core::gate::EntailmentScorer>)
+                .map_err(|e| e.to_string())
+        }),
+        None => ScorerSlot::None,
+    };
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
