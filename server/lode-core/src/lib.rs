@@ -2,6 +2,7 @@
 //! building and text utilities. Speaks byte offsets and plain data; knows nothing of LSP or SQLite.
 
 pub mod chunk;
+pub mod citation;
 pub mod extractive;
 pub mod frontmatter;
 pub mod fusion;

@@ -226,6 +226,10 @@ mod tests {
         assert_eq!(c.answer.entailment_threshold, d.answer.entailment_threshold);
         assert!(c.llm.is_some());
         assert!(c.egress_rules().is_ok());
+        let start = readme.find("```toml\n[models]").expect("README has the models example") + "```toml\n".len();
+        let block = &readme[start..start + readme[start..].find("```").unwrap()];
+        let c: Config = toml::from_str(block).expect("README's models example is valid configuration");
+        assert_eq!(c.models.embedder, d.models.embedder);
     }
 
     #[test]
