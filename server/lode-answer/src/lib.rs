@@ -5,6 +5,7 @@
 
 pub mod egress;
 pub mod llm;
+pub mod render;
 
 use std::collections::{BTreeMap, HashMap};
 

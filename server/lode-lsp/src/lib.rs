@@ -1,1 +1,21 @@
-//! placeholder
+//! lode's language server: open buffers (ropey, incremental sync), the ordered save path,
+//! `lode/ask`, answer code actions, citation hover / goto / drift diagnostics, workspace symbols.
+//! The only crate that knows LSP types: it converts at the edge (`position`) and calls the core.
+
+mod framing;
+mod position;
+mod server;
+mod writer;
+
+pub use position::Encoding;
+pub use server::{build, Settings, SettingsFn};
+
+/// Serves the LSP over stdin/stdout until the client exits (or disconnects).
+pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) {
+    let (service, socket) = build(settings, vault);
+    let (lib_in, guard_out) = tokio::io::duplex(1 << 20);
+    let (guard_in, lib_out) = tokio::io::duplex(1 << 20);
+    let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in));
+    tower_lsp_server::Server::new(lib_in, lib_out, socket).serve(service).await;
+    guard.abort();
+}

@@ -717,3 +717,96 @@ impl Store {
         Ok(Verification { problems })
     }
 }
+
+impl Store {
+    /// The note a version belongs to (its current path) and that note's head version, if the
+    /// note still exists.
+    pub fn head_for_version(&self, version_id: &str) -> Result<Option<(String, String)>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT n.path, n.head_version FROM note_versions v JOIN notes n ON n.id = v.note_id
+                 WHERE v.version_id = ?1 AND n.head_version IS NOT NULL ORDER BY v.seq DESC LIMIT 1",
+                [version_id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
+    /// Path (when saved), note title and save time (UTC, `YYYY-MM-DD HH:MM`) of a version.
+    pub fn version_info(&self, version_id: &str) -> Result<Option<(String, String, String)>, StoreError> {
+        let row: Option<(String, String, i64)> = self
+            .conn
+            .query_row(
+                "SELECT v.path, n.title, v.created_at FROM note_versions v JOIN notes n ON n.id = v.note_id
+                 WHERE v.version_id = ?1 ORDER BY v.seq LIMIT 1",
+                [version_id],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()
+            .map_err(|e| self.err(e))?;
+        Ok(row.map(|(p, t, ms)| (p, t, format_utc(ms))))
+    }
+
+    /// Note titles and section headings whose text contains `query` (case-insensitive), for
+    /// `workspace/symbol`: `(path, name, line, is_title)`.
+    pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
+        let like = format!("%{}%", query.replace('%', "").replace('_', ""));
+        let mut out = Vec::new();
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ORDER BY path LIMIT ?2")
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        out.extend(rows.into_iter().map(|(p, t)| (p, t, 1, true)));
+        // Headings: the last segment of a passage's heading path, at the line of its first passage.
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE lower(p.heading) LIKE ?1 GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2",
+            )
+            .map_err(|e| self.err(e))?;
+        let rows = st
+            .query_map(params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
+            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+            .map_err(|e| self.err(e))?;
+        for (path, heading, line) in rows {
+            let name = heading.rsplit(" › ").next().unwrap_or(&heading).to_owned();
+            if name.to_lowercase().contains(query) && !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {
+                out.push((path, name, line.max(1) as usize, false));
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` of unix milliseconds.
+fn format_utc(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(super::format_utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(super::format_utc(1_796_000_000_000), "2026-11-30 00:53 UTC");
+    }
+}

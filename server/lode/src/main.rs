@@ -40,6 +40,8 @@ enum Command {
     Ask(cmd::ask::AskArgs),
     /// Run the faithfulness gate on JSON lines from stdin
     Gate(cmd::gate::GateArgs),
+    /// The language server, over stdio (for VS Code, Neovim, Helix)
+    Serve(cmd::serve::ServeArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
     /// Measure retrieval quality on a BEIR-format data set
@@ -58,6 +60,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => cmd::stats::run(a),
         Command::Ask(a) => cmd::ask::run(a),
         Command::Gate(a) => cmd::gate::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
         Command::Eval(c) => cmd::eval::run(c),
         Command::Bench(c) => cmd::bench::run(c),
     };

@@ -6,6 +6,7 @@ pub mod eval;
 pub mod gate;
 pub mod index;
 pub mod search;
+pub mod serve;
 pub mod stats;
 
 use std::path::PathBuf;

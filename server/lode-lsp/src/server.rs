@@ -1,0 +1,683 @@
+//! The LSP handlers. Each is thin: convert params (positions → bytes), call the store / answer
+//! pipeline off the message loop (`spawn_blocking`), convert the result back.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::time::Instant;
+
+use lode_answer::egress::EgressRules;
+use lode_answer::{AskConfig, Synthesizer};
+use lode_core::gate::ScorerSlot;
+use lode_store::vault::IndexOptions;
+use lode_store::{Store, StoreOptions};
+use ropey::Rope;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp_server::ls_types::*;
+use tower_lsp_server::{Client, LanguageServer, LspService};
+
+use crate::position::{self, Encoding};
+use crate::writer::{Done, Job, Writer};
+
+/// What the server needs from the vault's configuration (built by the `lode` binary).
+pub struct Settings {
+    pub db: PathBuf,
+    pub store: StoreOptions,
+    pub index: IndexOptions,
+    pub ask: AskConfig,
+    pub rules: EgressRules,
+    pub synthesizer: Synthesizer,
+}
+
+pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
+
+struct Doc {
+    rope: Rope,
+}
+
+struct State {
+    root: PathBuf,
+    settings: Settings,
+    writer: Writer,
+    reader: Arc<Mutex<Store>>,
+    scanning: Arc<AtomicBool>,
+}
+
+pub struct Backend {
+    client: Client,
+    settings_fn: SettingsFn,
+    vault_override: Option<PathBuf>,
+    enc: RwLock<Encoding>,
+    docs: Arc<Mutex<HashMap<String, Doc>>>,
+    state: OnceLock<std::result::Result<Arc<State>, String>>,
+}
+
+pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
+    LspService::build(|client| Backend {
+        client,
+        settings_fn: settings,
+        vault_override: vault,
+        enc: RwLock::new(Encoding::Utf16),
+        docs: Arc::new(Mutex::new(HashMap::new())),
+        state: OnceLock::new(),
+    })
+    .custom_method("lode/ask", Backend::lode_ask)
+    .finish()
+}
+
+fn internal(msg: impl std::fmt::Display) -> Error {
+    Error { code: ErrorCode::InternalError, message: msg.to_string().into(), data: None }
+}
+
+fn invalid(msg: impl std::fmt::Display) -> Error {
+    Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
+}
+
+/// Runs blocking work off the message loop; a panic becomes an error answer, not a dead server.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(internal(e)),
+        Err(e) if e.is_panic() => {
+            tracing::error!("a request panicked: {e}");
+            Err(internal("internal error: the request panicked (logged); the server keeps serving"))
+        }
+        Err(e) => Err(internal(e)),
+    }
+}
+
+#[derive(Deserialize)]
+struct AskParams {
+    question: String,
+    pinned: Option<Uri>,
+    limit: Option<usize>,
+}
+
+impl Backend {
+    fn state(&self) -> Result<Arc<State>> {
+        match self.state.get() {
+            Some(Ok(s)) => Ok(s.clone()),
+            Some(Err(e)) => Err(internal(format!("lode is not available in this workspace: {e}"))),
+            None => Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None }),
+        }
+    }
+
+    fn enc(&self) -> Encoding {
+        *self.enc.read().unwrap()
+    }
+
+    /// The vault-relative path of a document, if it is a markdown file inside the vault.
+    fn rel(state: &State, uri: &Uri) -> Option<String> {
+        let path = uri.to_file_path()?;
+        let rel = lode_store::vault::relative_path(&state.root, &path)?;
+        lode_store::vault::is_markdown(Path::new(&rel)).then_some(rel)
+    }
+
+    fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
+        let docs = self.docs.lock().unwrap();
+        docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string()))
+    }
+
+    async fn lode_ask(&self, params: Value) -> Result<Value> {
+        let barrier = self.state().map(|s| s.writer.barrier());
+        let state = self.state()?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let p: AskParams = serde_json::from_value(params).map_err(|e| invalid(format!("lode/ask params: {e}")))?;
+        if p.question.trim().is_empty() {
+            return Err(invalid("lode/ask: the question is empty"));
+        }
+        if p.question.len() > 4096 {
+            return Err(invalid(format!("lode/ask: the question is {} bytes; at most 4096", p.question.len())));
+        }
+        let pinned = match &p.pinned {
+            Some(u) => Some(Self::rel(&state, u).ok_or_else(|| invalid(format!("{} is not a note in this vault", u.as_str())))?),
+            None => None,
+        };
+        let answer = self.answer(&state, p.question, pinned, p.limit).await?;
+        let enc = self.enc();
+        let partial = state.scanning.load(Ordering::SeqCst);
+        let reader = state.reader.clone();
+        let root = state.root.clone();
+        let mut v = serde_json::to_value(&answer).map_err(internal)?;
+        // Every citation also gets its note's URI and an LSP range in the cited version.
+        let claims = answer.claims.clone();
+        let ranges = blocking(move || {
+            let store = reader.lock().map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for c in &claims {
+                let mut per = Vec::new();
+                for cit in &c.citations {
+                    let body = store.version_body(&cit.version_id).map_err(|e| e.to_string())?.unwrap_or_default();
+                    let rope = Rope::from_str(&String::from_utf8_lossy(&body));
+                    let r = position::range(&rope, cit.start..cit.end, enc);
+                    let uri = Uri::from_file_path(root.join(&cit.path)).map(|u| u.as_str().to_owned());
+                    per.push(json!({"uri": uri, "range": r}));
+                }
+                out.push(per);
+            }
+            Ok(out)
+        })
+        .await?;
+        if let Some(list) = v["claims"].as_array_mut() {
+            for (c, per) in list.iter_mut().zip(ranges) {
+                if let Some(cits) = c["citations"].as_array_mut() {
+                    for (cit, extra) in cits.iter_mut().zip(per) {
+                        cit["uri"] = extra["uri"].clone();
+                        cit["range"] = extra["range"].clone();
+                    }
+                }
+            }
+        }
+        v["index_partial"] = json!(partial);
+        Ok(v)
+    }
+
+    async fn answer(&self, state: &Arc<State>, question: String, pinned: Option<String>, limit: Option<usize>) -> Result<lode_answer::Answer> {
+        let st = state.clone();
+        blocking(move || {
+            let store = st.reader.lock().map_err(|e| e.to_string())?;
+            let mut cfg = st.settings.ask.clone();
+            if let Some(l) = limit {
+                cfg.context_limit = l.clamp(1, 50);
+            }
+            lode_answer::ask(
+                &store,
+                &question,
+                pinned.as_deref(),
+                &cfg,
+                &st.settings.rules,
+                &st.settings.synthesizer,
+                lode_retrieval::Models::default(),
+                &mut ScorerSlot::None,
+            )
+            .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    /// Diagnostics for the citations in an open document: a quote no longer in its note's head
+    /// has drifted (warning); one still there but pinned to an older version is noted (hint).
+    async fn publish_citation_diagnostics(&self, uri: Uri) {
+        let Ok(state) = self.state() else { return };
+        let Some((rope, text)) = self.doc_text(&uri) else { return };
+        let enc = self.enc();
+        let reader = state.reader.clone();
+        let diags = blocking(move || {
+            let store = reader.lock().map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for c in lode_core::citation::find_all(&text) {
+                let range = position::range(&rope, c.range.clone(), enc);
+                let Ok(Some(body)) = store.version_body(&c.version_id) else {
+                    out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::WARNING),
+                        code: Some(NumberOrString::String("lode.unknown-version".into())),
+                        source: Some("lode".into()),
+                        message: format!("cited version {} is not in this vault's history", &c.version_id[..12]),
+                        ..Default::default()
+                    });
+                    continue;
+                };
+                let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+                let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
+                    continue;
+                };
+                if head == c.version_id {
+                    continue;
+                }
+                let head_body = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
+                let head_text = String::from_utf8_lossy(&head_body);
+                match lode_core::gate::locate(&head_text, &quote) {
+                    None => out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::WARNING),
+                        code: Some(NumberOrString::String("lode.drifted".into())),
+                        source: Some("lode".into()),
+                        message: format!("drifted: the quoted text is no longer in {path} (cited version {})", &c.version_id[..12]),
+                        data: Some(json!({"version_id": c.version_id, "path": path})),
+                        ..Default::default()
+                    }),
+                    Some((r, _)) => out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::HINT),
+                        code: Some(NumberOrString::String("lode.older-version".into())),
+                        source: Some("lode".into()),
+                        message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
+                        data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path})),
+                        ..Default::default()
+                    }),
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .unwrap_or_default();
+        self.client.publish_diagnostics(uri, diags, None).await;
+    }
+
+    async fn refresh_open_diagnostics(&self) {
+        let uris: Vec<String> = self.docs.lock().unwrap().keys().cloned().collect();
+        for u in uris {
+            if let Ok(uri) = u.parse::<Uri>() {
+                self.publish_citation_diagnostics(uri).await;
+            }
+        }
+    }
+
+    fn start_scan(&self, state: Arc<State>) {
+        let client = self.client.clone();
+        let handle = tokio::runtime::Handle::current();
+        state.scanning.store(true, Ordering::SeqCst);
+        std::thread::Builder::new()
+            .name("lode-scan".into())
+            .spawn(move || {
+                let token = ProgressToken::String("lode/scan".into());
+                let c = client.clone();
+                let t = token.clone();
+                let _ = handle.block_on(async move { c.create_work_done_progress(t).await });
+                let send = |value: WorkDoneProgress| {
+                    let c = client.clone();
+                    let token = token.clone();
+                    handle.block_on(async move {
+                        c.send_notification::<notification::Progress>(ProgressParams {
+                            token,
+                            value: ProgressParamsValue::WorkDone(value),
+                        })
+                        .await
+                    });
+                };
+                send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                    title: "lode: indexing notes".into(),
+                    percentage: Some(0),
+                    ..Default::default()
+                }));
+                let outcome = Store::open(&state.settings.db, state.settings.store.clone()).map_err(|e| e.to_string()).and_then(|mut store| {
+                    let mut last = Instant::now();
+                    lode_store::vault::index_vault(&mut store, &state.root, &state.settings.index, |p| {
+                        if p.done == p.total || last.elapsed().as_millis() >= 200 {
+                            last = Instant::now();
+                            send(WorkDoneProgress::Report(WorkDoneProgressReport {
+                                message: Some(format!("{}/{} notes", p.done, p.total)),
+                                percentage: Some(((p.done * 100) / p.total.max(1)) as u32),
+                                ..Default::default()
+                            }));
+                        }
+                    })
+                    .map_err(|e| e.to_string())
+                });
+                state.scanning.store(false, Ordering::SeqCst);
+                let message = match &outcome {
+                    Ok(r) => format!("{} notes: {} new, {} updated, {} unchanged, {} deleted", r.scanned, r.created, r.updated, r.unchanged, r.deleted),
+                    Err(e) => format!("indexing failed: {e}"),
+                };
+                send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message.clone()) }));
+                if outcome.is_err() {
+                    let c = client.clone();
+                    handle.block_on(async move { c.show_message(MessageType::ERROR, format!("lode: {message}")).await });
+                }
+            })
+            .expect("spawn the scan thread");
+    }
+
+    async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
+        let state = self.state()?;
+        let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} is not open", uri.as_str())))?;
+        let enc = self.enc();
+        let bytes = position::byte_range(&rope, range, enc);
+        let mut question = rope.byte_slice(bytes.clone()).to_string();
+        if question.trim().is_empty() {
+            let line = rope.byte_to_line(bytes.start);
+            question = rope.line(line).to_string();
+        }
+        let question = lode_core::extractive::plain(question.trim()).trim_start_matches('#').trim().to_owned();
+        if question.is_empty() {
+            return Err(invalid("no question on that line"));
+        }
+        let rel = Self::rel(&state, &uri).unwrap_or_else(|| "untitled.md".into());
+        let pinned_path = if pinned { Some(rel.clone()) } else { None };
+        let answer = self.answer(&state, question, pinned_path, None).await?;
+        let md = lode_answer::render::markdown(&answer, &rel);
+        // Insert after the question's line.
+        let end_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start));
+        let insert_at = Position { line: end_line as u32 + 1, character: 0 };
+        let needs_newline = end_line + 1 >= rope.len_lines() && !rope.to_string().ends_with('\n');
+        let text = format!("{}\n{md}\n", if needs_newline { "\n" } else { "" });
+        let edit = WorkspaceEdit {
+            changes: Some(HashMap::from([(uri, vec![TextEdit { range: Range { start: insert_at, end: insert_at }, new_text: text }])])),
+            ..Default::default()
+        };
+        let applied = self.client.apply_edit(edit).await.map_err(internal)?;
+        Ok(Some(json!({"applied": applied.applied, "answer": answer})))
+    }
+}
+
+fn is_question_line(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && t.ends_with('?')
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let utf8 = params
+            .capabilities
+            .general
+            .as_ref()
+            .and_then(|g| g.position_encodings.as_ref())
+            .is_some_and(|e| e.contains(&PositionEncodingKind::UTF8));
+        *self.enc.write().unwrap() = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
+        #[allow(deprecated)]
+        let root = self
+            .vault_override
+            .clone()
+            .or_else(|| params.workspace_folders.as_ref().and_then(|f| f.first()).and_then(|f| f.uri.to_file_path().map(|p| p.into_owned())))
+            .or_else(|| params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())));
+        let state = match root {
+            None => Err("no workspace folder: open a folder of notes".to_owned()),
+            Some(root) => (|| {
+                let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
+                let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                Ok(Arc::new(State {
+                    root,
+                    settings,
+                    writer: Writer::start(write, |d| match d {
+                        Done::Failed(e) => tracing::warn!("save failed: {e}"),
+                        Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                        Done::Deleted(found) => tracing::debug!("deleted: {found}"),
+                    }),
+                    reader: Arc::new(Mutex::new(read)),
+                    scanning: Arc::new(AtomicBool::new(false)),
+                }))
+            })(),
+        };
+        let _ = self.state.set(state);
+        Ok(InitializeResult {
+            server_info: Some(ServerInfo { name: "lode".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+            capabilities: ServerCapabilities {
+                position_encoding: Some(if utf8 { PositionEncodingKind::UTF8 } else { PositionEncodingKind::UTF16 }),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                    open_close: Some(true),
+                    change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
+                    ..Default::default()
+                })),
+                hover_provider: Some(HoverProviderCapability::Simple(true)),
+                definition_provider: Some(OneOf::Left(true)),
+                code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
+                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into()], ..Default::default() }),
+                workspace_symbol_provider: Some(OneOf::Left(true)),
+                ..Default::default()
+            },
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        match self.state() {
+            Ok(state) => {
+                let watch = Registration {
+                    id: "lode-watch".into(),
+                    method: "workspace/didChangeWatchedFiles".into(),
+                    register_options: Some(json!({"watchers": [{"globPattern": "**/*.{md,markdown}"}]})),
+                };
+                let _ = self.client.register_capability(vec![watch]).await;
+                self.start_scan(state);
+            }
+            Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
+        }
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let uri = params.text_document.uri;
+        self.docs.lock().unwrap().insert(uri.as_str().to_owned(), Doc { rope: Rope::from_str(&params.text_document.text) });
+        self.publish_citation_diagnostics(uri).await;
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        // Buffers only: no index work per keystroke.
+        let enc = self.enc();
+        let mut docs = self.docs.lock().unwrap();
+        let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
+        for change in params.content_changes {
+            match change.range {
+                Some(r) => {
+                    let b = position::byte_range(&doc.rope, r, enc);
+                    let (s, e) = (doc.rope.byte_to_char(b.start), doc.rope.byte_to_char(b.end));
+                    doc.rope.remove(s..e);
+                    doc.rope.insert(s, &change.text);
+                }
+                None => doc.rope = Rope::from_str(&change.text),
+            }
+        }
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        // The ticket is taken before the first await: see writer.rs.
+        let Ok(state) = self.state() else { return };
+        let uri = params.text_document.uri;
+        let Some(rel) = Self::rel(&state, &uri) else { return };
+        let text = params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t));
+        let (_, done) = match text {
+            Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
+            None => {
+                let abs = state.root.join(&rel);
+                state.writer.submit(Job::Refresh { path: rel, abs })
+            }
+        };
+        if let Ok(Done::Failed(e)) = done.await {
+            self.client.show_message(MessageType::WARNING, format!("lode: could not index {}: {e}", uri.as_str())).await;
+        }
+        self.refresh_open_diagnostics().await;
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        self.docs.lock().unwrap().remove(params.text_document.uri.as_str());
+        self.client.publish_diagnostics(params.text_document.uri, Vec::new(), None).await;
+    }
+
+    async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        let Ok(state) = self.state() else { return };
+        let mut last = None;
+        for change in params.changes {
+            let Some(rel) = Self::rel(&state, &change.uri) else { continue };
+            if self.docs.lock().unwrap().contains_key(change.uri.as_str()) && change.typ != FileChangeType::DELETED {
+                continue; // open buffers are indexed on save
+            }
+            let abs = state.root.join(&rel);
+            last = Some(state.writer.submit(Job::Refresh { path: rel, abs }).1);
+        }
+        if let Some(done) = last {
+            let _ = done.await;
+            self.refresh_open_diagnostics().await;
+        }
+    }
+
+    async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        let barrier = self.state().map(|s| s.writer.barrier());
+        let state = self.state()?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let uri = params.text_document_position_params.text_document.uri;
+        let Some((rope, text)) = self.doc_text(&uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, params.text_document_position_params.position, enc);
+        let Some(c) = lode_core::citation::at(&text, offset) else { return Ok(None) };
+        let range = position::range(&rope, c.range.clone(), enc);
+        let reader = state.reader.clone();
+        let md = blocking(move || {
+            let store = reader.lock().map_err(|e| e.to_string())?;
+            let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
+                return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
+            };
+            let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+            let info = store.version_info(&c.version_id).map_err(|e| e.to_string())?;
+            let (path, title, saved) = info.unwrap_or_default();
+            let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
+            let status = match head {
+                Some((_, h)) if h == c.version_id => "the note's current version".to_owned(),
+                Some((p, h)) => {
+                    let hb = store.version_body(&h).map_err(|e| e.to_string())?.unwrap_or_default();
+                    let ht = String::from_utf8_lossy(&hb);
+                    match lode_core::gate::locate(&ht, &quote) {
+                        Some((r, _)) => format!("still in the current version of {p}, line {}", lode_core::text::line_of(&hb, r.start)),
+                        None => format!("**drifted**: no longer in the current version of {p}"),
+                    }
+                }
+                None => "the note has been deleted".to_owned(),
+            };
+            let quoted: String = quote.lines().map(|l| format!("> {l}\n")).collect();
+            Ok(format!(
+                "**{title}** — `{path}`\n\n{quoted}\nversion `{}` saved {saved} · {status}",
+                &c.version_id[..12]
+            ))
+        })
+        .await?;
+        Ok(Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: md }), range: Some(range) }))
+    }
+
+    async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
+        let barrier = self.state().map(|s| s.writer.barrier());
+        let state = self.state()?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let uri = params.text_document_position_params.text_document.uri;
+        let Some((rope, text)) = self.doc_text(&uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, params.text_document_position_params.position, enc);
+        let Some(c) = lode_core::citation::at(&text, offset) else { return Ok(None) };
+        let reader = state.reader.clone();
+        let root = state.root.clone();
+        let docs = self.docs.clone();
+        let loc = blocking(move || {
+            let store = reader.lock().map_err(|e| e.to_string())?;
+            let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
+                return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
+            };
+            let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+            // In the current head, when the quote is still there (the open buffer if the note is open).
+            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
+                let abs = root.join(&path);
+                let target = Uri::from_file_path(&abs).ok_or("bad path")?;
+                let open = docs.lock().unwrap().get(target.as_str()).map(|d| d.rope.clone());
+                let (rope, text) = match open {
+                    Some(r) => {
+                        let t = r.to_string();
+                        (r, t)
+                    }
+                    None => {
+                        let hb = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
+                        let t = String::from_utf8_lossy(&hb).into_owned();
+                        (Rope::from_str(&t), t)
+                    }
+                };
+                if let Some((r, _)) = lode_core::gate::locate(&text, &quote) {
+                    return Ok(Location { uri: target, range: position::range(&rope, r, enc) });
+                }
+            }
+            // Otherwise the cited version itself, materialized read-only.
+            let dir = store.path().parent().map(|d| d.join("versions")).ok_or("no state folder")?;
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let file = dir.join(format!("{}.md", c.version_id));
+            if !file.exists() {
+                std::fs::write(&file, &body).map_err(|e| e.to_string())?;
+                let mut perms = std::fs::metadata(&file).map_err(|e| e.to_string())?.permissions();
+                perms.set_readonly(true);
+                let _ = std::fs::set_permissions(&file, perms);
+            }
+            let rope = Rope::from_str(&String::from_utf8_lossy(&body));
+            Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&rope, c.span.clone(), enc) })
+        })
+        .await?;
+        Ok(Some(GotoDefinitionResponse::Scalar(loc)))
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let uri = params.text_document.uri;
+        let Some((rope, _)) = self.doc_text(&uri) else { return Ok(None) };
+        let enc = self.enc();
+        let r = position::byte_range(&rope, params.range, enc);
+        let selected = rope.byte_slice(r.clone()).to_string();
+        let line = rope.line(rope.byte_to_line(r.start)).to_string();
+        let mut actions = Vec::new();
+        if !selected.trim().is_empty() || is_question_line(&line) {
+            for (title, pinned) in [("Ask lode", false), ("Ask lode about this note", true)] {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: title.into(),
+                    kind: Some(CodeActionKind::new("lode.ask")),
+                    command: Some(Command {
+                        title: title.into(),
+                        command: "lode.ask".into(),
+                        arguments: Some(vec![json!({"uri": uri.as_str(), "range": params.range, "pinned": pinned})]),
+                    }),
+                    ..Default::default()
+                }));
+            }
+        }
+        for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
+            if d.code == Some(NumberOrString::String("lode.drifted".into())) {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: "Re-ask lode (the quoted text drifted)".into(),
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: Some(vec![d.clone()]),
+                    command: Some(Command {
+                        title: "Re-ask lode".into(),
+                        command: "lode.ask".into(),
+                        arguments: Some(vec![json!({"uri": uri.as_str(), "range": d.range, "pinned": false})]),
+                    }),
+                    ..Default::default()
+                }));
+            }
+        }
+        Ok((!actions.is_empty()).then_some(actions))
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        if params.command != "lode.ask" {
+            return Err(invalid(format!("unknown command {}", params.command)));
+        }
+        let barrier = self.state().map(|s| s.writer.barrier());
+        self.state()?.writer.wait(barrier.unwrap_or(0)).await;
+        #[derive(Deserialize)]
+        struct Args {
+            uri: Uri,
+            range: Range,
+            #[serde(default)]
+            pinned: bool,
+        }
+        let arg = params.arguments.into_iter().next().ok_or_else(|| invalid("lode.ask needs {uri, range, pinned?}"))?;
+        let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
+        self.ask_and_insert(a.uri, a.range, a.pinned).await
+    }
+
+    async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
+        let state = self.state()?;
+        let reader = state.reader.clone();
+        let root = state.root.clone();
+        let q = params.query.to_lowercase();
+        let syms = blocking(move || {
+            let store = reader.lock().map_err(|e| e.to_string())?;
+            let mut out = Vec::new();
+            for (path, name, line, is_title) in store.symbols(&q, 200).map_err(|e| e.to_string())? {
+                let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
+                let pos = Position { line: line.saturating_sub(1) as u32, character: 0 };
+                #[allow(deprecated)]
+                out.push(SymbolInformation {
+                    name,
+                    kind: if is_title { SymbolKind::FILE } else { SymbolKind::STRING },
+                    tags: None,
+                    deprecated: None,
+                    location: Location { uri, range: Range { start: pos, end: pos } },
+                    container_name: Some(path),
+                });
+            }
+            Ok(out)
+        })
+        .await?;
+        Ok(Some(WorkspaceSymbolResponse::Flat(syms)))
+    }
+}

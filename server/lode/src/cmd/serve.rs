@@ -1,0 +1,44 @@
+//! `lode serve`: the language server over stdio.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::config::{state_dir, Config};
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// The vault [default: the workspace folder the editor opens]
+    #[arg(long, value_name = "DIR")]
+    pub vault: Option<PathBuf>,
+    /// Accepted for editors that pass it; stdio is the only transport
+    #[arg(long, hide = true)]
+    pub stdio: bool,
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
+        let config = Config::load(root)?;
+        let synthesizer = match &config.llm {
+            Some(l) if !l.endpoint.is_empty() => lode_answer::Synthesizer::Llm(l.clone()),
+            _ => lode_answer::Synthesizer::Extractive,
+        };
+        Ok(lode_lsp::Settings {
+            db: state_dir(root).join("lode.db"),
+            store: config.store_options(),
+            index: lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() },
+            ask: config.ask_config(),
+            rules: config.egress_rules()?,
+            synthesizer,
+        })
+    });
+    let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(lode_lsp::run_stdio(settings, vault));
+    // Reading stdin parks a blocking thread that would keep the runtime alive after `exit`.
+    rt.shutdown_background();
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,274 @@
+//! End-to-end runs of the real `lode serve` over stdio, driven by a small JSON-RPC client:
+//! initialize → open → edit → save → ask → code action → hover → goto → drift diagnostic, and
+//! the protocol errors a broken client gets.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+struct Lsp {
+    child: Child,
+    stdin: ChildStdin,
+    rx: Receiver<Value>,
+    next: i64,
+    /// Notifications and server requests seen while waiting.
+    seen: Vec<Value>,
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == ".lode" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+impl Lsp {
+    fn start() -> Lsp {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
+            .arg("serve")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (tx, rx) = channel();
+        std::thread::spawn(move || loop {
+            let mut len = 0usize;
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if out.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap();
+                }
+            }
+            let mut buf = vec![0; len];
+            if out.read_exact(&mut buf).is_err() {
+                return;
+            }
+            if tx.send(serde_json::from_slice(&buf).unwrap()).is_err() {
+                return;
+            }
+        });
+        Lsp { child, stdin, rx, next: 1, seen: Vec::new() }
+    }
+
+    fn raw(&mut self, body: &str) {
+        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, v: &Value) {
+        self.raw(&v.to_string());
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+    }
+
+    /// Answers requests the server makes of the client; records everything.
+    fn handle(&mut self, msg: &Value) {
+        if msg.get("method").is_some() && msg.get("id").is_some() {
+            let result = if msg["method"] == "workspace/applyEdit" { json!({"applied": true}) } else { Value::Null };
+            let id = msg["id"].clone();
+            self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
+        }
+        self.seen.push(msg.clone());
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.response(json!(id))
+    }
+
+    fn response(&mut self, id: Value) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let msg = self.rx.recv_timeout(deadline - Instant::now()).expect("server answered in time");
+            if msg.get("method").is_none() && msg["id"] == id {
+                return msg;
+            }
+            self.handle(&msg);
+        }
+    }
+
+    /// Waits for a notification matching `pred`, answering server requests meanwhile.
+    fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.seen.iter().position(&pred) {
+            return self.seen.remove(i);
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let msg = self.rx.recv_timeout(deadline - Instant::now()).expect("notification in time");
+            if pred(&msg) {
+                self.handle(&msg);
+                self.seen.pop();
+                return msg;
+            }
+            self.handle(&msg);
+        }
+    }
+}
+
+fn setup() -> (tempfile::TempDir, PathBuf, Lsp) {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let mut lsp = Lsp::start();
+    let t = Instant::now();
+    let init = lsp.request(
+        "initialize",
+        json!({"processId": null, "rootUri": uri(&vault), "capabilities": {"general": {"positionEncodings": ["utf-16"]}},
+               "workspaceFolders": [{"uri": uri(&vault), "name": "vault"}]}),
+    );
+    assert!(t.elapsed() < Duration::from_secs(5));
+    assert_eq!(init["result"]["capabilities"]["positionEncoding"], "utf-16");
+    lsp.notify("initialized", json!({}));
+    // The scan reports progress and ends.
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    (tmp, vault, lsp)
+}
+
+#[test]
+fn editor_round_trip_over_stdio() {
+    let (_tmp, vault, mut lsp) = setup();
+    let q = vault.join("questions.md");
+    let q_uri = uri(&q);
+    let text = "# Questions\n\nHow often are staging certificates rotated?\n";
+    std::fs::write(&q, text).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": q_uri, "languageId": "markdown", "version": 1, "text": text}}));
+
+    // Edit (incremental, with a CJK character and an emoji before the insertion point) and save:
+    // the new text is answerable by the very next request.
+    let added = "\nThe zebra drill 🦓 (日本) runs every 17 days.\n";
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": q_uri, "version": 2},
+               "contentChanges": [{"range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 0}}, "text": added}]}),
+    );
+    let saved = format!("{text}{added}");
+    std::fs::write(&q, &saved).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": q_uri}, "text": saved}));
+    let a = lsp.request("lode/ask", json!({"question": "How often does the zebra drill run?"}));
+    let claims = &a["result"]["claims"];
+    assert!(claims[0]["text"].as_str().unwrap().contains("every 17 days"), "{a}");
+    let cit = &claims[0]["citations"][0];
+    assert_eq!(cit["uri"], q_uri);
+    assert_eq!(cit["range"]["start"]["line"], 4);
+
+    // Code action on the question line, then the command inserts a verified answer.
+    let actions = lsp.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": q_uri}, "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}},
+               "context": {"diagnostics": []}}),
+    );
+    let titles: Vec<&str> = actions["result"].as_array().unwrap().iter().map(|a| a["title"].as_str().unwrap()).collect();
+    assert_eq!(titles, ["Ask lode", "Ask lode about this note"]);
+    let cmd = actions["result"][0]["command"].clone();
+    let r = lsp.request("workspace/executeCommand", json!({"command": cmd["command"], "arguments": cmd["arguments"]}));
+    assert_eq!(r["result"]["applied"], true, "{r}");
+    let edit = lsp.seen.iter().rev().find(|m| m["method"] == "workspace/applyEdit").cloned().expect("an edit was applied");
+    let change = &edit["params"]["edit"]["changes"][q_uri.as_str()][0];
+    let inserted = change["newText"].as_str().unwrap();
+    assert!(inserted.contains("every 60 days") && inserted.contains("\"lode "), "{inserted}");
+    assert_eq!(change["range"]["start"]["line"], 3);
+
+    // Apply it to our copy, as an editor would, and save.
+    let mut lines: Vec<&str> = saved.split_inclusive('\n').collect();
+    lines.insert(3, inserted);
+    let with_answer: String = lines.concat();
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": q_uri, "version": 3}, "contentChanges": [{"text": with_answer}]}));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": q_uri}, "text": with_answer}));
+
+    // Hover on the citation shows the quoted span from the cited version.
+    let (line_no, line) = with_answer.lines().enumerate().find(|(_, l)| l.contains("\"lode ")).unwrap();
+    let col = line.find("](").unwrap() as u32;
+    let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
+    let md = h["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
+    assert!(md.contains("every 60 days") && md.contains("runbooks/rotate-staging-certs.md"), "{h}");
+    assert!(md.contains("current version"), "{md}");
+
+    // Goto resolves it to the span in the current head.
+    let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
+    let runbook = vault.join("runbooks/rotate-staging-certs.md");
+    assert_eq!(g["result"]["uri"], uri(&runbook), "{g}");
+    assert_eq!(g["result"]["range"]["start"]["line"], 4);
+
+    // The cited note changes so that the quote drifts: a warning on the citation.
+    let body = std::fs::read_to_string(&runbook).unwrap().replace("rotated every 60 days", "rotated every 45 days");
+    std::fs::write(&runbook, &body).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&runbook), "type": 2}]}));
+    let d = lsp.wait_for(|m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == q_uri
+            && m["params"]["diagnostics"].as_array().is_some_and(|d| d.iter().any(|x| x["code"] == "lode.drifted"))
+    });
+    assert!(d["params"]["diagnostics"][0]["message"].as_str().unwrap().contains("drifted"));
+
+    // Goto now opens the cited version, materialized read-only.
+    let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
+    let target = g["result"]["uri"].as_str().unwrap();
+    assert!(target.contains("/.lode/versions/"), "{g}");
+
+    let s = lsp.request("shutdown", Value::Null);
+    assert!(s.get("error").is_none());
+    lsp.notify("exit", Value::Null);
+    let status = lsp.child.wait().unwrap();
+    assert!(status.success());
+}
+
+#[test]
+fn broken_clients_get_json_rpc_errors() {
+    let (_tmp, vault, mut lsp) = setup();
+    lsp.raw("{this is not json");
+    let e = lsp.response(Value::Null);
+    assert_eq!(e["error"]["code"], -32700, "{e}");
+    let e = lsp.request("lode/nonexistent", json!({}));
+    assert_eq!(e["error"]["code"], -32601, "{e}");
+    let e = lsp.request("lode/ask", json!({"question": ""}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    let e = lsp.request("lode/ask", json!({"question": "x".repeat(100_000)}));
+    assert!(e["error"]["message"].as_str().unwrap().contains("at most"), "{e}");
+    let e = lsp.request("lode/ask", json!({"wrong": 1}));
+    assert_eq!(e["error"]["code"], -32602);
+    let e = lsp.request("lode/ask", json!({"question": "redis?", "pinned": "file:///not/in/vault.md"}));
+    assert_eq!(e["error"]["code"], -32602, "{e}");
+    // Unknown documents and positions past the end are answered, not crashed on.
+    let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": "file:///nope.md"}, "position": {"line": 9, "character": 9}}));
+    assert!(h["result"].is_null() && h.get("error").is_none(), "{h}");
+    let n = uri(&vault.join("notes/reading-list.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": n, "languageId": "markdown", "version": 1, "text": "short"}}));
+    let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": n}, "position": {"line": 999, "character": 999}}));
+    assert!(h.get("error").is_none(), "{h}");
+    // Still serving.
+    let a = lsp.request("lode/ask", json!({"question": "Which Redis eviction policy was chosen?"}));
+    assert!(a["result"]["claims"].as_array().is_some_and(|c| !c.is_empty()), "{a}");
+    let s = lsp.request("workspace/symbol", json!({"query": "runbook"}));
+    let names: Vec<&str> = s["result"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    assert!(names.iter().any(|n| n.contains("Runbook")), "{names:?}");
+}
