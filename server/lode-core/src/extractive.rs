@@ -180,6 +180,9 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
         let heading_words = crate::gate::tokens(src.heading);
         for r in sentences(src.text, src.prose) {
             let quote = &src.text[r];
+            if quote.trim_end().ends_with('?') {
+                continue; // a question states nothing
+            }
             let claim = plain(quote);
             let words = crate::gate::tokens(&claim);
             if words.len() < 3 {

@@ -1,0 +1,54 @@
+//! The Neovim plugin driven by real Neovim (headless, Debian's package) against the real
+//! `lode serve`: :LodeAsk inserts a verified answer, and hovering its citation shows the quote.
+//! The script is tests/nvim/ask_spec.lua.
+
+use std::path::Path;
+use std::process::Command;
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == ".lode" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+#[test]
+fn neovim_asks_and_hovers() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let nvim = Command::new("nvim").arg("--version").output();
+    assert!(nvim.is_ok_and(|o| o.status.success()), "nvim is not installed: scripts/test.sh installs Debian's neovim");
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&root.join("fixtures/vault"), &vault);
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    let note = vault.join("questions.md");
+    std::fs::write(&note, "# Questions\n\nHow often are staging certificates rotated?\n").unwrap();
+    let out = tmp.path().join("out.json");
+    let status = Command::new("nvim")
+        .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
+        .arg(format!("luafile {}", root.join("tests/nvim/ask_spec.lua").display()))
+        .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
+        .env("LODE_PLUGIN", root.join("editors/nvim"))
+        .env("LODE_NOTE", &note)
+        .env("LODE_OUT", &out)
+        .env("HOME", tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("the script wrote its result")).unwrap();
+    assert!(v["error"].is_null(), "{}", v["error"]);
+    let lines: Vec<&str> = v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
+    assert_eq!(lines[2], "How often are staging certificates rotated?");
+    let answer = lines[3..].join("\n");
+    assert!(answer.contains("every 60 days") && answer.contains("quoted & coupled"), "{answer}");
+    let hover = v["hover"].as_str().unwrap_or_default();
+    assert!(hover.contains("runbooks/rotate-staging-certs.md") && hover.contains("> "), "{hover}");
+}

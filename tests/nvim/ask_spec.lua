@@ -1,0 +1,62 @@
+-- Driven by server/lode/tests/nvim.rs: real Neovim (headless) with the lode plugin against the
+-- real `lode serve`. Asks with :LodeAsk, waits for the inserted answer, hovers its citation, and
+-- writes what it saw to $LODE_OUT as JSON.
+local out = {}
+local function finish(err)
+  out.error = err
+  local f = io.open(os.getenv('LODE_OUT'), 'w')
+  f:write(vim.fn.json_encode(out))
+  f:close()
+  vim.cmd('qall!')
+end
+
+local ok, err = pcall(function()
+  vim.opt.runtimepath:append(os.getenv('LODE_PLUGIN'))
+  vim.cmd('filetype on')
+  require('lode').setup({ cmd = { os.getenv('LODE_BIN'), 'serve' } })
+  vim.cmd('edit ' .. os.getenv('LODE_NOTE'))
+  out.nvim = vim.version().major .. '.' .. vim.version().minor .. '.' .. vim.version().patch
+
+  local function client()
+    for _, c in pairs(vim.lsp.get_active_clients()) do
+      if c.name == 'lode' then return c end
+    end
+  end
+  assert(vim.wait(20000, function() return client() ~= nil and client().initialized end, 50), 'lode attached')
+
+  -- Wait until the vault is indexed: the answer to the question exists.
+  local ready = vim.wait(30000, function()
+    local res = vim.lsp.buf_request_sync(0, 'lode/ask', { question = 'How often are staging certificates rotated?' }, 5000)
+    for _, r in pairs(res or {}) do
+      if r.result and r.result.index_partial == false and r.result.claims and #r.result.claims > 0 then return true end
+    end
+    return false
+  end, 200)
+  assert(ready, 'vault indexed')
+
+  -- :LodeAsk on the question line inserts the verified answer below it.
+  vim.api.nvim_win_set_cursor(0, { 3, 0 })
+  vim.cmd('LodeAsk')
+  local inserted = vim.wait(20000, function()
+    for _, l in ipairs(vim.api.nvim_buf_get_lines(0, 0, -1, false)) do
+      if l:find('"lode ', 1, true) then return true end
+    end
+    return false
+  end, 50)
+  assert(inserted, 'answer inserted')
+  out.lines = vim.api.nvim_buf_get_lines(0, 0, -1, false)
+
+  -- Hover on the first citation link.
+  for i, l in ipairs(out.lines) do
+    local col = l:find('](', 1, true)
+    if col and l:find('"lode ', 1, true) then
+      local params = { textDocument = { uri = vim.uri_from_bufnr(0) }, position = { line = i - 1, character = col - 1 } }
+      local res = vim.lsp.buf_request_sync(0, 'textDocument/hover', params, 10000)
+      for _, r in pairs(res or {}) do
+        if r.result then out.hover = r.result.contents.value end
+      end
+      break
+    end
+  end
+end)
+finish(ok and vim.NIL or tostring(err))
