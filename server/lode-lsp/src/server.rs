@@ -30,6 +30,56 @@ pub struct Settings {
     pub ask: AskConfig,
     pub rules: EgressRules,
     pub synthesizer: Synthesizer,
+    /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
+    pub vectors: Option<VectorSettings>,
+}
+
+#[derive(Clone)]
+pub struct VectorSettings {
+    pub embedder: PathBuf,
+    pub runtime: Option<PathBuf>,
+    pub threads: usize,
+    pub dir: PathBuf,
+}
+
+/// The embedder and vector index, shared by the vector thread (which keeps vectors fresh after
+/// saves) and readers (which embed questions).
+type Dense = Arc<Mutex<Option<(lode_models::Embedder, lode_retrieval::VectorIndex)>>>;
+
+/// Starts the thread that embeds passages lacking a vector whenever it is kicked; returns the
+/// kick sender and the shared models (empty until loaded, or if loading failed).
+fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings) -> (std::sync::mpsc::Sender<()>, Dense) {
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let dense: Dense = Arc::new(Mutex::new(None));
+    let shared = dense.clone();
+    std::thread::Builder::new()
+        .name("lode-vectors".into())
+        .spawn(move || {
+            let loaded = lode_models::Embedder::load(&vs.embedder, vs.runtime.as_deref(), vs.threads).and_then(|e| {
+                lode_retrieval::VectorIndex::open(&vs.dir, e.id(), e.dimensions())
+                    .map(|i| (e, i))
+                    .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
+            });
+            match loaded {
+                Ok(m) => *shared.lock().unwrap() = Some(m),
+                Err(e) => {
+                    tracing::warn!("dense retrieval off: {e}");
+                    return;
+                }
+            }
+            let Ok(mut store) = Store::open(&db, opts) else { return };
+            while rx.recv().is_ok() {
+                while rx.try_recv().is_ok() {} // coalesce kicks
+                let mut guard = shared.lock().unwrap();
+                let Some((e, i)) = guard.as_mut() else { return };
+                if let Err(err) = lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true) {
+                    tracing::warn!("embedding failed: {err}");
+                }
+            }
+        })
+        .expect("spawn the vector thread");
+    let _ = tx.send(());
+    (tx, dense)
 }
 
 pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
@@ -44,6 +94,17 @@ struct State {
     writer: Writer,
     reader: Arc<Mutex<Store>>,
     scanning: Arc<AtomicBool>,
+    dense: Dense,
+    kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
+}
+
+impl State {
+    /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
+    fn kick(&self) {
+        if let Some(k) = &self.kick {
+            let _ = k.lock().unwrap().send(());
+        }
+    }
 }
 
 pub struct Backend {
@@ -179,6 +240,12 @@ impl Backend {
         let st = state.clone();
         blocking(move || {
             let store = st.reader.lock().map_err(|e| e.to_string())?;
+            // While the vector thread is embedding, answer lexically rather than wait for it.
+            let mut dense = st.dense.try_lock().ok();
+            let models = match dense.as_mut().and_then(|g| g.as_mut()) {
+                Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
+                None => lode_retrieval::Models::default(),
+            };
             let mut cfg = st.settings.ask.clone();
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
@@ -190,7 +257,7 @@ impl Backend {
                 &cfg,
                 &st.settings.rules,
                 &st.settings.synthesizer,
-                lode_retrieval::Models::default(),
+                models,
                 &mut ScorerSlot::None,
             )
             .map_err(|e| e.to_string())
@@ -309,6 +376,7 @@ impl Backend {
                     .map_err(|e| e.to_string())
                 });
                 state.scanning.store(false, Ordering::SeqCst);
+                state.kick();
                 let message = match &outcome {
                     Ok(r) => format!("{} notes: {} new, {} updated, {} unchanged, {} deleted", r.scanned, r.created, r.updated, r.unchanged, r.deleted),
                     Err(e) => format!("indexing failed: {e}"),
@@ -380,16 +448,31 @@ impl LanguageServer for Backend {
                 let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
                 let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
                 let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                let (kick, dense) = match settings.vectors.clone() {
+                    Some(vs) => {
+                        let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                        (Some(Mutex::new(k)), d)
+                    }
+                    None => (None, Arc::new(Mutex::new(None))),
+                };
+                let kick_writer = kick.as_ref().map(|k| k.lock().unwrap().clone());
                 Ok(Arc::new(State {
                     root,
                     settings,
-                    writer: Writer::start(write, |d| match d {
-                        Done::Failed(e) => tracing::warn!("save failed: {e}"),
-                        Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                        Done::Deleted(found) => tracing::debug!("deleted: {found}"),
+                    writer: Writer::start(write, move |d| {
+                        match d {
+                            Done::Failed(e) => tracing::warn!("save failed: {e}"),
+                            Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                            Done::Deleted(found) => tracing::debug!("deleted: {found}"),
+                        }
+                        if let Some(k) = &kick_writer {
+                            let _ = k.send(());
+                        }
                     }),
                     reader: Arc::new(Mutex::new(read)),
                     scanning: Arc::new(AtomicBool::new(false)),
+                    dense,
+                    kick,
                 }))
             })(),
         };

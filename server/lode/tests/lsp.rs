@@ -235,6 +235,18 @@ fn editor_round_trip_over_stdio() {
     let target = g["result"]["uri"].as_str().unwrap();
     assert!(target.contains("/.lode/versions/"), "{g}");
 
+    // Vectors follow saves asynchronously: every head passage gets one.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--json", "--vault"]).arg(&vault).output().unwrap();
+        let s: Value = serde_json::from_slice(&o.stdout).unwrap();
+        if s["vectors"]["with_vectors"] == s["passages"] && s["passages"].as_i64() > Some(0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "vectors did not catch up: {s}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+
     let s = lsp.request("shutdown", Value::Null);
     assert!(s.get("error").is_none());
     lsp.notify("exit", Value::Null);

@@ -26,6 +26,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             Some(l) if !l.endpoint.is_empty() => lode_answer::Synthesizer::Llm(l.clone()),
             _ => lode_answer::Synthesizer::Extractive,
         };
+        let m = &config.models;
+        let vectors = (!m.embedder.trim().is_empty()).then(|| lode_lsp::VectorSettings {
+            embedder: m.resolve(&m.embedder),
+            runtime: m.runtime.clone(),
+            threads: m.threads,
+            dir: state_dir(root).join("vectors"),
+        });
         Ok(lode_lsp::Settings {
             db: state_dir(root).join("lode.db"),
             store: config.store_options(),
@@ -33,6 +40,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             ask: config.ask_config(),
             rules: config.egress_rules()?,
             synthesizer,
+            vectors,
         })
     });
     let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));
