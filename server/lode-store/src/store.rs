@@ -19,11 +19,13 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// Open without creating or migrating; writes fail.
     pub read_only: bool,
+    /// SQLite page cache per connection, in KiB.
+    pub cache_kib: u32,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false }
+        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false, cache_kib: 16 * 1024 }
     }
 }
 
@@ -159,7 +161,7 @@ impl Store {
             if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
                 tracing_free_warn(&format!("{}: journal mode is {mode}, not WAL", path.display()));
             }
-            conn.execute_batch("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-16384;")
+            conn.execute_batch(&format!("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-{};", opts.cache_kib))
                 .map_err(err)?;
             match migrate::migrate(&mut conn).map_err(err)? {
                 Outcome::TooNew { found } => {

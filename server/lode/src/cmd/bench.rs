@@ -20,6 +20,18 @@ pub enum BenchCommand {
     /// Embedding throughput (and its ratio to ONNX Runtime's Python API), time to embed the
     /// vault, RSS with the model loaded, and hybrid retrieval latency
     Dense(DenseArgs),
+    /// The language server: initialize, cold scan, restart to searchable, didSave, hover, RSS
+    Lsp(LspArgs),
+}
+
+#[derive(Args)]
+pub struct LspArgs {
+    pub beir_dir: PathBuf,
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<PathBuf>,
+    /// didSave round trips timed
+    #[arg(long, default_value_t = 200)]
+    pub saves: usize,
 }
 
 #[derive(Args)]
@@ -61,7 +73,7 @@ pub struct LexicalArgs {
     pub json: bool,
 }
 
-fn stats(mut v: Vec<f64>) -> serde_json::Value {
+pub fn stats(mut v: Vec<f64>) -> serde_json::Value {
     v.sort_by(f64::total_cmp);
     serde_json::json!({"n": v.len(), "p50": percentile(&v, 50.0), "p99": percentile(&v, 99.0),
                        "min": v.first(), "max": v.last()})
@@ -94,6 +106,15 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     let args = match cmd {
         BenchCommand::Lexical(a) => a,
         BenchCommand::Dense(a) => return dense(a),
+        BenchCommand::Lsp(a) => {
+            let beir = load_beir(&a.beir_dir)?;
+            let work = a.work.clone().unwrap_or_else(|| default_work_dir(&a.beir_dir).with_extension("lsp"));
+            let vault = super::bench_lsp::vault_of(&work);
+            write_vault(&beir, &vault)?;
+            let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, a.saves)?;
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            return Ok(ExitCode::SUCCESS);
+        }
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");

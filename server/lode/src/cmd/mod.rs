@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod bench;
+pub mod bench_lsp;
 pub mod eval;
 pub mod gate;
 pub mod index;

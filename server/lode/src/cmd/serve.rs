@@ -35,7 +35,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         });
         Ok(lode_lsp::Settings {
             db: state_dir(root).join("lode.db"),
-            store: config.store_options(),
+            // A long-running server keeps three connections: small caches keep its footprint small.
+            store: lode_store::StoreOptions { cache_kib: 2048, ..config.store_options() },
             index: lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() },
             ask: config.ask_config(),
             rules: config.egress_rules()?,
