@@ -284,3 +284,43 @@ fn broken_clients_get_json_rpc_errors() {
     let names: Vec<&str> = s["result"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert!(names.iter().any(|n| n.contains("Runbook")), "{names:?}");
 }
+
+#[test]
+fn cancel_disconnect_and_a_vanishing_vault() {
+    let (_tmp, vault, mut lsp) = setup();
+    // Cancel mid-ask: the answer is either the result or RequestCancelled, and serving goes on.
+    let id = 900;
+    lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    lsp.notify("$/cancelRequest", json!({"id": id}));
+    let r = lsp.response(json!(id));
+    assert!(r.get("result").is_some() || r["error"]["code"] == -32800, "{r}");
+    let a = lsp.request("lode/ask", json!({"question": "Which Redis eviction policy was chosen?"}));
+    assert!(a["result"]["claims"].as_array().is_some_and(|c| !c.is_empty()));
+
+    // A save, then the client disconnects without shutdown: the server exits, the save is kept.
+    let n = vault.join("late.md");
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}, "text": "The okapi migration finished on Tuesday.\n"}));
+    let _ = lsp.request("workspace/symbol", json!({"query": "zzz"}));
+    let Lsp { mut child, stdin, .. } = lsp;
+    drop(stdin);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.try_wait().unwrap().is_none() {
+        assert!(Instant::now() < deadline, "server did not exit after the client went away");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "okapi", "--vault"]).arg(&vault).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).contains("late.md"), "{}", String::from_utf8_lossy(&o.stderr));
+
+    // The vault folder disappears while the server runs: errors, not a crash.
+    let mut lsp = Lsp::start();
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    std::fs::remove_dir_all(&vault).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&vault.join("notes/incident-2026-02-14.md")), "type": 3}]}));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&vault.join("gone.md"))}, "text": "text"}));
+    let a = lsp.request("lode/ask", json!({"question": "redis failover"}));
+    assert!(a.get("result").is_some() || a.get("error").is_some(), "{a}");
+    let s = lsp.request("shutdown", Value::Null);
+    assert!(s.get("error").is_none(), "still serving: {s}");
+}
