@@ -8,7 +8,7 @@ mod server;
 mod writer;
 
 pub use position::Encoding;
-pub use server::{build, Settings, SettingsFn, VectorSettings};
+pub use server::{build, Backend, Settings, SettingsFn, VectorSettings};
 
 /// Serves the LSP over stdin/stdout until the client exits (or disconnects).
 pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) {
