@@ -19,20 +19,7 @@ const ROTATION: &str = "Let's Encrypt certificates are valid for 90 days, but st
 const LAST: &str = "The last rotation was done on 2026-02-19.";
 const FAILOVER: &str = "The failover did not complete automatically.";
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        if e.file_name() == ".lode" {
-            continue;
-        }
-        if e.file_type().unwrap().is_dir() {
-            copy_dir(&e.path(), &to.join(e.file_name()));
-        } else {
-            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-        }
-    }
-}
+use lode_testing::copy_dir;
 
 struct Vault {
     _tmp: tempfile::TempDir,

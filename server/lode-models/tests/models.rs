@@ -7,13 +7,7 @@ use std::path::{Path, PathBuf};
 use lode_core::gate::EntailmentScorer;
 use lode_models::{CrossEncoder, Embedder, ModelError};
 
-fn models() -> PathBuf {
-    let dir = std::env::var_os("LODE_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.lode-tools/models"));
-    assert!(dir.join("all-MiniLM-L6-v2/model.onnx").is_file(), "models missing in {}: run scripts/setup-models.sh", dir.display());
-    dir
-}
+use lode_testing::models;
 
 fn minilm() -> Embedder {
     Embedder::load(&models().join("all-MiniLM-L6-v2"), None, 2).unwrap()

@@ -9,13 +9,7 @@ use lode_retrieval::{retrieve, sync_vectors, Mode, Models, RetrievalConfig, Vect
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 
-fn models() -> PathBuf {
-    let dir = std::env::var_os("LODE_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../.lode-tools/models"));
-    assert!(dir.join("all-MiniLM-L6-v2/model.onnx").is_file(), "models missing in {}: run scripts/setup-models.sh", dir.display());
-    dir
-}
+use lode_testing::models;
 
 struct Setup {
     _tmp: tempfile::TempDir,

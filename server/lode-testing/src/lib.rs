@@ -1,0 +1,39 @@
+//! Test support shared by lode's crates (a dev-dependency only): copies of the example vault and
+//! where the models installed by `scripts/setup-models.sh` live.
+
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Copies a folder recursively, leaving out lode's state folder (`.lode`).
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() == ".lode" {
+            continue;
+        }
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &to.join(e.file_name()));
+        } else {
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+/// A fresh copy of `fixtures/vault` at `<dir>/vault`.
+pub fn example_vault(dir: &Path) -> PathBuf {
+    let v = dir.join("vault");
+    copy_dir(&repo().join("fixtures/vault"), &v);
+    v
+}
+
+/// The models folder (`$LODE_MODELS`, else `.lode-tools/models`); fails clearly when missing.
+pub fn models() -> PathBuf {
+    let dir = std::env::var_os("LODE_MODELS").map(PathBuf::from).unwrap_or_else(|| repo().join(".lode-tools/models"));
+    assert!(dir.join("all-MiniLM-L6-v2/model.onnx").is_file(), "models missing in {}: run scripts/setup-models.sh", dir.display());
+    dir
+}
