@@ -140,26 +140,7 @@ impl Store {
         );
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
         let mut hits = st
-            .query_map(params![fts_query, limit as i64], |r| {
-                Ok(Hit {
-                    passage_id: r.get(0)?,
-                    note_id: r.get(1)?,
-                    path: r.get(2)?,
-                    title: r.get(3)?,
-                    version_id: r.get(4)?,
-                    start: r.get::<_, i64>(5)? as usize,
-                    end: r.get::<_, i64>(6)? as usize,
-                    line: r.get::<_, i64>(7)? as usize,
-                    kind: r.get(8)?,
-                    heading: r.get(9)?,
-                    score: -r.get::<_, f64>(10)?,
-                    mode,
-                    snippet: String::new(),
-                    text: r.get(11)?,
-                    parent_start: r.get::<_, i64>(12)? as usize,
-                    parent_end: r.get::<_, i64>(13)? as usize,
-                })
-            })
+            .query_map(params![fts_query, limit as i64], |r| hit_from_row(r, mode))
             .and_then(|it| it.collect::<Result<Vec<_>, _>>())
             .map_err(|e| self.err(e))?;
         if opts.snippets {
@@ -196,4 +177,27 @@ fn rank_by_coverage(hits: &mut [Hit], terms: &[String]) {
     for (slot, (_, h)) in hits.iter_mut().zip(keyed) {
         *slot = h;
     }
+}
+
+/// A hit from a row of `id, note_id, path, title, version_id, start, end, line, kind, heading,
+/// bm25, text, parent_start, parent_end` (the order every hit query selects).
+pub(crate) fn hit_from_row(r: &rusqlite::Row<'_>, mode: MatchMode) -> rusqlite::Result<Hit> {
+    Ok(Hit {
+        passage_id: r.get(0)?,
+        note_id: r.get(1)?,
+        path: r.get(2)?,
+        title: r.get(3)?,
+        version_id: r.get(4)?,
+        start: r.get::<_, i64>(5)? as usize,
+        end: r.get::<_, i64>(6)? as usize,
+        line: r.get::<_, i64>(7)? as usize,
+        kind: r.get(8)?,
+        heading: r.get(9)?,
+        score: -r.get::<_, f64>(10)?,
+        mode,
+        snippet: String::new(),
+        text: r.get(11)?,
+        parent_start: r.get::<_, i64>(12)? as usize,
+        parent_end: r.get::<_, i64>(13)? as usize,
+    })
 }

@@ -124,32 +124,13 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
-                        p.text, p.parent_start, p.parent_end
+                        0.0, p.text, p.parent_start, p.parent_end
                  FROM passages p JOIN notes n ON n.id = p.note_id WHERE p.id = ?1",
             )
             .map_err(|e| self.err(e))?;
         let mut out = Vec::with_capacity(ids.len());
         for id in ids {
-            let hit = st.query_row([id], |r| {
-                Ok(crate::Hit {
-                    passage_id: r.get(0)?,
-                    note_id: r.get(1)?,
-                    path: r.get(2)?,
-                    title: r.get(3)?,
-                    version_id: r.get(4)?,
-                    start: r.get::<_, i64>(5)? as usize,
-                    end: r.get::<_, i64>(6)? as usize,
-                    line: r.get::<_, i64>(7)? as usize,
-                    kind: r.get(8)?,
-                    heading: r.get(9)?,
-                    score: 0.0,
-                    mode: crate::MatchMode::Any,
-                    snippet: String::new(),
-                    text: r.get(10)?,
-                    parent_start: r.get::<_, i64>(11)? as usize,
-                    parent_end: r.get::<_, i64>(12)? as usize,
-                })
-            });
+            let hit = st.query_row([id], |r| crate::search::hit_from_row(r, crate::MatchMode::Any));
             match hit {
                 Ok(h) => out.push(h),
                 Err(rusqlite::Error::QueryReturnedNoRows) => {}
