@@ -81,7 +81,7 @@ pub fn stats(mut v: Vec<f64>) -> serde_json::Value {
 
 fn run_index_process(exe: &Path, vault: &Path) -> Result<(f64, serde_json::Value)> {
     let t = Instant::now();
-    let out = Command::new(exe).args(["index", "--quiet", "--json", "--vault"]).arg(vault).output()?;
+    let out = Command::new(exe).args(["index", "--quiet", "--json", "--no-vectors", "--vault"]).arg(vault).output()?;
     let wall = t.elapsed().as_secs_f64();
     if !out.status.success() {
         bail!("lode index failed: {}", String::from_utf8_lossy(&out.stderr));
