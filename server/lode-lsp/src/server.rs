@@ -182,6 +182,17 @@ impl Backend {
         docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string()))
     }
 
+    /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
+    /// finds the citation link under the cursor of an open document.
+    async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
+        let barrier = self.state().map(|s| s.writer.barrier());
+        let state = self.state()?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
+        let offset = position::offset(&rope, at.position, self.enc());
+        Ok(lode_core::citation::at(&text, offset).map(|c| (state, rope, c)))
+    }
+
     async fn lode_ask(&self, params: Value) -> Result<Value> {
         let barrier = self.state().map(|s| s.writer.barrier());
         let state = self.state()?;
@@ -583,14 +594,8 @@ impl LanguageServer for Backend {
     }
 
     async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
-        let barrier = self.state().map(|s| s.writer.barrier());
-        let state = self.state()?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
-        let uri = params.text_document_position_params.text_document.uri;
-        let Some((rope, text)) = self.doc_text(&uri) else { return Ok(None) };
+        let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
         let enc = self.enc();
-        let offset = position::offset(&rope, params.text_document_position_params.position, enc);
-        let Some(c) = lode_core::citation::at(&text, offset) else { return Ok(None) };
         let range = position::range(&rope, c.range.clone(), enc);
         let reader = state.reader.clone();
         let md = blocking(move || {
@@ -625,14 +630,8 @@ impl LanguageServer for Backend {
     }
 
     async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
-        let barrier = self.state().map(|s| s.writer.barrier());
-        let state = self.state()?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
-        let uri = params.text_document_position_params.text_document.uri;
-        let Some((rope, text)) = self.doc_text(&uri) else { return Ok(None) };
+        let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
         let enc = self.enc();
-        let offset = position::offset(&rope, params.text_document_position_params.position, enc);
-        let Some(c) = lode_core::citation::at(&text, offset) else { return Ok(None) };
         let reader = state.reader.clone();
         let root = state.root.clone();
         let docs = self.docs.clone();
