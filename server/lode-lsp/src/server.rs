@@ -324,7 +324,8 @@ impl Backend {
                         code: Some(NumberOrString::String("lode.older-version".into())),
                         source: Some("lode".into()),
                         message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
-                        data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path})),
+                        data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path,
+                                          "line": lode_core::text::line_of(&head_body, r.start)})),
                         ..Default::default()
                     }),
                 }
@@ -700,7 +701,32 @@ impl LanguageServer for Backend {
                 }));
             }
         }
+        let rel = self.state().ok().and_then(|st| Self::rel(&st, &uri));
         for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
+            if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
+                if code == "lode.older-version" {
+                    let (Some(head), Some(path), Some(start), Some(end), Some(line)) = (
+                        data["head"].as_str(),
+                        data["path"].as_str(),
+                        data["start"].as_u64(),
+                        data["end"].as_u64(),
+                        data["line"].as_u64(),
+                    ) else {
+                        continue;
+                    };
+                    let link = lode_core::citation::render(from, path, line as usize, head, start as usize..end as usize);
+                    actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                        title: "Re-pin the citation to the note's current version".into(),
+                        kind: Some(CodeActionKind::QUICKFIX),
+                        diagnostics: Some(vec![d.clone()]),
+                        edit: Some(WorkspaceEdit {
+                            changes: Some(HashMap::from([(uri.clone(), vec![TextEdit { range: d.range, new_text: link }])])),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }));
+                }
+            }
             if d.code == Some(NumberOrString::String("lode.drifted".into())) {
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: "Re-ask lode (the quoted text drifted)".into(),

@@ -206,6 +206,27 @@ fn editor_round_trip_over_stdio() {
     assert_eq!(g["result"]["uri"], uri(&runbook), "{g}");
     assert_eq!(g["result"]["range"]["start"]["line"], 4);
 
+    // The cited note changes elsewhere: the quote is still there, so the citation gets a hint
+    // and a quick fix that re-pins it to the current version.
+    let runbook_text = std::fs::read_to_string(&runbook).unwrap();
+    std::fs::write(&runbook, runbook_text.replace("Owner: Mei Lin Chen.", "Owner: Dario Fontana.")).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&runbook), "type": 2}]}));
+    let d = lsp.wait_for(|m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == q_uri
+            && m["params"]["diagnostics"].as_array().is_some_and(|d| d.iter().any(|x| x["code"] == "lode.older-version"))
+    });
+    let hint = d["params"]["diagnostics"].as_array().unwrap().iter().find(|x| x["code"] == "lode.older-version").unwrap().clone();
+    let fixes = lsp.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": q_uri}, "range": hint["range"], "context": {"diagnostics": [hint]}}),
+    );
+    let repin = fixes["result"].as_array().unwrap().iter().find(|a| a["title"].as_str().unwrap().starts_with("Re-pin")).expect("a re-pin fix").clone();
+    let new_link = repin["edit"]["changes"][q_uri.as_str()][0]["newText"].as_str().unwrap().to_owned();
+    let head_o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "--limit", "1", "Dario Fontana owner", "--vault"]).arg(&vault).output().unwrap();
+    let head_hit: Value = serde_json::from_str(String::from_utf8_lossy(&head_o.stdout).lines().next().unwrap()).unwrap();
+    assert!(new_link.contains(head_hit["version_id"].as_str().unwrap()), "{new_link}");
+
     // The cited note changes so that the quote drifts: a warning on the citation.
     let body = std::fs::read_to_string(&runbook).unwrap().replace("rotated every 60 days", "rotated every 45 days");
     std::fs::write(&runbook, &body).unwrap();
