@@ -113,6 +113,9 @@ pub struct Backend {
     vault_override: Option<PathBuf>,
     enc: RwLock<Encoding>,
     docs: Arc<Mutex<HashMap<String, Doc>>>,
+    /// The workspace `initialize` named; the state (stores, writer) is opened from it on first
+    /// use, so `initialize` itself answers at once.
+    root: Mutex<Option<Option<PathBuf>>>,
     state: OnceLock<std::result::Result<Arc<State>, String>>,
 }
 
@@ -123,6 +126,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         vault_override: vault,
         enc: RwLock::new(Encoding::Utf16),
         docs: Arc::new(Mutex::new(HashMap::new())),
+        root: Mutex::new(None),
         state: OnceLock::new(),
     })
     .custom_method("lode/ask", Backend::lode_ask)
@@ -159,6 +163,11 @@ struct AskParams {
 
 impl Backend {
     fn state(&self) -> Result<Arc<State>> {
+        if self.state.get().is_none() {
+            if let Some(root) = self.root.lock().unwrap().take() {
+                let _ = self.state.set(self.open_state(root));
+            }
+        }
         match self.state.get() {
             Some(Ok(s)) => Ok(s.clone()),
             Some(Err(e)) => Err(internal(format!("lode is not available in this workspace: {e}"))),
@@ -191,6 +200,44 @@ impl Backend {
         let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
         Ok(lode_core::citation::at(&text, offset).map(|c| (state, rope, c)))
+    }
+
+    /// Opens the stores and starts the writer for the workspace `initialize` named.
+    fn open_state(&self, root: Option<PathBuf>) -> std::result::Result<Arc<State>, String> {
+        match root {
+            None => Err("no workspace folder: open a folder of notes".to_owned()),
+            Some(root) => (|| {
+                let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
+                let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                let (kick, dense) = match settings.vectors.clone() {
+                    Some(vs) => {
+                        let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                        (Some(Mutex::new(k)), d)
+                    }
+                    None => (None, Arc::new(Mutex::new(None))),
+                };
+                let kick_writer = kick.as_ref().map(|k| k.lock().unwrap().clone());
+                Ok(Arc::new(State {
+                    root,
+                    settings,
+                    writer: Writer::start(write, move |d| {
+                        match d {
+                            Done::Failed(e) => tracing::warn!("save failed: {e}"),
+                            Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                            Done::Deleted(found) => tracing::debug!("deleted: {found}"),
+                        }
+                        if let Some(k) = &kick_writer {
+                            let _ = k.send(());
+                        }
+                    }),
+                    reader: Arc::new(Mutex::new(read)),
+                    scanning: Arc::new(AtomicBool::new(false)),
+                    dense,
+                    kick,
+                }))
+            })(),
+        }
     }
 
     async fn lode_ask(&self, params: Value) -> Result<Value> {
@@ -454,41 +501,8 @@ impl LanguageServer for Backend {
             .clone()
             .or_else(|| params.workspace_folders.as_ref().and_then(|f| f.first()).and_then(|f| f.uri.to_file_path().map(|p| p.into_owned())))
             .or_else(|| params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())));
-        let state = match root {
-            None => Err("no workspace folder: open a folder of notes".to_owned()),
-            Some(root) => (|| {
-                let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
-                let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
-                let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
-                let (kick, dense) = match settings.vectors.clone() {
-                    Some(vs) => {
-                        let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
-                        (Some(Mutex::new(k)), d)
-                    }
-                    None => (None, Arc::new(Mutex::new(None))),
-                };
-                let kick_writer = kick.as_ref().map(|k| k.lock().unwrap().clone());
-                Ok(Arc::new(State {
-                    root,
-                    settings,
-                    writer: Writer::start(write, move |d| {
-                        match d {
-                            Done::Failed(e) => tracing::warn!("save failed: {e}"),
-                            Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                            Done::Deleted(found) => tracing::debug!("deleted: {found}"),
-                        }
-                        if let Some(k) = &kick_writer {
-                            let _ = k.send(());
-                        }
-                    }),
-                    reader: Arc::new(Mutex::new(read)),
-                    scanning: Arc::new(AtomicBool::new(false)),
-                    dense,
-                    kick,
-                }))
-            })(),
-        };
-        let _ = self.state.set(state);
+        *self.root.lock().unwrap() = Some(root);
+
         Ok(InitializeResult {
             server_info: Some(ServerInfo { name: "lode".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
             capabilities: ServerCapabilities {
