@@ -11,7 +11,7 @@ ensure_models
 
 echo "==> building lode ($(lode_elapsed))"
 cargo build --locked -p lode
-LODE=target/debug/lode
+LODE="${CARGO_TARGET_DIR:-target}/debug/lode"
 VAULT=fixtures/vault
 
 echo "==> indexing $VAULT ($(lode_elapsed))"
