@@ -130,6 +130,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         state: OnceLock::new(),
     })
     .custom_method("lode/ask", Backend::lode_ask)
+    .custom_method("lode/status", Backend::lode_status)
     .finish()
 }
 
@@ -238,6 +239,32 @@ impl Backend {
                 }))
             })(),
         }
+    }
+
+    /// What the index holds and how fresh it is: notes, passages, passages with vectors, whether
+    /// the first scan is still running and whether dense retrieval is on.
+    async fn lode_status(&self, _: Value) -> Result<Value> {
+        let state = self.state()?;
+        let st = state.clone();
+        blocking(move || {
+            let store = st.reader.lock().map_err(|e| e.to_string())?;
+            let stats = store.stats().map_err(|e| e.to_string())?;
+            let model = st.dense.try_lock().ok().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
+            let fresh = match &model {
+                Some(m) => Some(store.vector_freshness(m).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            Ok(json!({
+                "vault": st.root, "notes": stats.notes, "passages": stats.passages,
+                "scanning": st.scanning.load(Ordering::SeqCst),
+                "dense": match (&model, st.settings.vectors.is_some()) {
+                    (Some(m), _) => json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors)}),
+                    (None, true) => json!("loading, busy embedding, or unavailable (see the server log)"),
+                    (None, false) => json!("off (no embedder configured)"),
+                },
+            }))
+        })
+        .await
     }
 
     async fn lode_ask(&self, params: Value) -> Result<Value> {

@@ -169,4 +169,8 @@ async fn hover_goto_and_actions_from_fixtures() {
             After the failover @runbooks/redis-failover.md"#]],
     );
     assert!(!h.seen.lock().unwrap().is_empty(), "the server talked to the client (registration, progress)");
+
+    let status = h.request("lode/status", json!({})).await;
+    assert_eq!(status["result"]["notes"], 13, "{status}");
+    assert_eq!(status["result"]["dense"], "off (no embedder configured)");
 }
