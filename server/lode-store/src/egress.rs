@@ -31,12 +31,7 @@ impl Store {
 
     /// Every egress record, oldest first.
     pub fn egress_log(&self) -> Result<Vec<EgressRecord>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT at, destination, purpose, passages, bytes, redactions FROM egress_log ORDER BY id")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| {
+        let rows = self.rows("SELECT at, destination, purpose, passages, bytes, redactions FROM egress_log ORDER BY id", [], |r| {
                 let ids: String = r.get(3)?;
                 Ok(EgressRecord {
                     at: r.get(0)?,
@@ -46,9 +41,7 @@ impl Store {
                     bytes: r.get::<_, i64>(4)? as u64,
                     redactions: r.get::<_, i64>(5)? as u64,
                 })
-            })
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+            })?;
         Ok(rows)
     }
 

@@ -192,6 +192,18 @@ impl Store {
         StoreError::from_sqlite(&self.path, e)
     }
 
+    /// Runs a (cached) query and collects its rows.
+    pub(crate) fn rows<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let rows = st.query_map(params, map).and_then(|it| it.collect::<Result<Vec<_>, _>>()).map_err(|e| self.err(e));
+        rows
+    }
+
     /// Head version id of the note at `path`, if it exists and is not deleted.
     pub fn head_of(&self, path: &str) -> Result<Option<String>, StoreError> {
         self.conn
@@ -308,14 +320,7 @@ impl Store {
 
     /// Live notes (with a head version), by path.
     pub fn notes(&self) -> Result<Vec<NoteInfo>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
         Ok(rows)
     }
 
@@ -329,31 +334,15 @@ impl Store {
 
     /// Version ids of a note, oldest first.
     pub fn history(&self, path: &str) -> Result<Vec<String>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT v.version_id FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE n.path = ?1 ORDER BY v.seq",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([path], |r| r.get(0))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows("SELECT v.version_id FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE n.path = ?1 ORDER BY v.seq", [path], |r| r.get(0))?;
         Ok(rows)
     }
 
     /// Passages of the head version of the note at `path`, in order.
     pub fn passages_of(&self, path: &str) -> Result<Vec<PassageRow>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.start, p.end, p.line, p.kind, p.heading,
+        let rows = self.rows("SELECT p.id, p.note_id, p.version_id, p.ordinal, p.start, p.end, p.line, p.kind, p.heading,
                         p.parent_start, p.parent_end, p.text
-                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE n.path = ?1 ORDER BY p.ordinal",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([path], |r| {
+                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE n.path = ?1 ORDER BY p.ordinal", [path], |r| {
                 Ok(PassageRow {
                     id: r.get(0)?,
                     note_id: r.get(1)?,
@@ -368,25 +357,14 @@ impl Store {
                     parent_end: r.get::<_, i64>(10)? as usize,
                     text: r.get(11)?,
                 })
-            })
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+            })?;
         Ok(rows)
     }
 
     /// Outgoing links of the note at `path`: `(kind, target, resolved target path)`.
     pub fn links_of(&self, path: &str) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT l.kind, l.target, t.path FROM links l JOIN notes n ON n.id = l.src_note
-                 LEFT JOIN notes t ON t.id = l.target_note WHERE n.path = ?1 ORDER BY l.start",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows("SELECT l.kind, l.target, t.path FROM links l JOIN notes n ON n.id = l.src_note
+                 LEFT JOIN notes t ON t.id = l.target_note WHERE n.path = ?1 ORDER BY l.start", [path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         Ok(rows)
     }
 
@@ -755,27 +733,11 @@ impl Store {
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let like = format!("%{}%", query.replace('%', "").replace('_', ""));
         let mut out = Vec::new();
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ORDER BY path LIMIT ?2")
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows("SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ORDER BY path LIMIT ?2", params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
         out.extend(rows.into_iter().map(|(p, t)| (p, t, 1, true)));
         // Headings: the last segment of a passage's heading path, at the line of its first passage.
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
-                 WHERE lower(p.heading) LIKE ?1 GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
+        let rows = self.rows("SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE lower(p.heading) LIKE ?1 GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2", params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
         for (path, heading, line) in rows {
             let name = heading.rsplit(" › ").next().unwrap_or(&heading).to_owned();
             if name.to_lowercase().contains(query) && !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {

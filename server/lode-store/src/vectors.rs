@@ -25,16 +25,12 @@ pub struct Freshness {
 impl Store {
     /// Up to `limit` head passages without a vector for `model`, in id order.
     pub fn pending_vectors(&self, model: &str, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p
-                 WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
-                 ORDER BY p.id LIMIT ?2",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st
-            .query_map(params![model, limit as i64], |r| {
+        self.rows(
+            "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p
+             WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
+             ORDER BY p.id LIMIT ?2",
+            params![model, limit as i64],
+            |r| {
                 let heading: String = r.get(3)?;
                 let text: String = r.get(4)?;
                 Ok(PendingPassage {
@@ -43,10 +39,8 @@ impl Store {
                     version_id: r.get(2)?,
                     text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
                 })
-            })
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
-        Ok(rows)
+            },
+        )
     }
 
     /// Records that these passages now have a vector for `model` (ids that left meanwhile are
@@ -73,9 +67,7 @@ impl Store {
 
     /// Passage ids whose vectors must be deleted.
     pub fn vector_deletions(&self) -> Result<Vec<i64>, StoreError> {
-        let mut st = self.conn.prepare_cached("SELECT passage_id FROM vector_deletions ORDER BY passage_id").map_err(|e| self.err(e))?;
-        let rows = st.query_map([], |r| r.get(0)).and_then(|it| it.collect::<Result<Vec<_>, _>>()).map_err(|e| self.err(e))?;
-        Ok(rows)
+        self.rows("SELECT passage_id FROM vector_deletions ORDER BY passage_id", [], |r| r.get(0))
     }
 
     /// Forgets deletions that were carried out.
@@ -142,14 +134,12 @@ impl Store {
 
     /// Notes linked from or to `note_id` (resolved links only), without duplicates.
     pub fn linked_notes(&self, note_id: i64) -> Result<Vec<i64>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT target_note FROM links WHERE src_note = ?1 AND target_note IS NOT NULL
-                 UNION SELECT src_note FROM links WHERE target_note = ?1",
-            )
-            .map_err(|e| self.err(e))?;
-        let rows = st.query_map([note_id], |r| r.get(0)).and_then(|it| it.collect::<Result<Vec<i64>, _>>()).map_err(|e| self.err(e))?;
+        let rows: Vec<i64> = self.rows(
+            "SELECT target_note FROM links WHERE src_note = ?1 AND target_note IS NOT NULL
+             UNION SELECT src_note FROM links WHERE target_note = ?1",
+            [note_id],
+            |r| r.get(0),
+        )?;
         Ok(rows.into_iter().filter(|&n| n != note_id).collect())
     }
 }
