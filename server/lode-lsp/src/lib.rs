@@ -5,6 +5,7 @@
 mod framing;
 mod position;
 mod server;
+pub mod stdio_client;
 mod writer;
 
 pub use position::Encoding;

@@ -2,123 +2,48 @@
 //! initialize → open → edit → save → ask → code action → hover → goto → drift diagnostic, and
 //! the protocol errors a broken client gets.
 
-use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-
-struct Lsp {
-    child: Child,
-    stdin: ChildStdin,
-    rx: Receiver<Value>,
-    next: i64,
-    /// Notifications and server requests seen while waiting.
-    seen: Vec<Value>,
-}
-
+use lode_lsp::stdio_client::StdioClient;
 use lode_testing::copy_dir;
+use serde_json::{json, Value};
 
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
+/// The shared stdio client (`lode_lsp::stdio_client`), failing the test on I/O errors.
+struct Lsp(StdioClient);
+
 impl Lsp {
     fn start() -> Lsp {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
-            .arg("serve")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (tx, rx) = channel();
-        std::thread::spawn(move || loop {
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if out.read_line(&mut line).unwrap_or(0) == 0 {
-                    return;
-                }
-                if line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap();
-                }
-            }
-            let mut buf = vec![0; len];
-            if out.read_exact(&mut buf).is_err() {
-                return;
-            }
-            if tx.send(serde_json::from_slice(&buf).unwrap()).is_err() {
-                return;
-            }
-        });
-        Lsp { child, stdin, rx, next: 1, seen: Vec::new() }
+        Lsp(StdioClient::spawn(env!("CARGO_BIN_EXE_lode"), ["serve"]).unwrap())
     }
 
     fn raw(&mut self, body: &str) {
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len()).unwrap();
-        self.stdin.flush().unwrap();
+        self.0.raw(body).unwrap()
     }
 
     fn send(&mut self, v: &Value) {
-        self.raw(&v.to_string());
+        self.0.send(v).unwrap()
     }
 
     fn notify(&mut self, method: &str, params: Value) {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
-    }
-
-    /// Answers requests the server makes of the client; records everything.
-    fn handle(&mut self, msg: &Value) {
-        if msg.get("method").is_some() && msg.get("id").is_some() {
-            let result = if msg["method"] == "workspace/applyEdit" { json!({"applied": true}) } else { Value::Null };
-            let id = msg["id"].clone();
-            self.send(&json!({"jsonrpc": "2.0", "id": id, "result": result}));
-        }
-        self.seen.push(msg.clone());
+        self.0.notify(method, params).unwrap()
     }
 
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
-        self.response(json!(id))
+        self.0.request(method, params).expect("server answered in time")
     }
 
     fn response(&mut self, id: Value) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let msg = self.rx.recv_timeout(deadline - Instant::now()).expect("server answered in time");
-            if msg.get("method").is_none() && msg["id"] == id {
-                return msg;
-            }
-            self.handle(&msg);
-        }
+        self.0.response(id).expect("server answered in time")
     }
 
-    /// Waits for a notification matching `pred`, answering server requests meanwhile.
     fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
-        if let Some(i) = self.seen.iter().position(&pred) {
-            return self.seen.remove(i);
-        }
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let msg = self.rx.recv_timeout(deadline - Instant::now()).expect("notification in time");
-            if pred(&msg) {
-                self.handle(&msg);
-                self.seen.pop();
-                return msg;
-            }
-            self.handle(&msg);
-        }
+        self.0.wait_for(pred).expect("notification in time")
     }
 }
 
@@ -179,7 +104,7 @@ fn editor_round_trip_over_stdio() {
     let cmd = actions["result"][0]["command"].clone();
     let r = lsp.request("workspace/executeCommand", json!({"command": cmd["command"], "arguments": cmd["arguments"]}));
     assert_eq!(r["result"]["applied"], true, "{r}");
-    let edit = lsp.seen.iter().rev().find(|m| m["method"] == "workspace/applyEdit").cloned().expect("an edit was applied");
+    let edit = lsp.0.seen.iter().rev().find(|m| m["method"] == "workspace/applyEdit").cloned().expect("an edit was applied");
     let change = &edit["params"]["edit"]["changes"][q_uri.as_str()][0];
     let inserted = change["newText"].as_str().unwrap();
     assert!(inserted.contains("every 60 days") && inserted.contains("\"lode "), "{inserted}");
@@ -258,7 +183,7 @@ fn editor_round_trip_over_stdio() {
     let s = lsp.request("shutdown", Value::Null);
     assert!(s.get("error").is_none());
     lsp.notify("exit", Value::Null);
-    let status = lsp.child.wait().unwrap();
+    let status = lsp.0.child.wait().unwrap();
     assert!(status.success());
 }
 
@@ -309,8 +234,8 @@ fn cancel_disconnect_and_a_vanishing_vault() {
     let n = vault.join("late.md");
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}, "text": "The okapi migration finished on Tuesday.\n"}));
     let _ = lsp.request("workspace/symbol", json!({"query": "zzz"}));
-    let Lsp { mut child, stdin, .. } = lsp;
-    drop(stdin);
+    lsp.0.close_stdin();
+    let child = &mut lsp.0.child;
     let deadline = Instant::now() + Duration::from_secs(10);
     while child.try_wait().unwrap().is_none() {
         assert!(Instant::now() < deadline, "server did not exit after the client went away");

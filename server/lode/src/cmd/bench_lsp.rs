@@ -2,112 +2,28 @@
 //! initialize (process start included), cold scan, restart to searchable, didSave → committed,
 //! hover on a citation, RSS after the scan (no models).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
 
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, Result};
+use lode_lsp::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
-struct Client {
-    child: Child,
-    stdin: ChildStdin,
-    rx: Receiver<Value>,
-    next: i64,
-}
-
-impl Client {
-    fn spawn(exe: &Path, vault: &Path) -> Result<Client> {
-        let mut child = Command::new(exe)
-            .args(["serve", "--vault"])
-            .arg(vault)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()?;
-        let stdin = child.stdin.take().context("stdin")?;
-        let mut out = BufReader::new(child.stdout.take().context("stdout")?);
-        let (tx, rx) = channel();
-        std::thread::spawn(move || loop {
-            let mut len = 0usize;
-            let mut line = String::new();
-            loop {
-                line.clear();
-                if out.read_line(&mut line).unwrap_or(0) == 0 {
-                    return;
-                }
-                if line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut buf = vec![0; len];
-            if out.read_exact(&mut buf).is_err() {
-                return;
-            }
-            let Ok(v) = serde_json::from_slice(&buf) else { return };
-            if tx.send(v).is_err() {
-                return;
-            }
-        });
-        Ok(Client { child, stdin, rx, next: 1 })
-    }
-
-    fn send(&mut self, v: &Value) -> Result<()> {
-        let body = v.to_string();
-        write!(self.stdin, "Content-Length: {}\r\n\r\n{body}", body.len())?;
-        Ok(self.stdin.flush()?)
-    }
-
-    fn notify(&mut self, method: &str, params: Value) -> Result<()> {
-        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
-    }
-
-    /// Waits for a message matching `pred`, answering the server's own requests meanwhile.
-    fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Result<Value> {
-        loop {
-            let msg = self.rx.recv_timeout(Duration::from_secs(600)).map_err(|_| anyhow!("the server went quiet"))?;
-            if msg.get("method").is_some() && msg.get("id").is_some() {
-                let id = msg["id"].clone();
-                self.send(&json!({"jsonrpc": "2.0", "id": id, "result": null}))?;
-            }
-            if pred(&msg) {
-                return Ok(msg);
-            }
-        }
-    }
-
-    fn request(&mut self, method: &str, params: Value) -> Result<Value> {
-        let id = self.next;
-        self.next += 1;
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
-        self.until(|m| m.get("method").is_none() && m["id"] == id)
-    }
-
-    fn rss_mib(&self) -> Option<f64> {
-        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-        l.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
-    }
-
-    fn stop(mut self) {
-        let _ = self.request("shutdown", Value::Null);
-        let _ = self.notify("exit", Value::Null);
-        let _ = self.child.wait();
-    }
+/// The stdio client, with answers the bench can wait up to 10 minutes for.
+fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
+    let mut c = StdioClient::spawn(exe, [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()])?;
+    c.timeout = Duration::from_secs(600);
+    Ok(c)
 }
 
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
-fn init(c: &mut Client, vault: &Path) -> Result<()> {
+fn init(c: &mut StdioClient, vault: &Path) -> Result<()> {
     c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": {}}))?;
-    c.notify("initialized", json!({}))
+    Ok(c.notify("initialized", json!({}))?)
 }
 
 pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
@@ -121,12 +37,12 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
 
     // Cold start: initialize answered at once, then the scan.
     let t = Instant::now();
-    let mut c = Client::spawn(exe, vault)?;
+    let mut c = spawn(exe, vault)?;
     c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": {}}))?;
     let initialize_ms = t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
     c.notify("initialized", json!({}))?;
-    c.until(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
+    c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
     let cold_scan_s = t.elapsed().as_secs_f64();
     let rss_after_scan = c.rss_mib();
 
@@ -158,11 +74,11 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
             return Err(anyhow!("hover found no citation: {h}"));
         }
     }
-    c.stop();
+    c.stop()?;
 
     // Restart over the indexed vault: how soon does a question find its passage?
     let t = Instant::now();
-    let mut c = Client::spawn(exe, vault)?;
+    let mut c = spawn(exe, vault)?;
     init(&mut c, vault)?;
     let restart_searchable_ms = loop {
         let a = c.request("lode/ask", json!({"question": "Edit number"}))?;
@@ -170,7 +86,7 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
             break t.elapsed().as_secs_f64() * 1000.0;
         }
     };
-    c.stop();
+    c.stop()?;
     let _ = std::fs::remove_file(&note);
     std::fs::remove_file(state.join("config.toml"))?;
 

@@ -1,0 +1,143 @@
+//! A minimal LSP client over a child process's stdio: what `lode bench lsp` and the end-to-end
+//! tests use to drive the real `lode serve`. It answers the server's own requests
+//! (`workspace/applyEdit` with `applied: true`, anything else with `null`) and records every
+//! message it sees.
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+pub struct StdioClient {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    rx: Receiver<Value>,
+    next: i64,
+    /// How long to wait for any one answer.
+    pub timeout: Duration,
+    /// Notifications and server requests seen while waiting, oldest first.
+    pub seen: Vec<Value>,
+}
+
+fn timed_out() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::TimedOut, "the server did not answer in time")
+}
+
+impl StdioClient {
+    /// Starts `exe` with `args` (e.g. `serve --vault DIR`); its stderr is discarded.
+    pub fn spawn<I: AsRef<OsStr>>(exe: impl AsRef<OsStr>, args: impl IntoIterator<Item = I>) -> std::io::Result<StdioClient> {
+        let mut child =
+            Command::new(exe).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        let stdin = child.stdin.take();
+        let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
+        let (tx, rx) = channel();
+        std::thread::spawn(move || loop {
+            let mut len = 0usize;
+            let mut line = String::new();
+            loop {
+                line.clear();
+                if out.read_line(&mut line).unwrap_or(0) == 0 {
+                    return;
+                }
+                if line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut buf = vec![0; len];
+            if out.read_exact(&mut buf).is_err() {
+                return;
+            }
+            let Ok(v) = serde_json::from_slice(&buf) else { return };
+            if tx.send(v).is_err() {
+                return;
+            }
+        });
+        Ok(StdioClient { child, stdin, rx, next: 1, timeout: Duration::from_secs(60), seen: Vec::new() })
+    }
+
+    /// Sends a frame with this body as it is (valid JSON or not).
+    pub fn raw(&mut self, body: &str) -> std::io::Result<()> {
+        let stdin = self.stdin.as_mut().ok_or_else(|| std::io::Error::other("stdin is closed"))?;
+        write!(stdin, "Content-Length: {}\r\n\r\n{body}", body.len())?;
+        stdin.flush()
+    }
+
+    pub fn send(&mut self, v: &Value) -> std::io::Result<()> {
+        self.raw(&v.to_string())
+    }
+
+    pub fn notify(&mut self, method: &str, params: Value) -> std::io::Result<()> {
+        self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}))
+    }
+
+    /// Sends a request and waits for its response.
+    pub fn request(&mut self, method: &str, params: Value) -> std::io::Result<Value> {
+        let id = self.next;
+        self.next += 1;
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))?;
+        self.response(json!(id))
+    }
+
+    /// Waits for the response with this id.
+    pub fn response(&mut self, id: Value) -> std::io::Result<Value> {
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let msg = self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).map_err(|_| timed_out())?;
+            if msg.get("method").is_none() && msg["id"] == id {
+                return Ok(msg);
+            }
+            self.handle(&msg)?;
+        }
+    }
+
+    /// Waits for a message matching `pred` (looking at those already seen first), and takes it
+    /// out of `seen`.
+    pub fn wait_for(&mut self, pred: impl Fn(&Value) -> bool) -> std::io::Result<Value> {
+        if let Some(i) = self.seen.iter().position(&pred) {
+            return Ok(self.seen.remove(i));
+        }
+        let deadline = Instant::now() + self.timeout;
+        loop {
+            let msg = self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).map_err(|_| timed_out())?;
+            self.handle(&msg)?;
+            if pred(&msg) {
+                self.seen.pop();
+                return Ok(msg);
+            }
+        }
+    }
+
+    fn handle(&mut self, msg: &Value) -> std::io::Result<()> {
+        if msg.get("method").is_some() && msg.get("id").is_some() {
+            let result = if msg["method"] == "workspace/applyEdit" { json!({"applied": true}) } else { Value::Null };
+            self.send(&json!({"jsonrpc": "2.0", "id": msg["id"].clone(), "result": result}))?;
+        }
+        self.seen.push(msg.clone());
+        Ok(())
+    }
+
+    /// Closes the server's stdin, as a client that goes away does.
+    pub fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Resident memory of the server process in MiB (Linux).
+    pub fn rss_mib(&self) -> Option<f64> {
+        let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
+        let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+        l.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
+    }
+
+    /// Shuts the server down politely and waits for it to exit.
+    pub fn stop(mut self) -> std::io::Result<std::process::ExitStatus> {
+        let _ = self.request("shutdown", Value::Null);
+        let _ = self.notify("exit", Value::Null);
+        self.child.wait()
+    }
+}
