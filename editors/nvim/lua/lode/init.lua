@@ -38,10 +38,12 @@ local function attach(bufnr)
   if id then vim.lsp.buf_attach_client(bufnr, id) end
 end
 
+-- The lode client attached to the buffer, or nil after telling the user there is none.
 local function client_for(bufnr)
   for _, c in pairs(vim.lsp.get_active_clients()) do
     if c.name == 'lode' and vim.lsp.buf_is_attached(bufnr, c.id) then return c end
   end
+  vim.notify('lode: no language server attached to this buffer', vim.log.levels.WARN)
 end
 
 -- Runs the `lode.ask` command on the current line (or the given line range), which inserts the
@@ -50,10 +52,7 @@ function M.ask(opts)
   opts = opts or {}
   local bufnr = vim.api.nvim_get_current_buf()
   local client = client_for(bufnr)
-  if not client then
-    vim.notify('lode: no language server attached to this buffer', vim.log.levels.WARN)
-    return
-  end
+  if not client then return end
   local first = (opts.line1 or vim.fn.line('.')) - 1
   local last = (opts.line2 or vim.fn.line('.')) - 1
   local last_text = vim.api.nvim_buf_get_lines(bufnr, last, last + 1, false)[1] or ''
@@ -75,10 +74,7 @@ end
 function M.question(text)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = client_for(bufnr)
-  if not client then
-    vim.notify('lode: no language server attached to this buffer', vim.log.levels.WARN)
-    return
-  end
+  if not client then return end
   client.request('lode/ask', { question = text }, function(err, answer)
     if err then
       vim.notify('lode: ' .. err.message, vim.log.levels.ERROR)
