@@ -244,7 +244,8 @@ mod tests {
         assert_eq!(claims[0].support[0].version_id, "v1");
         assert!(a.contains(&claims[0].support[0].quoted_span));
         for c in &claims {
-            assert!(crate::gate::couples(&c.text, &c.support[0].quoted_span), "claims couple with their own quote: {c:?}");
+            let body = [a, b].into_iter().find(|s| s.contains(&c.support[0].quoted_span)).unwrap();
+            assert!(crate::gate::couples_in(&c.text, body, &c.support[0].quoted_span), "claims couple with their own quote: {c:?}");
         }
     }
 

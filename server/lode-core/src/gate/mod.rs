@@ -2,24 +2,27 @@
 //! evidence really supports it — and drops it when it cannot tell. Steps, in order:
 //!
 //! 1. **Span check.** Every quoted span must occur in the stored bytes of the version it cites,
-//!    exactly or after whitespace normalisation, and that version must be one the synthesizer was
-//!    allowed to see. Anything else is a fabricated quote: the claim is dropped.
-//! 2. **Extractive coupling.** The claim's payload (case-folded word tokens minus a tiny set of
-//!    glue words) is contained in the tokens of one cited span, and that span carries no negation
-//!    cue the claim lacks → verified.
-//! 3. **Entailment.** Otherwise an NLI scorer judges whether the joined spans entail the claim;
-//!    above the threshold → verified, else dropped. No scorer → dropped (fail-closed).
-//!
-//! Known, accepted exposure (pinned by a test): tokens are maximal runs of letters and digits, so
-//! a claim naming a fragment of a hyphenated identifier ("DNS" where the span says "DNS-01")
-//! couples. Finer splitting only ever makes coupling more permissive; see `docs/gate.md`.
+//!    exactly or after whitespace normalisation, in a version the synthesizer was allowed to see;
+//!    start and end on word boundaries; stay under a length cap; and not lie in markup that asserts
+//!    nothing (HTML comments, struck-through text, code blocks unless the claim quotes the code,
+//!    answers lode inserted earlier). Anything else is not evidence: the claim is dropped.
+//! 2. **Extractive coupling** ([`couple`]): one quote carries the claim as the source says it —
+//!    same words, same order, one sentence, and nothing in scope (negation, modality, condition,
+//!    attribution, contrast, units, retraction) that the claim leaves out → verified.
+//! 3. **Entailment.** Otherwise an NLI model judges whether the cited sentences entail the claim;
+//!    above the threshold → verified. No model, or below it → the claim is shown as *evidence
+//!    only* (its verbatim quotes, in their sentences, never the model's wording).
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
-use crate::text::normalize_whitespace;
+use crate::text::{floor_char_boundary, normalize_whitespace};
+
+pub mod couple;
+pub mod lexicon;
+pub mod markup;
 
 /// One piece of evidence: verbatim text from one version of one note.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -88,10 +91,25 @@ pub struct Dropped {
     pub reason: String,
 }
 
+/// A claim whose quotes are real evidence but whose wording could not be verified: shown as its
+/// verbatim evidence (each span widened to its whole sentence), never as the model's sentence.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EvidenceOnly {
+    pub claim: Claim,
+    pub spans: Vec<LocatedSpan>,
+    /// Per span: the sentence(s) around it, as a byte range of the cited version.
+    pub context: Vec<Range<usize>>,
+    /// Why the wording was not verified.
+    pub reason: String,
+}
+
+pub const EVIDENCE_ONLY_LABEL: &str = "evidence only — the model's wording could not be verified";
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]
 pub enum Outcome {
     Verified(Verified),
+    EvidenceOnly(EvidenceOnly),
     Dropped(Dropped),
 }
 
@@ -148,16 +166,10 @@ impl Default for GateConfig {
     }
 }
 
-/// Grammatical glue left out of a claim's payload: articles and forms of "to be". Deliberately
-/// tiny — leaving a word out only makes coupling stricter. Never numbers, entities, negations or
-/// quantity words.
-pub const GLUE: &[&str] = &["a", "am", "an", "are", "be", "been", "being", "is", "the", "was", "were"];
+pub use lexicon::GLUE;
 
-/// Standalone negation cues, matched as whole tokens.
-pub const NEGATION_WORDS: &[&str] =
-    &["cannot", "neither", "never", "no", "nobody", "none", "nor", "not", "nothing", "without"];
-
-/// Maximal runs of letters and digits, case-folded.
+/// Maximal runs of letters and digits, case-folded (retrieval and the extractive synthesizer use
+/// these; coupling has its own tokenizer, [`couple::lex`]).
 pub fn tokens(s: &str) -> Vec<String> {
     s.split(|c: char| !c.is_alphanumeric()).filter(|t| !t.is_empty()).map(str::to_lowercase).collect()
 }
@@ -167,98 +179,29 @@ pub fn payload(claim: &str) -> BTreeSet<String> {
     tokens(claim).into_iter().filter(|t| !GLUE.contains(&t.as_str())).collect()
 }
 
-/// Negation cues in `s`: standalone words, and `n't` contractions (ASCII or typographic
-/// apostrophe) matched on the raw text so "don" or "won" alone are not cues.
-pub fn negation_cues(s: &str) -> BTreeSet<String> {
-    let mut cues: BTreeSet<String> =
-        tokens(s).into_iter().filter(|t| NEGATION_WORDS.contains(&t.as_str())).collect();
-    let chars: Vec<(usize, char)> = s.char_indices().collect();
-    for (i, &(_, c)) in chars.iter().enumerate() {
-        if !(c == 'n' || c == 'N') || i == 0 {
-            continue;
-        }
-        let apostrophe = chars.get(i + 1).is_some_and(|&(_, a)| a == '\'' || a == '’');
-        let t = chars.get(i + 2).is_some_and(|&(_, t)| t == 't' || t == 'T');
-        let word_before = chars[i - 1].1.is_alphanumeric();
-        let ends = chars.get(i + 3).is_none_or(|&(_, n)| !n.is_alphanumeric());
-        if apostrophe && t && word_before && ends {
-            let start = chars[..i].iter().rev().take_while(|(_, c)| c.is_alphanumeric()).count();
-            let word: String = chars[i - start..i + 3].iter().map(|&(_, c)| c).collect();
-            cues.insert(word.to_lowercase().replace('’', "'"));
-        }
-    }
-    cues
-}
-
-/// Whether one span couples with the claim (step 2): payload containment, no negation cue the
-/// claim lacks, and every number bound as in the claim (see [`numbers_bound`]).
-pub fn couples(claim: &str, span: &str) -> bool {
-    let need = payload(claim);
-    if need.is_empty() {
-        return false;
-    }
-    let span_tokens = tokens(span);
-    let have: BTreeSet<&str> = span_tokens.iter().map(String::as_str).collect();
-    if !need.iter().all(|t| have.contains(t.as_str())) {
-        return false;
-    }
-    let claim_cues = negation_cues(claim);
-    if !negation_cues(span).is_subset(&claim_cues) {
-        return false;
-    }
-    numbers_bound(&tokens(claim), &span_tokens)
-}
-
-fn is_numeric(t: &str) -> bool {
-    t.bytes().any(|b| b.is_ascii_digit())
-}
-
-/// Containment ignores order, so a span saying "valid for 90 days, rotated every 60 days" would
-/// carry the claim "rotated every 90 days". This check binds each run of number tokens in the claim
-/// to the word before it (or, at the start, the word after it), glue skipped: the span must have
-/// the same run with that word among the 3 tokens on the same side. It only ever removes
-/// couplings (a reordered claim falls through to entailment), never adds one.
-pub fn numbers_bound(claim_tokens: &[String], span_tokens: &[String]) -> bool {
-    let content = |ts: &[String]| -> Vec<String> { ts.iter().filter(|t| !GLUE.contains(&t.as_str())).cloned().collect() };
-    let (c, s) = (content(claim_tokens), content(span_tokens));
-    let mut i = 0;
-    while i < c.len() {
-        if !is_numeric(&c[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < c.len() && is_numeric(&c[i]) {
-            i += 1;
-        }
-        let run = &c[start..i];
-        let left = start.checked_sub(1).map(|j| &c[j]);
-        let right = c.get(i);
-        let bound = (0..s.len().saturating_sub(run.len() - 1)).any(|k| {
-            if s[k..k + run.len()] != *run {
-                return false;
-            }
-            match (left, right) {
-                (Some(l), _) => s[k.saturating_sub(3)..k].contains(l),
-                (None, Some(r)) => s[k + run.len()..(k + run.len() + 3).min(s.len())].contains(r),
-                (None, None) => true,
-            }
-        });
-        if !bound {
-            return false;
-        }
-    }
-    true
+/// Whether `claim` couples with `quote` in `body` (located exactly or after whitespace
+/// normalisation): step 2 alone, for callers that check one pair.
+pub fn couples_in(claim: &str, body: &str, quote: &str) -> bool {
+    locate(body, quote).is_some_and(|(r, _)| couple::couple(claim, body, &r).is_ok())
 }
 
 /// Finds `quote` in `body`: exactly, else after collapsing whitespace on both sides. Returns the
 /// byte range in `body` and whether normalisation was needed.
 pub fn locate(body: &str, quote: &str) -> Option<(Range<usize>, bool)> {
+    locate_all(body, quote).into_iter().next()
+}
+
+/// Every place `quote` occurs in `body` (at most 16, in order): exact matches, else matches after
+/// collapsing whitespace on both sides, with whether normalisation was needed.
+pub fn locate_all(body: &str, quote: &str) -> Vec<(Range<usize>, bool)> {
+    const MAX: usize = 16;
     if quote.trim().is_empty() {
-        return None;
+        return Vec::new();
     }
-    if let Some(i) = body.find(quote) {
-        return Some((i..i + quote.len(), false));
+    let exact: Vec<(Range<usize>, bool)> =
+        body.match_indices(quote).take(MAX).map(|(i, _)| (i..i + quote.len(), false)).collect();
+    if !exact.is_empty() {
+        return exact;
     }
     let want = normalize_whitespace(quote);
     // Normalised body with a map from each of its bytes back to the body.
@@ -282,10 +225,11 @@ pub fn locate(body: &str, quote: &str) -> Option<(Range<usize>, bool)> {
             map.push(i + k);
         }
     }
-    let at = norm.find(&want)?;
-    let last = at + want.len() - 1;
     // `map` maps every byte (not only char starts), so the last byte maps to the last byte.
-    Some((map[at]..map[last] + 1, true))
+    norm.match_indices(want.as_str())
+        .take(MAX)
+        .map(|(at, _)| (map[at]..map[at + want.len() - 1] + 1, true))
+        .collect()
 }
 
 /// The versions a synthesizer was allowed to see, by id: only these can be cited.
@@ -293,68 +237,130 @@ pub type Eligible<'a> = HashMap<String, &'a str>;
 
 /// Runs the gate over every claim, in order.
 pub fn check(claims: Vec<Claim>, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig) -> Vec<Outcome> {
-    claims.into_iter().map(|c| check_one(c, eligible, scorer, cfg)).collect()
+    claims
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            if i >= MAX_CLAIMS {
+                drop(c, Step::Content, format!("the answer has more than {MAX_CLAIMS} claims; the rest are not read"))
+            } else {
+                check_one(c, eligible, scorer, cfg)
+            }
+        })
+        .collect()
 }
 
 fn drop(claim: Claim, step: Step, reason: impl Into<String>) -> Outcome {
     Outcome::Dropped(Dropped { claim, step, reason: reason.into() })
 }
 
+/// Most claims one answer may carry, and most quotes per claim: more is not an answer.
+pub const MAX_CLAIMS: usize = 24;
+pub const MAX_QUOTES: usize = 6;
+/// Longest claim text, in bytes.
+pub const MAX_CLAIM_BYTES: usize = 2000;
+
 pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig) -> Outcome {
+    if claim.text.len() > MAX_CLAIM_BYTES {
+        let reason = format!("the claim is {} bytes long; a claim is one statement (at most {MAX_CLAIM_BYTES} bytes)", claim.text.len());
+        return drop(claim, Step::Content, reason);
+    }
     if payload(&claim.text).is_empty() {
         return drop(claim, Step::Content, "the claim states nothing checkable");
     }
     if claim.support.is_empty() {
         return drop(claim, Step::SpanCheck, "the claim cites no evidence");
     }
-    // Step 1: every span exists verbatim in an eligible version.
+    if claim.support.len() > MAX_QUOTES {
+        let reason = format!("the claim cites {} quotes; at most {MAX_QUOTES} are read", claim.support.len());
+        return drop(claim, Step::SpanCheck, reason);
+    }
+    // Step 1: every span exists verbatim in an eligible version, and is evidence there. A quote
+    // that occurs more than once is evidence wherever one of its occurrences is.
     let mut spans = Vec::with_capacity(claim.support.len());
+    let mut places: Vec<Vec<Range<usize>>> = Vec::with_capacity(claim.support.len());
     for s in &claim.support {
         let Some(body) = eligible.get(&s.version_id) else {
             let reason = format!("cites version {} which was not among the sources it was given", short(&s.version_id));
             return drop(claim, Step::SpanCheck, reason);
         };
-        match locate(body, &s.quoted_span) {
-            Some((range, normalized)) => spans.push(LocatedSpan {
-                version_id: s.version_id.clone(),
-                range,
-                quoted_span: s.quoted_span.clone(),
-                normalized,
-            }),
-            None => {
-                let reason = format!("quote {:?} does not occur in version {}", clip(&s.quoted_span), short(&s.version_id));
-                return drop(claim, Step::SpanCheck, reason);
+        let found = locate_all(body, &s.quoted_span);
+        if found.is_empty() {
+            let reason = format!("quote {:?} does not occur in version {}", clip(&s.quoted_span), short(&s.version_id));
+            return drop(claim, Step::SpanCheck, reason);
+        }
+        let regions = markup::not_evidence(body);
+        let mut ok: Vec<(Range<usize>, bool)> = Vec::new();
+        let mut first_problem = None;
+        for (range, normalized) in found {
+            let problem = couple::malformed_quote(body, &range).or_else(|| {
+                let (_, kind) = markup::overlapping(&regions, &range)?;
+                let quotes_code = kind == markup::NotEvidence::CodeBlock && claim_quotes_code(&claim.text, &s.quoted_span);
+                (!quotes_code).then(|| format!("quote {:?} is {}, which the note does not assert", clip(&s.quoted_span), kind.describe()))
+            });
+            match problem {
+                None => ok.push((range, normalized)),
+                Some(p) => {
+                    first_problem.get_or_insert(p);
+                }
+            }
+        }
+        let Some((range, normalized)) = ok.first().cloned() else {
+            return drop(claim, Step::SpanCheck, first_problem.unwrap_or_default());
+        };
+        spans.push(LocatedSpan { version_id: s.version_id.clone(), range, quoted_span: s.quoted_span.clone(), normalized });
+        places.push(ok.into_iter().map(|(r, _)| r).collect());
+    }
+    // Step 2: one quote carries the claim as its sentence says it.
+    let mut why_not = String::new();
+    for (i, span) in spans.iter_mut().enumerate() {
+        for r in &places[i] {
+            match couple::couple(&claim.text, eligible[&span.version_id], r) {
+                Ok(()) => {
+                    span.range = r.clone();
+                    let verification = Verification::Coupled { span: i };
+                    let label = verification.label();
+                    return Outcome::Verified(Verified { claim, spans, verification, label });
+                }
+                Err(e) if why_not.is_empty() => why_not = e,
+                Err(_) => {}
             }
         }
     }
-    // Step 2: one span carries the whole payload, and no negation the claim lacks.
-    if let Some(i) = claim.support.iter().position(|s| couples(&claim.text, &s.quoted_span)) {
-        let verification = Verification::Coupled { span: i };
-        let label = verification.label();
-        return Outcome::Verified(Verified { claim, spans, verification, label });
-    }
-    // Step 3: entailment, fail-closed.
-    let premise = claim.support.iter().map(|s| s.quoted_span.as_str()).collect::<Vec<_>>().join(" ");
+    // Step 3: entailment of the claim by the cited sentences (not the bare quotes: a quote cut
+    // out of "Not all X" must be judged with its "Not").
+    let context: Vec<Range<usize>> =
+        spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
+    let premise = spans
+        .iter()
+        .zip(&context)
+        .map(|(s, r)| eligible[&s.version_id][r.clone()].trim())
+        .collect::<Vec<_>>()
+        .join(" ");
     let scored = scorer.get().and_then(|s| s.entailment(&premise, &claim.text));
-    match scored {
+    let reason = match scored {
         Ok(score) if score > cfg.entailment_threshold => {
             let verification = Verification::Entailed { score };
             let label = verification.label();
-            Outcome::Verified(Verified { claim, spans, verification, label })
+            return Outcome::Verified(Verified { claim, spans, verification, label });
         }
-        Ok(score) => {
-            let reason = format!(
-                "not contained in one quote, and entailment {score:.2} is not above {:.2}",
-                cfg.entailment_threshold
-            );
-            drop(claim, Step::Entailment, reason)
-        }
-        Err(e) => drop(claim, Step::Entailment, format!("not contained in one quote, and {e}")),
-    }
+        Ok(score) => format!(
+            "not carried by one quote ({why_not}), and entailment {score:.2} is not above {:.2}",
+            cfg.entailment_threshold
+        ),
+        Err(e) => format!("not carried by one quote ({why_not}), and {e}"),
+    };
+    Outcome::EvidenceOnly(EvidenceOnly { claim, spans, context, reason })
+}
+
+/// Whether the claim presents the quote as code: a backtick span of the claim holds (part of) it.
+fn claim_quotes_code(claim: &str, quote: &str) -> bool {
+    let quote = normalize_whitespace(quote);
+    claim.split('`').skip(1).step_by(2).map(normalize_whitespace).any(|c| c.len() >= 2 && quote.contains(&c))
 }
 
 fn short(id: &str) -> &str {
-    &id[..id.len().min(12)]
+    &id[..floor_char_boundary(id, 12)]
 }
 
 fn clip(s: &str) -> String {

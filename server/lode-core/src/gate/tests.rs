@@ -24,13 +24,14 @@ fn claim(text: &str, spans: &[(&str, &str)]) -> Claim {
     }
 }
 
-/// "coupled", "entailed" or "dropped@step".
+/// "coupled", "entailed", "evidence" (evidence only) or "dropped@step".
 fn verdict(c: Claim, scorer: &mut ScorerSlot<'_>) -> String {
     match check_one(c, &eligible(), scorer, &GateConfig::default()) {
         Outcome::Verified(v) => match v.verification {
             Verification::Coupled { .. } => "coupled".into(),
             Verification::Entailed { .. } => "entailed".into(),
         },
+        Outcome::EvidenceOnly(_) => "evidence".into(),
         Outcome::Dropped(d) => format!("dropped@{:?}", d.step),
     }
 }
@@ -57,20 +58,22 @@ fn verdict_table_without_a_model() {
         // a version the synthesizer was never given
         ("Staging certificates are rotated every 60 days.", &[("v9", "Staging certificates are rotated every 60 days.")], "dropped@SpanCheck"),
         // real quote, contradicting claim: changed number, changed date, dropped negation
-        ("Staging certificates are rotated every 90 days.", &[("v1", "Staging certificates are rotated every 60 days.")], "dropped@Entailment"),
-        ("The last rotation was on 2026-03-19.", &[("v1", "The last rotation\nwas on 2026-02-19.")], "dropped@Entailment"),
-        ("The failover did complete automatically", &[("v1", "The failover did not complete automatically.")], "dropped@Entailment"),
-        ("The cache is invalidated on deploy", &[("v1", "The cache isn't invalidated on deploy.")], "dropped@Entailment"),
+        ("Staging certificates are rotated every 90 days.", &[("v1", "Staging certificates are rotated every 60 days.")], "evidence"),
+        ("The last rotation was on 2026-03-19.", &[("v1", "The last rotation\nwas on 2026-02-19.")], "evidence"),
+        ("The failover did complete automatically", &[("v1", "The failover did not complete automatically.")], "evidence"),
+        ("The cache is invalidated on deploy", &[("v1", "The cache isn't invalidated on deploy.")], "evidence"),
         // a number that the span has, but bound to something else
-        ("Certificates are rotated every 90 days", &[("v3", "Certificates are valid for 90 days, but rotated every 60 days.")], "dropped@Entailment"),
+        ("Certificates are rotated every 90 days", &[("v3", "Certificates are valid for 90 days, but rotated every 60 days.")], "evidence"),
         ("Certificates are valid for 90 days", &[("v3", "Certificates are valid for 90 days, but rotated every 60 days.")], "coupled"),
-        ("The pool size is 40", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "coupled"),
+        // "pool size of 40" says "of": a paraphrase, not the source's words in order
+        ("The pool size is 40", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "evidence"),
+        ("a pool size of 40", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "coupled"),
         // a reordered claim is not coupled; it needs the entailment step
-        ("On 2026-02-19 the last rotation was done", &[("v1", "The   last rotation\nwas on 2026-02-19.")], "dropped@Entailment"),
+        ("On 2026-02-19 the last rotation was done", &[("v1", "The   last rotation\nwas on 2026-02-19.")], "evidence"),
         // paraphrase that drifts a number
-        ("The pool holds 50 connections in transaction mode", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "dropped@Entailment"),
+        ("The pool holds 50 connections in transaction mode", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "evidence"),
         // synthesis across two notes: no single span carries it
-        ("PgBouncer runs in transaction mode and the failover did not complete", &[("v2", "PgBouncer runs in transaction mode"), ("v1", "The failover did not complete automatically.")], "dropped@Entailment"),
+        ("PgBouncer runs in transaction mode and the failover did not complete", &[("v2", "PgBouncer runs in transaction mode"), ("v1", "The failover did not complete automatically.")], "evidence"),
         // a claim with nothing to check
         ("Is the", &[("v1", "Don won the award.")], "dropped@Content"),
         ("Nothing cited", &[], "dropped@SpanCheck"),
@@ -84,27 +87,25 @@ fn verdict_table_without_a_model() {
 }
 
 #[test]
-fn known_fail_open_exposure_of_fragment_containment() {
-    // Tokens are maximal letter/digit runs, so "maxmemory-policy" yields a bare "policy" and
-    // "DNS-01" a bare "dns": a claim naming only a fragment of a hyphenated identifier couples.
-    // This is accepted (docs/gate.md). If tokenization changes, this test must change with it.
+fn hyphenated_identifiers_are_whole_tokens() {
+    // Once an accepted exposure: "DNS" coupled with "DNS-01". Compounds are one token now.
     let mut none = ScorerSlot::None;
     let span = "We set `maxmemory-policy allkeys-lru` and use the DNS-01 challenge.";
-    assert_eq!(verdict(claim("the policy is allkeys-lru", &[("v1", span)]), &mut none), "coupled");
-    assert_eq!(verdict(claim("we use the DNS challenge", &[("v1", span)]), &mut none), "coupled");
+    assert_eq!(verdict(claim("the policy is allkeys-lru", &[("v1", span)]), &mut none), "evidence");
+    assert_eq!(verdict(claim("we use the DNS challenge", &[("v1", span)]), &mut none), "evidence");
+    assert_eq!(verdict(claim("use the DNS-01 challenge", &[("v1", span)]), &mut none), "coupled");
 }
 
 #[test]
 fn negation_cue_rules() {
-    let cues = |s: &str| negation_cues(s).into_iter().collect::<Vec<_>>();
-    assert_eq!(cues("It isn't here and we don’t know"), ["don't", "isn't"]);
-    assert_eq!(cues("Don won; nothing without a plan"), ["nothing", "without"]);
-    assert_eq!(cues("WON'T stop, can't stop, cannot"), ["can't", "cannot", "won't"]);
-    assert!(cues("the n't alone, donut, n'tx").is_empty());
-    // A cue the claim states itself does not block coupling; one it lacks does.
-    assert!(couples("the cache isn't invalidated", "The cache isn't invalidated on deploy."));
-    assert!(!couples("the cache invalidated on deploy", "The cache isn't invalidated on deploy."));
-    assert!(!couples("we have a plan", "we have no plan"));
+    let body = "The cache isn't invalidated on deploy. We have no plan.\nDon won; the job doesʼnt retry.\n";
+    assert!(couples_in("the cache isn't invalidated", body, "The cache isn't invalidated on deploy."));
+    assert!(couples_in("the cache isn’t invalidated", body, "The cache isn't invalidated on deploy."), "apostrophe look-alikes are one");
+    assert!(!couples_in("the cache invalidated on deploy", body, "The cache isn't invalidated on deploy."));
+    assert!(!couples_in("cache invalidated on deploy", body, "invalidated on deploy"));
+    assert!(!couples_in("we have a plan", body, "We have no plan."));
+    assert!(!couples_in("the job retries", body, "the job doesʼnt retry"));
+    assert!(couples_in("the job doesn't retry", body, "the job doesʼnt retry"));
 }
 
 #[test]
@@ -113,6 +114,7 @@ fn spans_are_located_exactly_or_after_whitespace_normalisation() {
     assert!(!norm);
     assert_eq!(&NOTE[r], "Staging certificates are rotated every 60 days.");
     let (r, norm) = locate(NOTE, "The last rotation was on 2026-02-19.").unwrap();
+    assert_eq!(locate_all("ab ab", "ab").len(), 2);
     assert!(norm);
     assert_eq!(&NOTE[r], "The   last rotation\nwas on 2026-02-19.");
     assert_eq!(locate(NOTE, "   "), None);
@@ -144,13 +146,13 @@ fn entailment_is_fail_closed_lazy_and_thresholded() {
     assert_eq!((loads.get(), calls.get()), (1, 2), "loaded once, scored per claim");
 
     let mut low = ScorerSlot::Loaded(Box::new(Fixed(0.5, Rc::new(Cell::new(0)))));
-    assert_eq!(verdict(synthesis.clone(), &mut low), "dropped@Entailment");
+    assert_eq!(verdict(synthesis.clone(), &mut low), "evidence");
     let mut at = ScorerSlot::Loaded(Box::new(Fixed(0.9, Rc::new(Cell::new(0)))));
-    assert_eq!(verdict(synthesis.clone(), &mut at), "dropped@Entailment", "the threshold must be exceeded");
+    assert_eq!(verdict(synthesis.clone(), &mut at), "evidence", "the threshold must be exceeded");
 
     let mut broken = ScorerSlot::lazy(|| Err("model.onnx: no such file".to_owned()));
     match check_one(synthesis, &eligible(), &mut broken, &GateConfig::default()) {
-        Outcome::Dropped(d) => assert!(d.reason.contains("no such file"), "{}", d.reason),
+        Outcome::EvidenceOnly(e) => assert!(e.reason.contains("no such file"), "{}", e.reason),
         other => panic!("{other:?}"),
     }
 }
@@ -162,4 +164,102 @@ fn fabricated_span_never_reaches_the_model() {
     let c = claim("Certificates last 10 years", &[("v1", "Certificates last 10 years.")]);
     assert_eq!(verdict(c, &mut slot), "dropped@SpanCheck");
     assert_eq!(calls.get(), 0);
+}
+
+#[test]
+fn markup_is_not_evidence() {
+    let body = "Certs rotate every 60 days.\n<!-- Certs rotate every 30 days. -->\nOld: ~~certs rotate every 90 days~~.\n\n```\ncerts rotate every 7 days\n```\n\n> **lode** — how often?\n>\n> - Certs rotate every 45 days [x](a.md) *(quoted & coupled)*\n";
+    let el: Eligible = HashMap::from([("v".to_owned(), body)]);
+    let run = |text: &str, quote: &str| match check_one(claim(text, &[("v", quote)]), &el, &mut ScorerSlot::None, &GateConfig::default()) {
+        Outcome::Verified(_) => "coupled".to_owned(),
+        Outcome::EvidenceOnly(_) => "evidence".to_owned(),
+        Outcome::Dropped(d) => format!("dropped@{:?}: {}", d.step, d.reason),
+    };
+    assert_eq!(run("Certs rotate every 60 days", "Certs rotate every 60 days."), "coupled");
+    assert!(run("Certs rotate every 30 days", "Certs rotate every 30 days.").contains("HTML comment"));
+    assert!(run("certs rotate every 90 days", "certs rotate every 90 days").contains("struck through"));
+    assert!(run("certs rotate every 7 days", "certs rotate every 7 days").contains("code block"), "code stated as prose");
+    assert!(!run("The script runs `certs rotate every 7 days`", "certs rotate every 7 days").starts_with("dropped"), "a claim quoting the code may cite it");
+    assert!(run("Certs rotate every 45 days", "Certs rotate every 45 days").contains("answer lode inserted"));
+}
+
+#[test]
+fn quotes_must_be_whole_words_and_short() {
+    let body = "Unencrypted backups are kept for 140 days at -5 C.\n";
+    let el: Eligible = HashMap::from([("v".to_owned(), body)]);
+    let step = |text: &str, quote: &str| match check_one(claim(text, &[("v", quote)]), &el, &mut ScorerSlot::None, &GateConfig::default()) {
+        Outcome::Dropped(d) => format!("{:?}", d.step),
+        Outcome::Verified(_) => "coupled".into(),
+        Outcome::EvidenceOnly(_) => "evidence".into(),
+    };
+    assert_eq!(step("encrypted backups are kept", "encrypted backups are kept"), "SpanCheck");
+    assert_eq!(step("backups are kept for 40 days", "40 days"), "SpanCheck");
+    assert_eq!(step("it is 5 C", "5 C"), "SpanCheck");
+    assert_eq!(step("Unencrypted backups are kept for 140 days", "Unencrypted backups are kept for 140 days"), "coupled");
+    let long = "word ".repeat(400);
+    let el: Eligible = HashMap::from([("v".to_owned(), long.as_str())]);
+    match check_one(claim("word word", &[("v", long.trim())]), &el, &mut ScorerSlot::None, &GateConfig::default()) {
+        Outcome::Dropped(d) => assert!(d.reason.contains("at most"), "{}", d.reason),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn labels_and_ids_with_multibyte_chars_do_not_panic() {
+    // Version ids come from model output: a label like "S1 — S2" must not be sliced mid-char.
+    let c = claim("Staging certificates rotate", &[("S1 — S2 ééééé", "x")]);
+    assert_eq!(verdict(c, &mut ScorerSlot::None), "dropped@SpanCheck");
+}
+
+/// One row of `fixtures/gate/adversarial.jsonl`.
+struct Row {
+    class: String,
+    expect: String,
+    claim: String,
+    spans: Vec<String>,
+    source: String,
+}
+
+fn adversarial_rows() -> Vec<Row> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/gate/adversarial.jsonl");
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{l}: {e}"));
+            let s = |k: &str| v[k].as_str().unwrap_or_else(|| panic!("{k} in {l}")).to_owned();
+            Row {
+                class: s("class"),
+                expect: s("expect"),
+                claim: s("claim"),
+                spans: v["spans"].as_array().unwrap().iter().map(|x| x.as_str().unwrap().to_owned()).collect(),
+                source: s("source"),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
+    let rows = adversarial_rows();
+    assert!(rows.len() >= 200, "the adversarial file has {} rows", rows.len());
+    let mut failures = Vec::new();
+    for r in &rows {
+        let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
+        let c = Claim {
+            text: r.claim.clone(),
+            support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect(),
+        };
+        let outcome = check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default());
+        let accepted = matches!(outcome, Outcome::Verified(_));
+        if accepted != (r.expect == "accept") {
+            let why = match &outcome {
+                Outcome::Dropped(d) => d.reason.clone(),
+                Outcome::EvidenceOnly(e) => e.reason.clone(),
+                Outcome::Verified(_) => "coupled".into(),
+            };
+            failures.push(format!("[{}] expect {}: {:?} ← {:?}: {why}", r.class, r.expect, r.claim, r.spans));
+        }
+    }
+    assert!(failures.is_empty(), "{} of {} rows wrong:\n{}", failures.len(), rows.len(), failures.join("\n"));
 }

@@ -1,0 +1,506 @@
+//! Extractive coupling (gate step 2): whether one quote carries a claim *as the source says it*.
+//!
+//! The claim's content tokens must appear, in order and contiguous (only glue may differ), inside
+//! the quote and inside one sentence of the source. Then the sentence around the quote is read:
+//! negation, modality and tense in the same clause, conditions, attribution, hedges and questions
+//! anywhere in the sentence, contrast words just before the run, comparators and units around a
+//! number at the run's edge, and a retraction right after, all block coupling unless the claim
+//! states them too. Every check here can only remove a coupling, never add one.
+
+use std::ops::Range;
+
+use super::lexicon::*;
+use super::markup;
+
+/// Longest quote accepted as evidence, in bytes: a quote is a sentence or two, not a note.
+pub const MAX_QUOTE_BYTES: usize = 1200;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Word,
+    Number,
+    Symbol,
+}
+
+/// A token with its byte range in the text it came from. `norm` is case-folded, without
+/// apostrophes (so `doesn't`, `doesʼnt` and `doesnt` are one word) and with minus signs as `-`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tok {
+    pub norm: String,
+    pub range: Range<usize>,
+    pub kind: Kind,
+}
+
+fn is_apostrophe(c: char) -> bool {
+    matches!(c, '\'' | '\u{2019}' | '\u{02BC}' | '\u{00B4}' | '\u{2018}' | '\u{FF07}' | '\u{2032}')
+}
+
+fn is_sign(c: char) -> bool {
+    matches!(c, '-' | '\u{2212}' | '+' | '\u{2013}')
+}
+
+fn is_symbol(c: char) -> bool {
+    matches!(c, '%' | '$' | '€' | '£' | '¥' | '<' | '>' | '≤' | '≥' | '~' | '≈' | '±' | '=' | '×' | '‰' | '+')
+}
+
+/// Tokens of `s`: words and numbers (hyphenated compounds, contractions, decimals, signed numbers
+/// and dates stay one token) and unit or comparison symbols. Tokens inside `skip` are left out.
+pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
+    let cs: Vec<(usize, char)> = s.char_indices().collect();
+    let end_of = |j: usize| cs.get(j).map_or(s.len(), |&(b, _)| b);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < cs.len() {
+        let (b, c) = cs[i];
+        let prev_alnum = i > 0 && cs[i - 1].1.is_alphanumeric();
+        let signed = is_sign(c) && !prev_alnum && cs.get(i + 1).is_some_and(|&(_, n)| n.is_ascii_digit());
+        if crate::text::is_cjk(c) {
+            // Scripts written without spaces: every character is a token.
+            out.push(Tok { norm: c.to_string(), range: b..end_of(i + 1), kind: Kind::Word });
+            i += 1;
+        } else if c.is_alphanumeric() || signed {
+            let mut j = i + 1;
+            loop {
+                if j < cs.len() && cs[j].1.is_alphanumeric() && !crate::text::is_cjk(cs[j].1) {
+                    j += 1;
+                    continue;
+                }
+                if j + 1 < cs.len() && cs[j - 1].1.is_alphanumeric() && cs[j + 1].1.is_alphanumeric() {
+                    let (p, jc, n) = (cs[j - 1].1, cs[j].1, cs[j + 1].1);
+                    let joins = match jc {
+                        '-' | '_' | '\u{2011}' | '.' => true,
+                        ',' | ':' => p.is_ascii_digit() && n.is_ascii_digit(),
+                        c if is_apostrophe(c) => p.is_alphabetic() && n.is_alphabetic(),
+                        _ => false,
+                    };
+                    if joins {
+                        j += 2;
+                        continue;
+                    }
+                }
+                break;
+            }
+            let range = b..end_of(j);
+            let raw = &s[range.clone()];
+            let norm: String = raw
+                .chars()
+                .filter(|&c| !is_apostrophe(c))
+                .map(|c| if c == '\u{2212}' || c == '\u{2013}' { '-' } else { c })
+                .flat_map(char::to_lowercase)
+                .collect();
+            let first = norm.trim_start_matches(['-', '+']).chars().next();
+            let kind = if first.is_some_and(|f| f.is_ascii_digit()) { Kind::Number } else { Kind::Word };
+            out.push(Tok { norm, range, kind });
+            i = j;
+        } else if is_symbol(c) && !blockquote_marker(s, b, c) {
+            out.push(Tok { norm: c.to_string(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
+            i += 1;
+        } else {
+            i += 1;
+        }
+    }
+    if !skip.is_empty() {
+        out.retain(|t| !skip.iter().any(|r| r.start <= t.range.start && t.range.end <= r.end));
+    }
+    out
+}
+
+/// A `>` that only marks a block quote (first non-space character of its line, or following
+/// other such markers).
+fn blockquote_marker(s: &str, at: usize, c: char) -> bool {
+    c == '>' && s[..at].rsplit('\n').next().is_some_and(|before| before.chars().all(|c| c == '>' || c == ' ' || c == '\t'))
+}
+
+fn is_glue(t: &Tok) -> bool {
+    t.kind == Kind::Word && GLUE.contains(&t.norm.as_str())
+}
+
+/// Whether the text between two tokens separates clauses: `, ; : | — –`, a spaced hyphen.
+fn clause_gap(gap: &str) -> bool {
+    gap.contains([',', ';', ':', '|', '—', '–']) || gap.contains(" - ") || gap.contains("--")
+}
+
+/// Sentence ranges of `body[window]`: a blank line, a list item, heading, table row or fence
+/// line, and `. ! ?` before whitespace (not after an abbreviation, an initial or a list number)
+/// end a sentence. Hard-wrapped lines stay one sentence.
+pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
+    let mut cuts: Vec<usize> = vec![window.start];
+    let mut pos = window.start;
+    for line in body[window.clone()].split_inclusive('\n') {
+        let start = pos;
+        pos += line.len();
+        let content = line.trim_start_matches([' ', '\t', '>']);
+        let lead = line.len() - content.len();
+        let t = content.trim_end();
+        let marker = t.is_empty()
+            || t.starts_with('#')
+            || t.starts_with('|')
+            || t.starts_with("```")
+            || t.starts_with("~~~")
+            || t.starts_with("<!--")
+            || list_marker(t);
+        if marker {
+            cuts.push(start);
+        }
+        if t.is_empty() || t.starts_with('#') || t.starts_with('|') || t.starts_with("```") || t.starts_with("~~~") {
+            cuts.push(pos);
+        }
+        // Sentence ends inside the line.
+        let text_start = start + lead;
+        let chars: Vec<(usize, char)> = content.char_indices().collect();
+        for (k, &(i, c)) in chars.iter().enumerate() {
+            let stop = match c {
+                '.' | '!' | '?' | '…' => {
+                    // Closing quotes and brackets stay with the sentence they close.
+                    let mut m = k + 1;
+                    while chars.get(m).is_some_and(|&(_, n)| matches!(n, '"' | '\'' | '’' | '”' | ')' | ']' | '*' | '_')) {
+                        m += 1;
+                    }
+                    let after_ok = chars.get(m).is_none_or(|&(_, n)| n.is_whitespace());
+                    after_ok && !(c == '.' && not_a_stop(content, i))
+                }
+                '。' | '！' | '？' => true,
+                _ => false,
+            };
+            if stop {
+                let mut m = k + 1;
+                while chars.get(m).is_some_and(|&(_, n)| !n.is_whitespace()) {
+                    m += 1;
+                }
+                cuts.push(text_start + chars.get(m).map_or(content.len(), |&(b, _)| b));
+            }
+        }
+    }
+    cuts.push(window.end);
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out = Vec::new();
+    for w in cuts.windows(2) {
+        let s = &body[w[0]..w[1]];
+        let lead = s.len() - s.trim_start().len();
+        let trail = s.len() - s.trim_end().len();
+        if w[0] + lead < w[1] - trail {
+            out.push(w[0] + lead..w[1] - trail);
+        }
+    }
+    out
+}
+
+fn list_marker(t: &str) -> bool {
+    if ["- ", "* ", "+ "].iter().any(|m| t.starts_with(m)) || matches!(t, "-" | "*" | "+") {
+        return true;
+    }
+    let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0 && digits <= 9 && (t[digits..].starts_with(". ") || t[digits..].starts_with(") "))
+}
+
+/// Whether the period at byte `dot` of `line` belongs to an abbreviation, an initial or a list
+/// number rather than ending a sentence.
+fn not_a_stop(line: &str, dot: usize) -> bool {
+    const ABBREVIATIONS: &[&str] = &["al", "approx", "cf", "dr", "e.g", "eg", "etc", "fig", "i.e", "ie", "mr", "mrs", "ms", "no", "vs", "st"];
+    let word_start = line[..dot].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    let word = &line[word_start..dot];
+    if word.is_empty() {
+        return false;
+    }
+    if word_start == 0 && word.len() <= 9 && word.bytes().all(|b| b.is_ascii_digit()) {
+        return true;
+    }
+    let mut letters = word.chars();
+    if letters.next().is_some_and(char::is_uppercase) && letters.next().is_none() {
+        return true;
+    }
+    let lower = word.trim_start_matches(['(', '"', '\'']).to_lowercase();
+    ABBREVIATIONS.contains(&lower.as_str())
+}
+
+/// The part of `body` a quote's context is read from: the paragraph(s) around `quote`, bounded.
+fn context_window(body: &str, quote: &Range<usize>) -> Range<usize> {
+    const REACH: usize = 4096;
+    let lo = crate::text::floor_char_boundary(body, quote.start.saturating_sub(REACH));
+    let hi = crate::text::floor_char_boundary(body, (quote.end + REACH).min(body.len()));
+    // Start on a line boundary when possible, so line-based markers are seen.
+    let start = match body[lo..quote.start].rfind("\n\n") {
+        Some(i) => lo + i + 2,
+        None if lo == 0 => 0,
+        None => body[lo..quote.start].find('\n').map_or(lo, |i| lo + i + 1),
+    };
+    // End after the paragraph that follows, so a correction there ("EDIT: wrong, …") is seen.
+    let para_end = body[quote.end..hi].find("\n\n").map_or(hi, |i| quote.end + i);
+    let end = body[para_end..hi].trim_start_matches('\n').find("\n\n").map_or(hi, |i| hi - body[para_end..hi].trim_start_matches('\n').len() + i);
+    start..end
+}
+
+/// `text` with the parts a reader does not read as words (see [`markup::unread`]) blanked to
+/// spaces, byte for byte, so offsets are unchanged.
+fn readable(text: &str) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for r in markup::unread(text) {
+        bytes[r].fill(b' ');
+    }
+    // Comments and struck-through text are not read either: a sentence reads on around them.
+    for (r, kind) in markup::not_evidence(text) {
+        if matches!(kind, markup::NotEvidence::HtmlComment | markup::NotEvidence::Strikethrough) {
+            bytes[r].fill(b' ');
+        }
+    }
+    // Unread ranges start and end on ASCII delimiters or char boundaries, and every byte of a
+    // blanked char is blanked, so this stays UTF-8; fall back to the text if it ever did not.
+    String::from_utf8(bytes).unwrap_or_else(|_| text.to_owned())
+}
+
+/// The sentence range(s) around `quote`, extended over a retraction that follows: what an
+/// "evidence only" display shows so a quote is never read out of its sentence.
+pub fn evidence_context(body: &str, quote: &Range<usize>) -> Range<usize> {
+    let window = context_window(body, quote);
+    let sents = sentences(body, window);
+    let touching: Vec<&Range<usize>> = sents.iter().filter(|s| s.start < quote.end && quote.start < s.end).collect();
+    let (Some(first), Some(last)) = (touching.first(), touching.last()) else { return quote.clone() };
+    let mut end = last.end.max(quote.end);
+    let idx = sents.iter().position(|s| s == *last).unwrap_or(0);
+    if let Some(next) = sents.get(idx + 1) {
+        if retracts(body, last, next) {
+            end = next.end;
+        }
+    }
+    first.start.min(quote.start)..end
+}
+
+/// Why a quote is not a well-formed piece of evidence, if it is not: it cuts a word or number,
+/// or is too long.
+pub fn malformed_quote(body: &str, quote: &Range<usize>) -> Option<String> {
+    if quote.len() > MAX_QUOTE_BYTES {
+        return Some(format!("the quote is {} bytes long; a quote is at most {MAX_QUOTE_BYTES} bytes, not a whole note", quote.len()));
+    }
+    let line_start = body[..quote.start].rfind('\n').map_or(0, |i| i + 1);
+    let line_end = body[quote.end..].find('\n').map_or(body.len(), |i| quote.end + i);
+    let line = &body[line_start..line_end];
+    for t in lex(line, &[]) {
+        let r = t.range.start + line_start..t.range.end + line_start;
+        let cuts_start = r.start < quote.start && quote.start < r.end;
+        let cuts_end = r.start < quote.end && quote.end < r.end;
+        if cuts_start || cuts_end {
+            let at = if cuts_start { "starts" } else { "ends" };
+            return Some(format!("the quote {at} inside the word {:?} of the source", &body[r]));
+        }
+    }
+    None
+}
+
+/// Coupling of `claim` with the quote at `quote` in `body`: `Ok` when it couples, else why not.
+pub fn couple(claim: &str, body: &str, quote: &Range<usize>) -> Result<(), String> {
+    let claim = &readable(claim);
+    let claim_toks: Vec<Tok> = lex(claim, &[]).into_iter().filter(|t| !is_glue(t)).collect();
+    if claim_toks.len() < 2 {
+        return Err("the claim has too few words to be carried by a quote".into());
+    }
+    // Punctuation between consecutive claim tokens: a run may cross a clause boundary of the
+    // source only where the claim has one too.
+    let claim_gaps: Vec<bool> = claim_toks.windows(2).map(|w| clause_gap(&claim[w[0].range.end..w[1].range.start])).collect();
+    let window = context_window(body, quote);
+    // The window with link destinations, URLs and tags blanked: tokens and clause gaps are read
+    // from it; offsets are the body's.
+    let blanked = format!("{}{}", " ".repeat(window.start), readable(&body[window.clone()]));
+    let body = blanked.as_str();
+    let sents = sentences(body, window.clone());
+    let mut why = "the claim's words are not in one sentence of the quote, in the same order".to_owned();
+    for (si, sent) in sents.iter().enumerate() {
+        if !(sent.start < quote.end && quote.start < sent.end) {
+            continue;
+        }
+        let text = &body[sent.clone()];
+        let toks: Vec<Tok> = lex(text, &[])
+            .into_iter()
+            .map(|mut t| {
+                t.range = t.range.start + sent.start..t.range.end + sent.start;
+                t
+            })
+            .collect();
+        let content: Vec<usize> = (0..toks.len()).filter(|&i| !is_glue(&toks[i])).collect();
+        let inside = |i: usize| quote.start <= toks[i].range.start && toks[i].range.end <= quote.end;
+        let n = claim_toks.len();
+        for s in 0..content.len().saturating_sub(n - 1) {
+            let run = &content[s..s + n];
+            if !run.iter().zip(&claim_toks).all(|(&i, c)| toks[i].norm == c.norm && inside(i)) {
+                continue;
+            }
+            let crosses = run.windows(2).zip(&claim_gaps).any(|(w, &claim_gap)| {
+                !claim_gap && clause_gap(&body[toks[w[0]].range.end..toks[w[1]].range.start])
+            });
+            if crosses {
+                why = "the claim joins words the source keeps in separate clauses".into();
+                continue;
+            }
+            let next = sents.get(si + 1);
+            match scope(body, sent, &toks, run[0]..run[n - 1] + 1, next) {
+                Ok(()) => return Ok(()),
+                Err(e) => why = e,
+            }
+        }
+    }
+    Err(why)
+}
+
+/// Whether the text between two tokens ends a *part* of a sentence: a semicolon, colon or dash,
+/// or a comma before a coordinator ("…, and if it crashes"). Conditions, attribution and hedges
+/// reach to the end of their part, not across it.
+fn part_gap(gap: &str, next: &Tok) -> bool {
+    let strong = gap.contains([';', ':', '—', '–']) || gap.contains(" - ") || gap.contains("--");
+    let coordinated = next.kind == Kind::Word
+        && (PART_OPENERS.contains(&next.norm.as_str()) && gap.contains(',') || STRONG_COORDINATORS.contains(&next.norm.as_str()));
+    strong || coordinated
+}
+
+/// Reads the sentence around a matched run (token indices `run` of `toks`).
+fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next: Option<&Range<usize>>) -> Result<(), String> {
+    let text = body[sent.clone()].trim_end_matches(['"', '\'', ')', ']', '*', '_', '”', '’', ' ']);
+    if text.ends_with('?') || text.ends_with('？') {
+        return Err("the source sentence is a question, not a statement".into());
+    }
+    // Clause and part index of every token: punctuation boundaries and coordinators open a new
+    // clause; strong boundaries open a new part.
+    let mut clause = vec![0usize; toks.len()];
+    let mut part = vec![0usize; toks.len()];
+    let mut part_start = vec![true; toks.len()];
+    for i in 1..toks.len() {
+        let gap = &body[toks[i - 1].range.end..toks[i].range.start];
+        let opens = clause_gap(gap) || (toks[i].kind == Kind::Word && COORDINATORS.contains(&toks[i].norm.as_str()));
+        clause[i] = clause[i - 1] + usize::from(opens);
+        let new_part = part_gap(gap, &toks[i]);
+        part[i] = part[i - 1] + usize::from(new_part);
+        part_start[i] = new_part;
+    }
+    let (first, last) = (run.start, run.end - 1);
+    let in_clause = |i: usize| clause[i] >= clause[first] && clause[i] <= clause[last];
+    let in_part = |i: usize| part[i] >= part[first] && part[i] <= part[last];
+    for (i, t) in toks.iter().enumerate() {
+        if run.contains(&i) || t.kind != Kind::Word {
+            continue;
+        }
+        let w = t.norm.as_str();
+        // "Wrong, …" / "No, …" opening a part answers something said before, not this part.
+        let interjection = part_start[i]
+            && (FALSITY.contains(&w) || is_negation(w) || w == "actually")
+            && toks.get(i + 1).is_some_and(|n| body[t.range.end..n.range.start].contains(','));
+        if interjection {
+            continue;
+        }
+        let bigram = |a: &str, b: &str| w == a && toks.get(i + 1).is_some_and(|n| n.norm == b);
+        if in_part(i) {
+            if SENTENCE_MARKERS.contains(&w) || FALSITY.contains(&w) && w != "thought" {
+                return Err(format!("the source says {w:?} around the quote, which the claim leaves out"));
+            }
+            if bigram("in", "case") || bigram("so", "called") || bigram("what", "if") || bigram("as", "long") || bigram("in", "the") && toks.get(i + 2).is_some_and(|n| n.norm == "event") {
+                return Err(format!("the source says {w:?} {:?} around the quote, which the claim leaves out", toks[i + 1].norm));
+            }
+        }
+        if w == "thought" {
+            return Err("the source says \"thought\" around the quote, which the claim leaves out".into());
+        }
+        if in_clause(i) {
+            if is_negation(w) {
+                return Err(format!("the quoted clause is negated by {w:?} in the source"));
+            }
+            if CLAUSE_CUES.contains(&w) || bigram("used", "to") {
+                return Err(format!("the quoted clause says {w:?} in the source, which the claim leaves out"));
+            }
+        }
+    }
+    // Subject-auxiliary inversion opening the sentence: "Should the migration fail, …",
+    // "Had we known, …", "Were it cached, …" — a condition (or a question), not an assertion.
+    if first > 0 && toks[0].kind == Kind::Word && INVERTED_OPENERS.contains(&toks[0].norm.as_str()) {
+        return Err(format!("the source sentence opens with {:?}: a condition, not an assertion", toks[0].norm));
+    }
+    // Reported speech: "… concluded that X", "… is a myth that X".
+    if first >= 2 && toks[first - 1].norm == "that" && toks[first - 2].kind == Kind::Word && clause[first - 1] == clause[first] {
+        return Err(format!("the quote is what the source reports after \"{} that\", not what it asserts", toks[first - 2].norm));
+    }
+    // Contrast just before the run, in its clause: "instead of B", "rather than B", "not B".
+    for i in first.saturating_sub(3)..first {
+        let w = toks[i].norm.as_str();
+        if clause[i] == clause[first] && (CONTRAST.contains(&w) || is_negation(w)) {
+            return Err(format!("the quote follows {w:?}: the source contrasts it, not asserts it"));
+        }
+    }
+    // A number at the run's edges keeps its comparator, sign, currency and unit.
+    if toks[first].kind == Kind::Number && first > 0 {
+        let p = &toks[first - 1];
+        let range_before = matches!(p.norm.as_str(), "and" | "to" | "or") && first >= 2 && toks[first - 2].kind == Kind::Number;
+        if p.kind != Kind::Word || COMPARATORS.contains(&p.norm.as_str()) || range_before {
+            return Err(format!("the number {:?} is qualified by {:?} in the source", toks[first].norm, p.norm));
+        }
+    }
+    if toks[last].kind == Kind::Number {
+        if let Some(n) = toks.get(last + 1).filter(|_| clause[last + 1] == clause[last]) {
+            if n.kind != Kind::Word || !AFTER_NUMBER_OK.contains(&n.norm.as_str()) {
+                return Err(format!("the number {:?} is followed by {:?} in the source", toks[last].norm, n.norm));
+            }
+        }
+    }
+    // A later part of the same sentence that takes it back: "…, but it isn't", "… — that was
+    // premature", "…, which is a myth".
+    let mut i = last + 1;
+    while i < toks.len() {
+        let c = clause[i];
+        let j = (i..toks.len()).find(|&k| clause[k] != c).unwrap_or(toks.len());
+        if clause[i] != clause[last] && (bare_retraction(&toks[i..j]) || anaphoric_falsity(&toks[i..j])) {
+            return Err("the source takes the statement back in the same sentence".into());
+        }
+        i = j;
+    }
+    if let Some(next) = next {
+        if retracts(body, sent, next) {
+            return Err(format!("the next sentence takes it back: {:?}", clip(&body[next.clone()])));
+        }
+    }
+    Ok(())
+}
+
+/// "that was premature", "which is a myth": an anaphor, then a word calling it false.
+fn anaphoric_falsity(toks: &[Tok]) -> bool {
+    let mut words = toks.iter().map(|t| t.norm.as_str()).skip_while(|w| COORDINATORS.contains(w));
+    words.next().is_some_and(|w| ANAPHORS.contains(&w)) && toks.iter().any(|t| FALSITY.contains(&t.norm.as_str()))
+}
+
+/// Tokens that consist of a negation or falsity word and filler only: "it is not", "not really".
+fn bare_retraction(toks: &[Tok]) -> bool {
+    let mut cue = false;
+    for t in toks {
+        let w = t.norm.as_str();
+        if is_negation(w) || FALSITY.contains(&w) {
+            cue = true;
+        } else if !(GLUE.contains(&w) || RETRACTION_FILLER.contains(&w) || COORDINATORS.contains(&w) || CLAUSE_CUES.contains(&w)) {
+            return false;
+        }
+    }
+    cue
+}
+
+/// Whether sentence `next` takes back sentence `sent`: it opens with "Correction", "Edit",
+/// "Actually", "Scratch that"…; or it opens with an anaphor or "I"/"we" and calls it false; or
+/// its first part is a bare retraction ("It is not — …", "Not anymore.").
+fn retracts(body: &str, _sent: &Range<usize>, next: &Range<usize>) -> bool {
+    let text = &body[next.clone()];
+    let toks = lex(text, &[]);
+    let Some(first) = toks.first() else { return false };
+    if RETRACTION_OPENERS.contains(&first.norm.as_str()) {
+        return true;
+    }
+    if toks.len() <= 24 && (ANAPHORS.contains(&first.norm.as_str()) || matches!(first.norm.as_str(), "i" | "we"))
+        && toks.iter().any(|t| FALSITY.contains(&t.norm.as_str()))
+    {
+        return true;
+    }
+    // The first part, up to a strong boundary.
+    let end = (1..toks.len()).find(|&i| part_gap(&text[toks[i - 1].range.end..toks[i].range.start], &toks[i])).unwrap_or(toks.len());
+    bare_retraction(&toks[..end])
+}
+
+fn clip(s: &str) -> String {
+    let c: String = s.chars().take(60).collect();
+    if c.len() < s.len() {
+        format!("{c}…")
+    } else {
+        c
+    }
+}
