@@ -16,22 +16,48 @@ pub fn parse(block: &str) -> Vec<(String, String)> {
         if key.is_empty() || key.contains(' ') {
             continue;
         }
-        out.push((key, unquote(v.trim()).to_owned()));
+        out.push((key, value(v).to_owned()));
     }
     out
 }
 
-fn unquote(v: &str) -> &str {
+/// The value of a `key: value` line: unquoted, without a trailing comment. A `#` starts a
+/// comment only when whitespace precedes it (as in YAML and TOML), so `a#b` and `#` inside
+/// quotes stay. A quoted value followed by a comment (`"a # b" # note`) keeps its quoted text.
+fn value(raw: &str) -> &str {
+    let v = raw.trim();
     for q in ['"', '\''] {
-        if v.len() >= 2 && v.starts_with(q) && v.ends_with(q) {
-            return &v[1..v.len() - 1];
+        let Some(inner) = v.strip_prefix(q) else { continue };
+        if let Some(end) = inner.find(q) {
+            if inner[end + 1..].trim_start().starts_with('#') {
+                return &inner[..end];
+            }
         }
+        if let Some(inner) = inner.strip_suffix(q) {
+            return inner;
+        }
+    }
+    strip_comment(raw).trim()
+}
+
+/// `v` up to a `#` that starts a comment: the first one at the start or after whitespace.
+pub fn strip_comment(v: &str) -> &str {
+    let mut prev_space = true;
+    for (i, c) in v.char_indices() {
+        if c == '#' && prev_space {
+            return &v[..i];
+        }
+        prev_space = c.is_whitespace();
     }
     v
 }
 
-/// Interprets a frontmatter value as a boolean flag (`true`, `yes`, `on`, `1`).
+/// Interprets a frontmatter value as a boolean flag (`true`, `yes`, `on`, `1`). A trailing
+/// comment is ignored, so metadata stored before comments were stripped still reads as the flag.
 pub fn is_true(v: &str) -> bool {
+    let v = v.trim();
+    let v = strip_comment(v).trim();
+    let v = v.strip_prefix(['"', '\'']).and_then(|x| x.strip_suffix(['"', '\''])).unwrap_or(v);
     matches!(v.trim().to_lowercase().as_str(), "true" | "yes" | "on" | "1")
 }
 
@@ -52,5 +78,34 @@ mod tests {
             ]
         );
         assert!(is_true("yes"));
+    }
+
+    #[test]
+    fn inline_comments_are_not_values() {
+        let fm = "---\nno_egress: true  # private\nno-egress: yes # x\nurl: a#b\nquoted: \"x # y\"\nsingle: 'x # y' # note\n\
+            hash: #\ntags: [a, b] # c\nempty:\ntitle: C# notes\ninner: \"a\"b\"\n---";
+        assert_eq!(
+            parse(fm),
+            vec![
+                ("no_egress".into(), "true".into()),
+                ("no-egress".into(), "yes".into()),
+                ("url".into(), "a#b".into()),
+                ("quoted".into(), "x # y".into()),
+                ("single".into(), "x # y".into()),
+                ("hash".into(), "".into()),
+                ("tags".into(), "[a, b]".into()),
+                ("empty".into(), "".into()),
+                ("title".into(), "C# notes".into()),
+                ("inner".into(), "a\"b".into()),
+            ]
+        );
+        let toml = "+++\nno_egress = \"true\" # private\n+++";
+        assert_eq!(parse(toml), vec![("no_egress".into(), "true".into())]);
+        for v in ["true  # private", "yes # x", "\"true\"", " on ", "1"] {
+            assert!(is_true(v), "{v:?}");
+        }
+        for v in ["false # true", "# true", "no", "", "truely"] {
+            assert!(!is_true(v), "{v:?}");
+        }
     }
 }

@@ -255,6 +255,13 @@ impl<'t> Walker<'t> {
                 }
             }
             Some(Role::Container) => {
+                // An answer lode inserted earlier is not the user's note: never indexed, so it
+                // can never be retrieved or become evidence for a later answer.
+                if node.kind() == "block_quote"
+                    && self.text[range.clone()].trim_start().starts_with(crate::gate::markup::LODE_ANSWER_OPENER)
+                {
+                    return;
+                }
                 if node.kind() == "block_quote" && self.fits(&range) {
                     self.leaf(range, PassageKind::Quote, path, parent, false);
                 } else {

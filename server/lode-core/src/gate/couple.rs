@@ -92,6 +92,10 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             let kind = if first.is_some_and(|f| f.is_ascii_digit()) { Kind::Number } else { Kind::Word };
             out.push(Tok { norm, range, kind });
             i = j;
+        } else if is_sign(c) && !prev_alnum && cs.get(i + 1).is_some_and(|&(_, n)| matches!(n, '$' | '€' | '£' | '¥')) {
+            // "−£240": the sign of an amount is content too.
+            out.push(Tok { norm: "-".into(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
+            i += 1;
         } else if is_symbol(c) && !blockquote_marker(s, b, c) {
             out.push(Tok { norm: c.to_string(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
             i += 1;
@@ -422,6 +426,18 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             return Err(format!("the quote follows {w:?}: the source contrasts it, not asserts it"));
         }
     }
+    // "everything but X", "all except X": the run is the exception.
+    for i in first.saturating_sub(3)..first {
+        if toks[i].norm == "but" && i > 0 && UNIVERSALS.contains(&toks[i - 1].norm.as_str()) {
+            return Err(format!("the quote follows \"{} but\": the source excepts it", toks[i - 1].norm));
+        }
+    }
+    // "open daily except Mondays": an exception right after the run.
+    if let Some(n) = toks.get(last + 1) {
+        if EXCEPTIONS.contains(&n.norm.as_str()) {
+            return Err(format!("the source goes on {:?} right after the quote, which the claim leaves out", n.norm));
+        }
+    }
     // A number at the run's edges keeps its comparator, sign, currency and unit.
     if toks[first].kind == Kind::Number && first > 0 {
         let p = &toks[first - 1];
@@ -481,14 +497,22 @@ fn bare_retraction(toks: &[Tok]) -> bool {
 /// its first part is a bare retraction ("It is not — …", "Not anymore.").
 fn retracts(body: &str, _sent: &Range<usize>, next: &Range<usize>) -> bool {
     let text = &body[next.clone()];
-    let toks = lex(text, &[]);
-    let Some(first) = toks.first() else { return false };
-    if RETRACTION_OPENERS.contains(&first.norm.as_str()) {
+    // "— from the vendor's deck": an attribution line under a quotation.
+    if text.starts_with(['—', '―', '–']) || text.starts_with("-- ") {
         return true;
     }
-    if toks.len() <= 24 && (ANAPHORS.contains(&first.norm.as_str()) || matches!(first.norm.as_str(), "i" | "we"))
-        && toks.iter().any(|t| FALSITY.contains(&t.norm.as_str()))
-    {
+    let toks = lex(text, &[]);
+    let Some(first) = toks.first() else { return false };
+    let w = |i: usize| toks.get(i).map_or("", |t| t.norm.as_str());
+    if RETRACTION_OPENERS.contains(&w(0)) || (w(0) == "never" && w(1) == "mind") {
+        return true;
+    }
+    if toks.len() <= 24 && toks.iter().any(|t| REVERSALS.contains(&t.norm.as_str())) {
+        return true;
+    }
+    let anaphor = ANAPHORS.contains(&first.norm.as_str()) || matches!(first.norm.as_str(), "i" | "we");
+    let false_now = toks.iter().any(|t| FALSITY.contains(&t.norm.as_str()) || matches!(t.norm.as_str(), "until" | "anymore" | "longer"));
+    if toks.len() <= 24 && anaphor && false_now {
         return true;
     }
     // The first part, up to a strong boundary.

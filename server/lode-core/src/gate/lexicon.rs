@@ -51,7 +51,19 @@ pub const SENTENCE_MARKERS: &[&str] = &[
 
 /// Words that, right before the quoted run, put it in contrast ("instead of B", "rather than B").
 pub const CONTRAST: &[&str] =
-    &["besides", "except", "excluding", "instead", "rather", "than", "unlike", "versus", "vs"];
+    &["apart", "besides", "except", "excluding", "instead", "rather", "than", "unlike", "versus", "vs"];
+
+/// Words right after the quoted run that carve an exception out of it ("daily except Mondays").
+pub const EXCEPTIONS: &[&str] = &["apart", "barring", "besides", "except", "excepting", "excluding", "save"];
+
+/// Words before "but" that make it mean "except" ("everything but the yoghurt").
+pub const UNIVERSALS: &[&str] = &["all", "anybody", "anyone", "anything", "everybody", "everyone", "everything", "nobody", "none", "nothing"];
+
+/// Verbs that reverse an earlier statement, wherever they stand in the next sentence.
+pub const REVERSALS: &[&str] = &[
+    "cancelled", "canceled", "debunked", "disproved", "disproven", "invalidated", "overturned",
+    "rescinded", "retracted", "reversed", "revoked", "withdrawn", "withdrew",
+];
 
 /// Words that qualify a number right after them ("more than 10", "up to 5", "about 3").
 pub const COMPARATORS: &[&str] = &[
@@ -74,7 +86,7 @@ pub const COORDINATORS: &[&str] =
 
 /// Words that say an earlier statement is false or outdated.
 pub const FALSITY: &[&str] = &[
-    "debunked", "disproved", "false", "inaccurate", "incorrect", "misconception", "mistaken",
+    "debunked", "disproved", "disproven", "false", "inaccurate", "incorrect", "misconception", "mistaken",
     "myth", "obsolete", "outdated", "premature", "retracted", "ruled", "superseded", "thought",
     "untrue", "withdrawn", "wrong",
 ];
