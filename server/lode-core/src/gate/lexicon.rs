@@ -61,8 +61,8 @@ pub const UNIVERSALS: &[&str] = &["all", "anybody", "anyone", "anything", "every
 
 /// Verbs that reverse an earlier statement, wherever they stand in the next sentence.
 pub const REVERSALS: &[&str] = &[
-    "cancelled", "canceled", "debunked", "disproved", "disproven", "invalidated", "overturned",
-    "rescinded", "retracted", "reversed", "revoked", "withdrawn", "withdrew",
+    "cancelled", "canceled", "debunked", "disproved", "disproven", "overturned",
+    "rescinded", "retracted", "revoked", "withdrawn", "withdrew",
 ];
 
 /// Words that qualify a number right after them ("more than 10", "up to 5", "about 3").

@@ -266,3 +266,4 @@ fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
     }
     assert!(failures.is_empty(), "{} of {} rows wrong:\n{}", failures.len(), rows.len(), failures.join("\n"));
 }
+
