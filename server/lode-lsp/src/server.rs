@@ -4,7 +4,10 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock, RwLock};
+use std::sync::{Arc, OnceLock};
+
+// parking_lot locks do not poison: a panic in one request cannot make every later request fail.
+use parking_lot::{Mutex, RwLock};
 use std::time::Instant;
 
 use lode_answer::egress::EgressRules;
@@ -61,7 +64,7 @@ fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings) -> (std::s
                     .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
             });
             match loaded {
-                Ok(m) => *shared.lock().unwrap() = Some(m),
+                Ok(m) => *shared.lock() = Some(m),
                 Err(e) => {
                     tracing::warn!("dense retrieval off: {e}");
                     return;
@@ -70,7 +73,7 @@ fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings) -> (std::s
             let Ok(mut store) = Store::open(&db, opts) else { return };
             while rx.recv().is_ok() {
                 while rx.try_recv().is_ok() {} // coalesce kicks
-                let mut guard = shared.lock().unwrap();
+                let mut guard = shared.lock();
                 let Some((e, i)) = guard.as_mut() else { return };
                 if let Err(err) = lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true) {
                     tracing::warn!("embedding failed: {err}");
@@ -102,7 +105,7 @@ impl State {
     /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
     fn kick(&self) {
         if let Some(k) = &self.kick {
-            let _ = k.lock().unwrap().send(());
+            let _ = k.lock().send(());
         }
     }
 }
@@ -165,7 +168,7 @@ struct AskParams {
 impl Backend {
     fn state(&self) -> Result<Arc<State>> {
         if self.state.get().is_none() {
-            if let Some(root) = self.root.lock().unwrap().take() {
+            if let Some(root) = self.root.lock().take() {
                 let _ = self.state.set(self.open_state(root));
             }
         }
@@ -177,7 +180,7 @@ impl Backend {
     }
 
     fn enc(&self) -> Encoding {
-        *self.enc.read().unwrap()
+        *self.enc.read()
     }
 
     /// The vault-relative path of a document, if it is a markdown file inside the vault.
@@ -188,7 +191,7 @@ impl Backend {
     }
 
     fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
-        let docs = self.docs.lock().unwrap();
+        let docs = self.docs.lock();
         docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string()))
     }
 
@@ -218,7 +221,7 @@ impl Backend {
                     }
                     None => (None, Arc::new(Mutex::new(None))),
                 };
-                let kick_writer = kick.as_ref().map(|k| k.lock().unwrap().clone());
+                let kick_writer = kick.as_ref().map(|k| k.lock().clone());
                 Ok(Arc::new(State {
                     root,
                     settings,
@@ -247,9 +250,9 @@ impl Backend {
         let state = self.state()?;
         let st = state.clone();
         blocking(move || {
-            let store = st.reader.lock().map_err(|e| e.to_string())?;
+            let store = st.reader.lock();
             let stats = store.stats().map_err(|e| e.to_string())?;
-            let model = st.dense.try_lock().ok().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
+            let model = st.dense.try_lock().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
             let fresh = match &model {
                 Some(m) => Some(store.vector_freshness(m).map_err(|e| e.to_string())?),
                 None => None,
@@ -282,7 +285,7 @@ impl Backend {
             Some(u) => Some(Self::rel(&state, u).ok_or_else(|| invalid(format!("{} is not a note in this vault", u.as_str())))?),
             None => None,
         };
-        let answer = self.answer(&state, p.question, pinned, p.limit).await?;
+        let answer = self.answer(&state, p.question, None, pinned, p.limit).await?;
         let enc = self.enc();
         let partial = state.scanning.load(Ordering::SeqCst);
         let reader = state.reader.clone();
@@ -291,7 +294,7 @@ impl Backend {
         // Every citation also gets its note's URI and an LSP range in the cited version.
         let claims = answer.claims.clone();
         let ranges = blocking(move || {
-            let store = reader.lock().map_err(|e| e.to_string())?;
+            let store = reader.lock();
             let mut out = Vec::new();
             for c in &claims {
                 let mut per = Vec::new();
@@ -321,23 +324,32 @@ impl Backend {
         Ok(v)
     }
 
-    async fn answer(&self, state: &Arc<State>, question: String, pinned: Option<String>, limit: Option<usize>) -> Result<lode_answer::Answer> {
+    async fn answer(
+        &self,
+        state: &Arc<State>,
+        question: String,
+        origin: Option<String>,
+        pinned: Option<String>,
+        limit: Option<usize>,
+    ) -> Result<lode_answer::Answer> {
         let st = state.clone();
         blocking(move || {
-            let store = st.reader.lock().map_err(|e| e.to_string())?;
+            let store = st.reader.lock();
             // While the vector thread is embedding, answer lexically rather than wait for it.
-            let mut dense = st.dense.try_lock().ok();
+            let mut dense = st.dense.try_lock();
             let models = match dense.as_mut().and_then(|g| g.as_mut()) {
                 Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
                 None => lode_retrieval::Models::default(),
             };
             let mut cfg = st.settings.ask.clone();
+            cfg.vault_root = Some(st.root.clone());
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
             }
-            lode_answer::ask(
+            lode_answer::ask_from(
                 &store,
                 &question,
+                origin.as_deref(),
                 pinned.as_deref(),
                 &cfg,
                 &st.settings.rules,
@@ -358,7 +370,7 @@ impl Backend {
         let enc = self.enc();
         let reader = state.reader.clone();
         let diags = blocking(move || {
-            let store = reader.lock().map_err(|e| e.to_string())?;
+            let store = reader.lock();
             let mut out = Vec::new();
             for c in lode_core::citation::find_all(&text) {
                 let range = position::range(&rope, c.range.clone(), enc);
@@ -412,7 +424,7 @@ impl Backend {
     }
 
     async fn refresh_open_diagnostics(&self) {
-        let uris: Vec<String> = self.docs.lock().unwrap().keys().cloned().collect();
+        let uris: Vec<String> = self.docs.lock().keys().cloned().collect();
         for u in uris {
             if let Ok(uri) = u.parse::<Uri>() {
                 self.publish_citation_diagnostics(uri).await;
@@ -492,7 +504,8 @@ impl Backend {
         }
         let rel = Self::rel(&state, &uri).unwrap_or_else(|| "untitled.md".into());
         let pinned_path = if pinned { Some(rel.clone()) } else { None };
-        let answer = self.answer(&state, question, pinned_path, None).await?;
+        // The question is text of this note: egress rules for the note apply to it.
+        let answer = self.answer(&state, question, Some(rel.clone()), pinned_path, None).await?;
         let md = lode_answer::render::markdown(&answer, &rel);
         // Insert after the question's line.
         let end_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start));
@@ -521,14 +534,14 @@ impl LanguageServer for Backend {
             .as_ref()
             .and_then(|g| g.position_encodings.as_ref())
             .is_some_and(|e| e.contains(&PositionEncodingKind::UTF8));
-        *self.enc.write().unwrap() = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
+        *self.enc.write() = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
         #[allow(deprecated)]
         let root = self
             .vault_override
             .clone()
             .or_else(|| params.workspace_folders.as_ref().and_then(|f| f.first()).and_then(|f| f.uri.to_file_path().map(|p| p.into_owned())))
             .or_else(|| params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())));
-        *self.root.lock().unwrap() = Some(root);
+        *self.root.lock() = Some(root);
 
         Ok(InitializeResult {
             server_info: Some(ServerInfo { name: "lode".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
@@ -572,14 +585,14 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri;
-        self.docs.lock().unwrap().insert(uri.as_str().to_owned(), Doc { rope: Rope::from_str(&params.text_document.text) });
+        self.docs.lock().insert(uri.as_str().to_owned(), Doc { rope: Rope::from_str(&params.text_document.text) });
         self.publish_citation_diagnostics(uri).await;
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
         // Buffers only: no index work per keystroke.
         let enc = self.enc();
-        let mut docs = self.docs.lock().unwrap();
+        let mut docs = self.docs.lock();
         let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
         for change in params.content_changes {
             match change.range {
@@ -614,7 +627,7 @@ impl LanguageServer for Backend {
     }
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
-        self.docs.lock().unwrap().remove(params.text_document.uri.as_str());
+        self.docs.lock().remove(params.text_document.uri.as_str());
         self.client.publish_diagnostics(params.text_document.uri, Vec::new(), None).await;
     }
 
@@ -623,7 +636,7 @@ impl LanguageServer for Backend {
         let mut last = None;
         for change in params.changes {
             let Some(rel) = Self::rel(&state, &change.uri) else { continue };
-            if self.docs.lock().unwrap().contains_key(change.uri.as_str()) && change.typ != FileChangeType::DELETED {
+            if self.docs.lock().contains_key(change.uri.as_str()) && change.typ != FileChangeType::DELETED {
                 continue; // open buffers are indexed on save
             }
             let abs = state.root.join(&rel);
@@ -641,7 +654,7 @@ impl LanguageServer for Backend {
         let range = position::range(&rope, c.range.clone(), enc);
         let reader = state.reader.clone();
         let md = blocking(move || {
-            let store = reader.lock().map_err(|e| e.to_string())?;
+            let store = reader.lock();
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
             };
@@ -678,7 +691,7 @@ impl LanguageServer for Backend {
         let root = state.root.clone();
         let docs = self.docs.clone();
         let loc = blocking(move || {
-            let store = reader.lock().map_err(|e| e.to_string())?;
+            let store = reader.lock();
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
@@ -687,7 +700,7 @@ impl LanguageServer for Backend {
             if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
                 let abs = root.join(&path);
                 let target = Uri::from_file_path(&abs).ok_or("bad path")?;
-                let open = docs.lock().unwrap().get(target.as_str()).map(|d| d.rope.clone());
+                let open = docs.lock().get(target.as_str()).map(|d| d.rope.clone());
                 let (rope, text) = match open {
                     Some(r) => {
                         let t = r.to_string();
@@ -809,7 +822,7 @@ impl LanguageServer for Backend {
         let root = state.root.clone();
         let q = params.query.to_lowercase();
         let syms = blocking(move || {
-            let store = reader.lock().map_err(|e| e.to_string())?;
+            let store = reader.lock();
             let mut out = Vec::new();
             for (path, name, line, is_title) in store.symbols(&q, 200).map_err(|e| e.to_string())? {
                 let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };

@@ -1,5 +1,7 @@
-//! The cross-encoder: scores (query, passage) pairs jointly. Reranks fused candidates, and —
-//! the sigmoid of its logit — serves the gate as entailment scorer.
+//! Cross-encoders: the reranker scores (query, passage) pairs jointly; the NLI model classifies
+//! (premise, hypothesis) pairs and serves the gate as its entailment step. A reranker's relevance
+//! is not entailment ("every 90 days" is highly relevant to "every 60 days"), so only an NLI
+//! model can be the gate's scorer.
 
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
@@ -64,6 +66,17 @@ impl OnnxModel {
             .map_err(|e| ModelError::model(&tok_path, e))?;
         tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
         Ok(OnnxModel { manifest, session, tokenizer, inputs, output, path: model_path })
+    }
+
+    /// Tokens of a (first, second) pair before truncation, special tokens included.
+    pub fn untruncated_len(&self, first: &str, second: &str) -> Result<usize, ModelError> {
+        let mut t = self.tokenizer.clone();
+        t.with_truncation(None).map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: e.to_string() })?;
+        t.with_padding(None);
+        let enc = t
+            .encode((first.to_owned(), second.to_owned()), true)
+            .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
+        Ok(enc.get_ids().len())
     }
 
     /// Runs a batch; returns the output's shape and data and each row's attention mask.
@@ -156,11 +169,64 @@ impl CrossEncoder {
     }
 }
 
-/// The sigmoid of the logit for (claim, premise): the claim in the query slot, the cited spans in
-/// the passage slot, as a reranker judges how well a passage answers a query.
-impl lode_core::gate::EntailmentScorer for CrossEncoder {
+/// A natural-language-inference model: the softmax probability of the `entailment` label for
+/// (premise, hypothesis), premise first, as NLI models are trained.
+pub struct NliModel {
+    model: OnnxModel,
+    entailment: usize,
+}
+
+impl NliModel {
+    pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<NliModel, ModelError> {
+        let manifest = Manifest::load(dir)?;
+        if manifest.kind != ModelKind::Nli {
+            return Err(ModelError::model(
+                dir,
+                format!(
+                    "{} is a {:?}, not an NLI model: a reranker's relevance score is not entailment. [models] nli needs a model \
+                     whose lode-model.toml says kind = \"nli\" and lists its `labels` (see docs/gate.md)",
+                    manifest.id, manifest.kind
+                ),
+            ));
+        }
+        let entailment = manifest.labels.iter().position(|l| l.eq_ignore_ascii_case("entailment")).unwrap_or(0);
+        Ok(NliModel { model: OnnxModel::load(dir, manifest, runtime, threads)?, entailment })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.model.manifest.id
+    }
+
+    /// Label probabilities for (premise, hypothesis), in the manifest's label order. Errors when
+    /// the pair does not fit the model: a truncated claim could hide a false clause at its end.
+    pub fn classify(&mut self, premise: &str, hypothesis: &str) -> Result<Vec<f32>, ModelError> {
+        let id = self.model.manifest.id.clone();
+        let max = self.model.manifest.max_length;
+        let tokens = self.model.untruncated_len(premise, hypothesis)?;
+        if tokens > max {
+            return Err(ModelError::Inference {
+                model: id,
+                detail: format!("the cited sentences and the claim are {tokens} tokens; the model reads {max}, and a truncated claim is not checked"),
+            });
+        }
+        let (shape, data, _) = self.model.run(vec![(premise.to_owned(), hypothesis.to_owned()).into()])?;
+        let n = self.model.manifest.labels.len();
+        if shape.as_slice() != [1, n as i64] {
+            return Err(ModelError::Inference {
+                model: id,
+                detail: format!("output shape {shape:?}, but the manifest lists {n} labels"),
+            });
+        }
+        let m = data.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        let exp: Vec<f32> = data.iter().map(|x| (x - m).exp()).collect();
+        let sum: f32 = exp.iter().sum();
+        Ok(exp.into_iter().map(|e| e / sum).collect())
+    }
+}
+
+impl lode_core::gate::EntailmentScorer for NliModel {
     fn entailment(&mut self, premise: &str, hypothesis: &str) -> Result<f32, String> {
-        let logit = self.score(hypothesis, &[premise]).map_err(|e| e.to_string())?;
-        Ok(1.0 / (1.0 + (-logit[0]).exp()))
+        let probs = self.classify(premise, hypothesis).map_err(|e| e.to_string())?;
+        Ok(probs[self.entailment])
     }
 }

@@ -12,7 +12,7 @@ mod runtime;
 
 use std::path::PathBuf;
 
-pub use cross::CrossEncoder;
+pub use cross::{CrossEncoder, NliModel};
 pub use embedder::Embedder;
 pub use manifest::{Manifest, ModelKind, Pooling};
 pub use runtime::{environment, runtime_candidates};

@@ -10,7 +10,10 @@ use crate::ModelError;
 #[serde(rename_all = "kebab-case")]
 pub enum ModelKind {
     Embedder,
+    /// A reranker: one relevance logit per (query, passage) pair.
     CrossEncoder,
+    /// A natural-language-inference classifier: one logit per label for (premise, hypothesis).
+    Nli,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -50,6 +53,10 @@ pub struct Manifest {
     /// Output tensor to read (default: the model's first output).
     #[serde(default)]
     pub output: Option<String>,
+    /// NLI models: the label of each output logit, in order (e.g. `["contradiction",
+    /// "entailment", "neutral"]`); one must be `entailment`.
+    #[serde(default)]
+    pub labels: Vec<String>,
 }
 
 fn default_pooling() -> Pooling {
@@ -70,6 +77,12 @@ impl Manifest {
         }
         if m.kind == ModelKind::Embedder && m.dimensions == 0 {
             return Err(ModelError::model(&path, "an embedder needs `dimensions`"));
+        }
+        if m.kind == ModelKind::Nli && !m.labels.iter().any(|l| l.eq_ignore_ascii_case("entailment")) {
+            return Err(ModelError::model(
+                &path,
+                format!("an NLI model needs `labels` naming each logit, one of them \"entailment\" (has: {:?})", m.labels),
+            ));
         }
         Ok(m)
     }

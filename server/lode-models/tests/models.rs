@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use lode_core::gate::EntailmentScorer;
-use lode_models::{CrossEncoder, Embedder, ModelError};
+use lode_models::{CrossEncoder, Embedder, ModelError, NliModel};
 
 use lode_testing::models;
 
@@ -138,7 +138,33 @@ fn tiny_cross_encoder_loads_batches_and_reorders() {
     assert_eq!((scores[3], scores[11], scores[15], scores[0]), (3.0, 2.0, -3.0, 0.0));
     // Only the passage slot counts: the query's own words do not.
     assert_eq!(ce.score("banana banana", &["plain"]).unwrap(), [0.0]);
-    // As the gate's entailment scorer: the sigmoid of the logit.
-    let p = ce.entailment("banana banana cherry", "claim").unwrap();
-    assert!((p - 1.0 / (1.0 + (-5.0f32).exp())).abs() < 1e-6, "{p}");
+}
+
+#[test]
+fn nli_model_honours_its_label_order_and_premise_first() {
+    // tiny-nli's labels are [contradiction, entailment, neutral]; its logits come from the
+    // hypothesis (second segment) only: banana → entailment, rotten → contradiction.
+    let mut nli = NliModel::load(&models().join("tiny-nli"), None, 1).unwrap();
+    let probs = nli.classify("premise text", "banana").unwrap();
+    let (e3, one) = (3.0f32.exp(), 1.0f32.exp());
+    let want = [1.0 / (1.0 + e3 + one), e3 / (1.0 + e3 + one), one / (1.0 + e3 + one)];
+    assert!((probs[1] - want[1]).abs() < 1e-5 && (probs[0] - want[0]).abs() < 1e-2, "{probs:?}");
+    let p = nli.entailment("premise text", "banana").unwrap();
+    assert!(p > 0.8, "entailment is the second label, not the first or last: {p}");
+    assert!(nli.entailment("premise text", "rotten").unwrap() < 0.1);
+    // The premise goes first: its words do not count as the hypothesis.
+    assert!(nli.entailment("banana banana", "plain claim").unwrap() < 0.2);
+    // A pair too long for the model (max_length 32) is refused, not truncated.
+    let long = "word ".repeat(40);
+    let e = nli.entailment("premise", &format!("banana {long}")).unwrap_err();
+    assert!(e.contains("truncated"), "{e}");
+}
+
+#[test]
+fn a_reranker_is_not_an_nli_model() {
+    let e = match NliModel::load(&models().join("tiny-cross-encoder"), None, 1) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a reranker loaded as NLI"),
+    };
+    assert!(e.contains("not an NLI model") && e.contains("kind = \"nli\""), "{e}");
 }

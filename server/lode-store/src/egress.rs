@@ -47,12 +47,20 @@ impl Store {
 
     /// Frontmatter metadata of a note (an object of strings).
     pub fn note_meta(&self, note_id: i64) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
-        let meta: Option<String> = self
+        use rusqlite::OptionalExtension;
+        // Egress decisions rest on this: an error is an error, never "no metadata".
+        let meta: Option<Option<String>> = self
             .conn
             .query_row("SELECT meta FROM notes WHERE id = ?1", [note_id], |r| r.get(0))
-            .map_err(|e| self.err(e))
-            .ok();
-        Ok(meta.and_then(|m| serde_json::from_str(&m).ok()).unwrap_or_default())
+            .optional()
+            .map_err(|e| self.err(e))?;
+        match meta.flatten() {
+            None => Ok(serde_json::Map::new()),
+            Some(m) => serde_json::from_str(&m).map_err(|e| StoreError::Corrupt {
+                path: self.path().to_path_buf(),
+                detail: format!("metadata of note {note_id} is not a JSON object: {e}"),
+            }),
+        }
     }
 
     /// Inverse document frequency of each term over head passages (BM25's formula), for ranking

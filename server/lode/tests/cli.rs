@@ -278,9 +278,9 @@ fn the_gate_uses_a_configured_entailment_model() {
             .stderr(std::process::Stdio::piped())
             .spawn()
             .unwrap();
-        // Not contained in either span (synthesis), so only entailment can keep it. The tiny
-        // cross-encoder scores the premise's "banana" tokens: logit 4 → sigmoid 0.98.
-        let line = serde_json::json!({"claim": "the fruit stand sells two kinds of fruit",
+        // Not contained in either span (synthesis), so only entailment can keep it. The tiny NLI
+        // model reads the hypothesis: two "banana" tokens → entailment logit 6 → p = 0.991.
+        let line = serde_json::json!({"claim": "the stand sells banana after banana",
             "spans": ["a banana stand", "another banana"], "source": "We saw a banana stand and another banana."});
         child.stdin.take().unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
         let o = child.wait_with_output().unwrap();
@@ -288,11 +288,16 @@ fn the_gate_uses_a_configured_entailment_model() {
     };
     let without = run(&[]);
     assert_eq!((without["verdict"].as_str(), without["step"].as_str()), (Some("dropped"), Some("entailment")));
+    assert_eq!(without["rung"], "evidence_only", "{without}");
     assert!(without["reason"].as_str().unwrap().contains("no entailment model"));
-    let with = run(&["--nli", "tiny-cross-encoder"]);
+    let with = run(&["--nli", "tiny-nli"]);
     assert_eq!(with["verdict"], "entailed", "{with}");
-    assert!((with["score"].as_f64().unwrap() - 0.982).abs() < 0.001, "{with}");
-    assert_eq!(with["label"], "entailed (0.98)");
-    let strict = run(&["--nli", "tiny-cross-encoder", "--threshold", "0.99"]);
+    assert!((with["score"].as_f64().unwrap() - 0.9909).abs() < 0.001, "{with}");
+    assert_eq!(with["label"], "entailed (0.99)");
+    // A reranker cannot serve as the entailment step: relevance is not entailment.
+    let reranker = run(&["--nli", "tiny-cross-encoder"]);
+    assert_eq!(reranker["verdict"], "dropped");
+    assert!(reranker["reason"].as_str().unwrap().contains("not an NLI model"), "{reranker}");
+    let strict = run(&["--nli", "tiny-nli", "--threshold", "0.995"]);
     assert_eq!(strict["verdict"], "dropped");
 }

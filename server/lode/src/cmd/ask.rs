@@ -52,7 +52,9 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
         reranker: loaded.reranker.as_mut(),
     };
     let mut scorer = nli_scorer(&vault);
-    let answer = ask(&store, &question, args.pinned.as_deref(), &vault.config.ask_config(), &rules, &synth, models, &mut scorer)?;
+    let mut cfg = vault.config.ask_config();
+    cfg.vault_root = Some(vault.root.clone());
+    let answer = ask(&store, &question, args.pinned.as_deref(), &cfg, &rules, &synth, models, &mut scorer)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     if args.vault.json {
@@ -70,7 +72,7 @@ pub fn nli_scorer(vault: &Vault) -> ScorerSlot<'static> {
     let m = vault.config.models.clone();
     match m.nli.clone() {
         Some(name) => ScorerSlot::lazy(move || {
-            lode_models::CrossEncoder::load(&m.resolve(&name), m.runtime.as_deref(), m.threads)
+            lode_models::NliModel::load(&m.resolve(&name), m.runtime.as_deref(), m.threads)
                 .map(|ce| Box::new(ce) as Box<dyn lode_core::gate::EntailmentScorer>)
                 .map_err(|e| e.to_string())
         }),
@@ -79,6 +81,9 @@ pub fn nli_scorer(vault: &Vault) -> ScorerSlot<'static> {
 }
 
 fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<()> {
+    if let Some(n) = &a.notice {
+        writeln!(out, "note: {n}")?;
+    }
     if a.abstained {
         writeln!(out, "{}", a.abstain_reason.as_deref().unwrap_or("your notes don't answer this"))?;
         if !a.related.is_empty() {
@@ -91,9 +96,15 @@ fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<
         }
     }
     for (i, c) in a.claims.iter().enumerate() {
-        writeln!(out, "{}. {}", i + 1, c.text)?;
+        // Terminal control characters in model or note text are not passed to the terminal.
+        let text: String = c.text.chars().filter(|ch| !ch.is_control()).collect();
+        match c.rung {
+            lode_answer::Rung::Verified => writeln!(out, "{}. {}", i + 1, text)?,
+            lode_answer::Rung::EvidenceOnly => writeln!(out, "{}. “{}”  ({})", i + 1, text, c.label)?,
+        }
         for cit in &c.citations {
-            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, &cit.version_id[..12], lode_core::text::normalize_whitespace(&cit.quoted_span))?;
+            let vid = &cit.version_id[..lode_core::text::floor_char_boundary(&cit.version_id, 12)];
+            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, vid, lode_core::text::normalize_whitespace(&cit.quoted_span))?;
         }
     }
     for w in &a.withheld {

@@ -30,6 +30,10 @@ pub enum EvalCommand {
 pub struct GateEvalArgs {
     /// claims.jsonl: {claim, doc_id, label: SUPPORT|REFUTE, rationale: [sentences]}
     pub claims: PathBuf,
+    /// Adversarial files ({class, expect: accept|reject, claim, spans, source} per line, e.g.
+    /// fixtures/gate/adversarial.jsonl): accepted distortions and lost faithful claims per class
+    #[arg(long, value_name = "FILE")]
+    pub adversarial: Vec<PathBuf>,
     /// corpus.jsonl holding the documents [default: beside the claims file]
     #[arg(long)]
     pub corpus: Option<PathBuf>,
@@ -391,8 +395,55 @@ pub fn perturb(sentence: &str) -> String {
     sentence.replacen(longest, "unrelated", 1)
 }
 
+#[derive(Deserialize)]
+struct AdversarialRow {
+    class: String,
+    expect: String,
+    claim: String,
+    spans: Vec<String>,
+    source: String,
+}
+
+/// Per class of an adversarial file: distortions accepted, faithful claims lost (no NLI model:
+/// the deterministic steps alone).
+fn adversarial_report(path: &Path) -> Result<serde_json::Value> {
+    use lode_core::gate::{GateConfig, ScorerSlot};
+    let rows: Vec<AdversarialRow> = read_jsonl(path)?;
+    let cfg = GateConfig::default();
+    let mut by_class: std::collections::BTreeMap<String, [usize; 4]> = std::collections::BTreeMap::new();
+    let mut wrong = Vec::new();
+    for r in &rows {
+        let v = super::gate::verdict(&r.claim, &r.spans, &r.source, &mut ScorerSlot::None, &cfg);
+        let accepted = v["verdict"] == "coupled" || v["verdict"] == "entailed";
+        let e = by_class.entry(r.class.clone()).or_default();
+        match r.expect.as_str() {
+            "reject" => {
+                e[0] += 1;
+                e[1] += usize::from(accepted);
+            }
+            "accept" => {
+                e[2] += 1;
+                e[3] += usize::from(!accepted);
+            }
+            other => bail!("{}: expect must be accept or reject, not {other:?}", path.display()),
+        }
+        if accepted != (r.expect == "accept") {
+            wrong.push(serde_json::json!({"class": r.class, "expect": r.expect, "claim": r.claim, "verdict": v}));
+        }
+    }
+    let classes: serde_json::Map<String, serde_json::Value> = by_class
+        .iter()
+        .map(|(c, n)| (c.clone(), serde_json::json!({"distortions": n[0], "distortions_accepted": n[1], "faithful": n[2], "faithful_lost": n[3]})))
+        .collect();
+    let total = by_class.values().fold([0; 4], |a, n| [a[0] + n[0], a[1] + n[1], a[2] + n[2], a[3] + n[3]]);
+    Ok(serde_json::json!({"file": path.display().to_string(), "rows": rows.len(),
+        "distortions": total[0], "distortions_accepted": total[1], "faithful": total[2], "faithful_lost": total[3],
+        "classes": classes, "wrong": wrong}))
+}
+
 fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
     use lode_core::gate::{GateConfig, ScorerSlot};
+    let adversarial: Vec<serde_json::Value> = args.adversarial.iter().map(|p| adversarial_report(p)).collect::<Result<_>>()?;
     let rows: Vec<ClaimRow> = read_jsonl(&args.claims)?;
     let corpus_path = args
         .corpus
@@ -447,6 +498,7 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
         "perturbed_rejected_share": perturbed_rejected as f64 / perturbed.max(1) as f64,
         "refute_accepted_examples": refute_examples,
         "verdicts_by_step": steps,
+        "adversarial": adversarial,
     });
     if args.json {
         println!("{v}");

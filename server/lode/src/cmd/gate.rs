@@ -19,7 +19,7 @@ pub struct GateArgs {
     /// Entailment threshold for step 3
     #[arg(long, default_value_t = GateConfig::default().entailment_threshold)]
     pub threshold: f32,
-    /// Cross-encoder / NLI model for step 3 (a folder under the models dir, or a path); without
+    /// NLI model for step 3 (kind = "nli" in its lode-model.toml) (a folder under the models dir, or a path); without
     /// one, claims that are not quoted outright are dropped
     #[arg(long, value_name = "MODEL")]
     pub nli: Option<String>,
@@ -49,6 +49,9 @@ pub fn verdict(claim: &str, spans: &[String], source: &str, scorer: &mut ScorerS
             serde_json::json!({"verdict": verdict, "step": step, "label": v.label, "score": score,
                                "spans": v.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()})
         }
+        // The claim is not verified; an answer would show its evidence only.
+        Outcome::EvidenceOnly(e) => serde_json::json!({"verdict": "dropped", "step": "entailment", "rung": "evidence_only", "reason": e.reason,
+                                                      "spans": e.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()}),
         Outcome::Dropped(d) => serde_json::json!({"verdict": "dropped", "step": d.step, "reason": d.reason}),
     }
 }
@@ -58,7 +61,7 @@ pub fn run(args: GateArgs) -> Result<ExitCode> {
     let models = crate::config::ModelsSection::default();
     let mut scorer = match args.nli.clone() {
         Some(name) => ScorerSlot::lazy(move || {
-            lode_models::CrossEncoder::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
+            lode_models::NliModel::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
                 .map(|ce| Box::new(ce) as Box<dyn lode_core::gate::EntailmentScorer>)
                 .map_err(|e| e.to_string())
         }),
