@@ -66,6 +66,10 @@ impl LlmConfig {
         if !(self.endpoint.starts_with("http://") || self.endpoint.starts_with("https://")) {
             return Err(LlmError::Config(format!("endpoint {:?} must start with http:// or https://", self.endpoint)));
         }
+        // Where such a URL's host ends is up to the parser; egress decisions need one answer.
+        if self.endpoint.contains(|c: char| c == '\\' || c.is_whitespace()) {
+            return Err(LlmError::Config(format!("endpoint {:?} must not contain spaces or backslashes", self.endpoint)));
+        }
         if self.model.trim().is_empty() {
             return Err(LlmError::Config("model is empty".into()));
         }
@@ -328,13 +332,18 @@ mod tests {
             ("https://api.openai.com/v1", Some(false), true),
             ("http://192.168.1.5:8000/v1", Some(false), true),
             ("http://localhost.evil.com/v1", Some(false), true),
-            // A backslash ends the authority for URL parsers, so the host here is evil.com.
+            // A backslash makes the host ambiguous (evil.com for URL parsers), so it is remote.
             ("http://evil.com\\@127.0.0.1/v1", Some(false), true),
             ("http://127.0.0.1\\@evil.com/v1", Some(false), true),
         ];
         for (endpoint, remote, want) in cases {
             assert_eq!(cfg(endpoint, remote).is_remote(), want, "{endpoint} remote={remote:?}");
         }
+        let bad = LlmConfig { endpoint: "http://evil.com\\@127.0.0.1/v1".into(), model: "m".into(), ..Default::default() };
+        assert_eq!(
+            bad.validate().unwrap_err().to_string(),
+            "LLM settings: endpoint \"http://evil.com\\\\@127.0.0.1/v1\" must not contain spaces or backslashes"
+        );
     }
 
     #[test]

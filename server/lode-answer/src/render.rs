@@ -28,7 +28,8 @@ pub fn markdown(answer: &Answer, from: &str) -> String {
             Rung::Verified => text,
             Rung::EvidenceOnly => format!("“{text}”"),
         };
-        out.push_str(&format!("> - {shown} {} *({})*\n", links.join(" "), plain_text(&c.label)));
+        // The label is lode's own text, shown as written.
+        out.push_str(&format!("> - {shown} {} *({})*\n", links.join(" "), c.label));
     }
     if !answer.withheld.is_empty() {
         out.push_str(&format!(">\n> {} passages were withheld from remote synthesis (no-egress).\n", answer.withheld.len()));

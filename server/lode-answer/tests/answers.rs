@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use lode_answer::egress::EgressRules;
 use lode_answer::llm::LlmConfig;
-use lode_answer::{ask, Answer, AskConfig, AskError, Synthesizer};
+use lode_answer::{ask, Answer, AskConfig, AskError, Rung, Synthesizer};
 use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
@@ -186,14 +186,36 @@ fn the_four_failure_modes_are_dropped_and_valid_claims_pass() {
     );
     let a = a.unwrap();
     assert_eq!(requests.len(), 1);
-    let kept: Vec<&str> = a.claims.iter().map(|c| c.text.as_str()).collect();
+    let kept: Vec<&str> = a.claims.iter().filter(|c| c.rung == Rung::Verified).map(|c| c.text.as_str()).collect();
     assert_eq!(kept, ["Staging certificates are rotated every 60 days", "The last rotation was done on 2026-02-19"]);
+    // Fabricated quotes and unknown labels are dropped.
     let steps: Vec<Step> = a.dropped.iter().map(|d| d.step).collect();
+    assert_eq!(steps, [Step::SpanCheck, Step::SpanCheck]);
+    // Real quotes under unverifiable wording: shown as evidence only — the cited sentences,
+    // never the model's sentence — after the verified claims.
+    let evidence: Vec<&lode_answer::AnswerClaim> = a.claims.iter().filter(|c| c.rung == Rung::EvidenceOnly).collect();
+    assert_eq!(evidence.len(), 5);
+    assert!(a.claims[..2].iter().all(|c| c.rung == Rung::Verified), "verified first");
+    let shown: Vec<&str> = evidence.iter().map(|c| c.text.as_str()).collect();
     assert_eq!(
-        steps,
-        [Step::SpanCheck, Step::Entailment, Step::Entailment, Step::Entailment, Step::Entailment, Step::Entailment, Step::SpanCheck]
+        shown,
+        [
+            FAILOVER,
+            ROTATION,
+            LAST,
+            ROTATION,
+            &format!("{LAST} … {FAILOVER}")[..],
+        ]
     );
-    assert!(a.dropped[1].reason.contains("no entailment model"), "fail-closed: {}", a.dropped[1].reason);
+    for c in &evidence {
+        let model = c.unverified_text.as_deref().unwrap();
+        assert_ne!(c.text, model);
+        assert!(c.verification.is_none() && c.label.starts_with("evidence only"));
+        assert!(c.reason.as_deref().unwrap().contains("no entailment model"), "fail-closed: {:?}", c.reason);
+        for cit in &c.citations {
+            assert!(c.text.contains(lode_core::text::normalize_whitespace(&cit.quoted_span).as_str()), "cited at the sentence shown");
+        }
+    }
     assert!(!a.abstained);
     assert_eq!(a.synthesizer, "llm:scripted");
 }
@@ -282,13 +304,17 @@ fn broken_endpoints_give_clear_errors() {
     let v = vault(&[]);
     let q = "How often are staging certificates rotated?";
     let rules = EgressRules::default();
-    // Truncated JSON in the message.
+    // Truncated JSON in the message: an unusable reply is not an error; the extractive answer
+    // is given instead, labelled as such.
     let (a, _) = ask_llm(&v, q, None, false, &rules, |_| "{\"claims\": [{\"text\": \"Cert".to_owned());
-    assert!(matches!(a, Err(AskError::Llm(_))), "{a:?}");
-    // Not JSON at all.
+    let a = a.unwrap();
+    assert!(a.synthesizer.starts_with("extractive (fallback from llm:scripted)"), "{}", a.synthesizer);
+    assert!(a.notice.as_deref().unwrap().contains("could not be used"), "{:?}", a.notice);
+    assert!(a.claims.iter().any(|c| c.text.contains("every 60 days")));
+    // Not JSON at all, with HTTP 200: the same.
     let fake = FakeLlm::start(Box::new(|_| (200, "<html>502 Bad Gateway</html>".to_owned())));
-    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap_err();
-    assert!(e.to_string().contains("not JSON"), "{e}");
+    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap();
+    assert!(a.notice.as_deref().unwrap().contains("not JSON"), "{:?}", a.notice);
     // 401: no retry, the body is shown.
     let fake = FakeLlm::start(Box::new(|_| (401, "{\"error\":\"invalid api key\"}".to_owned())));
     let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap_err();
@@ -307,4 +333,51 @@ fn broken_endpoints_give_clear_errors() {
     let dead = llm("http://127.0.0.1:9/v1", false);
     let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &dead, Models::default(), &mut ScorerSlot::None).unwrap_err();
     assert!(e.to_string().contains("unreachable"), "{e}");
+}
+
+#[test]
+fn a_question_from_a_no_egress_note_never_reaches_a_remote_model() {
+    let diary = "---\nno_egress: true  # private\n---\n# Diary\n\nHow often are staging certificates rotated, and what is Mei's salary?\n";
+    let v = vault(&[("private/diary.md", diary)]);
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    let q = "How often are staging certificates rotated, and what is Mei's salary?";
+    let a = lode_answer::ask_from(
+        &v.store, q, Some("private/diary.md"), None, &AskConfig::default(), &EgressRules::default(),
+        &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None,
+    )
+    .unwrap();
+    assert!(fake.requests.lock().unwrap().is_empty(), "the question left the machine");
+    assert_eq!(a.synthesizer, "extractive");
+    assert!(a.notice.as_deref().unwrap().contains("private/diary.md"), "{:?}", a.notice);
+    assert!(v.store.egress_log().unwrap().is_empty());
+}
+
+#[test]
+fn frontmatter_changed_on_disk_since_indexing_withholds_the_note() {
+    let v = vault(&[("notes/budget.md", "# Budget\n\nThe staging certificates budget is 12000 euros.\n")]);
+    // The user marks the note private; the index has not seen the change yet.
+    std::fs::write(v.root.join("notes/budget.md"), "---\nno-egress: yes # changed today\n---\n# Budget\n\nThe staging certificates budget is 12000 euros.\n").unwrap();
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    let cfg = AskConfig { vault_root: Some(v.root.clone()), ..AskConfig::default() };
+    let a = ask(&v.store, "staging certificates budget", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None).unwrap();
+    let sent = fake.requests.lock().unwrap().concat();
+    assert!(!sent.contains("12000"), "stale metadata let a private note leave");
+    assert!(a.withheld.iter().any(|w| w.path == "notes/budget.md"), "{:?}", a.withheld);
+}
+
+#[test]
+fn secrets_split_by_the_window_and_in_the_question_are_redacted() {
+    let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\nQyNTUxOQAAACDs1Vb2gvZ3JpZGRlcGxveWtleWV4YW1wbGVleGFtcGxlZXhh\n-----END OPENSSH PRIVATE KEY-----";
+    let note = format!("# Deploy key rotation\n\nThe staging deploy key rotation happens yearly and the key is:\n{key}\nAfter rotation, update the deploy key rotation checklist.\n");
+    let v = vault(&[("notes/deploy.md", &note)]);
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    // A small window cuts the key in half around the passage.
+    let cfg = AskConfig { parent_window: 120, ..AskConfig::default() };
+    let a = ask(&v.store, "deploy key rotation? my password: hunter2x", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None);
+    assert!(a.is_ok(), "{a:?}");
+    let sent = fake.requests.lock().unwrap().concat();
+    assert!(!sent.is_empty());
+    for part in ["b3BlbnNzaC1rZXkt", "QyNTUxOQAAACDs1Vb2", "BEGIN OPENSSH", "hunter2x"] {
+        assert!(!sent.contains(part), "{part} left the machine:\n{sent}");
+    }
 }

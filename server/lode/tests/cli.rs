@@ -191,7 +191,7 @@ fn gate_reads_json_lines_and_reports_each() {
         .unwrap();
     let source = "Certificates are valid for 90 days, but rotated every 60 days. The cache isn't flushed.";
     let lines = [
-        serde_json::json!({"claim": "Certificates are rotated every 60 days", "spans": ["Certificates are valid for 90 days, but rotated every 60 days."], "source": source}),
+        serde_json::json!({"claim": "Certificates are valid for 90 days", "spans": ["Certificates are valid for 90 days, but rotated every 60 days."], "source": source}),
         serde_json::json!({"claim": "Certificates are rotated every 90 days", "spans": ["Certificates are valid for 90 days, but rotated every 60 days."], "source": source}),
         serde_json::json!({"claim": "The cache is flushed", "spans": ["The cache isn't flushed."], "source": source}),
         serde_json::json!({"claim": "made up", "spans": ["a quote from nowhere"], "source": source}),
