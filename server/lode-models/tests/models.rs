@@ -153,7 +153,8 @@ fn nli_model_honours_its_label_order_and_premise_first() {
     assert!(p > 0.8, "entailment is the second label, not the first or last: {p}");
     assert!(nli.entailment("premise text", "rotten").unwrap() < 0.1);
     // The premise goes first: its words do not count as the hypothesis.
-    assert!(nli.entailment("banana banana", "plain claim").unwrap() < 0.2);
+    // (logits [0, 0, 1]: 1 / (2 + e) = 0.21; had the premise been read, 0.99.)
+    assert!(nli.entailment("banana banana", "plain claim").unwrap() < 0.25);
     // A pair too long for the model (max_length 32) is refused, not truncated.
     let long = "word ".repeat(40);
     let e = nli.entailment("premise", &format!("banana {long}")).unwrap_err();
