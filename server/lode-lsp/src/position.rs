@@ -43,6 +43,22 @@ pub fn offset(rope: &Rope, pos: Position, enc: Encoding) -> usize {
     start + bytes
 }
 
+/// Applies one notification's content changes to a buffer, in order: each range is read in the
+/// text the previous change left, as editors send them. A change without a range replaces all.
+pub fn apply_changes(rope: &mut Rope, changes: impl IntoIterator<Item = (Option<Range>, String)>, enc: Encoding) {
+    for (range, text) in changes {
+        match range {
+            Some(r) => {
+                let b = byte_range(rope, r, enc);
+                let (s, e) = (rope.byte_to_char(b.start), rope.byte_to_char(b.end.max(b.start)));
+                rope.remove(s..e);
+                rope.insert(s, &text);
+            }
+            None => *rope = Rope::from_str(&text),
+        }
+    }
+}
+
 /// LSP position of byte `offset` (clamped to the text, and back to a char boundary).
 pub fn position(rope: &Rope, offset: usize, enc: Encoding) -> Position {
     let mut offset = offset.min(rope.len_bytes());
@@ -120,5 +136,81 @@ mod tests {
         assert_eq!(offset(&rope, p(99, 0), Encoding::Utf16), rope.len_bytes());
         assert_eq!(position(&rope, 999, Encoding::Utf16), p(2, 0));
         assert_eq!(position(&rope, 6, Encoding::Utf8), p(1, 0), "inside a char: back to its start");
+    }
+
+    /// An editor's own reading of LSP positions, written independently of ropey: lines end at
+    /// `\n`, `\r\n` or `\r` only.
+    fn reference_offset(text: &str, pos: Position, enc: Encoding) -> usize {
+        let mut line_start = 0;
+        let mut line = 0;
+        let b = text.as_bytes();
+        while line < pos.line {
+            let Some(i) = text[line_start..].find(['\n', '\r']) else { return text.len() };
+            let i = line_start + i;
+            line_start = if b[i] == b'\r' && b.get(i + 1) == Some(&b'\n') { i + 2 } else { i + 1 };
+            line += 1;
+        }
+        let end = text[line_start..].find(['\n', '\r']).map_or(text.len(), |i| line_start + i);
+        let mut units = 0;
+        for (i, c) in text[line_start..end].char_indices() {
+            let u = unit_len(c, enc);
+            if units + u > pos.character as usize {
+                return line_start + i;
+            }
+            units += u;
+        }
+        end
+    }
+
+    fn reference_apply(text: &mut String, range: Range, new: &str, enc: Encoding) {
+        let s = reference_offset(text, range.start, enc);
+        let e = reference_offset(text, range.end, enc).max(s);
+        text.replace_range(s..e, new);
+    }
+
+    #[test]
+    fn line_breaks_are_lsps_not_unicodes() {
+        // U+2028, NEL, VT and FF are characters of a line, not breaks; lone CR is a break.
+        let text = "a\u{2028}b\u{85}c\u{0B}d\u{0C}e\rf\ng";
+        let rope = Rope::from_str(text);
+        assert_eq!(rope.len_lines(), 3);
+        assert_eq!(position(&rope, text.find('e').unwrap(), Encoding::Utf16), p(0, 8));
+        assert_eq!(position(&rope, text.find('f').unwrap(), Encoding::Utf16), p(1, 0));
+        assert_eq!(offset(&rope, p(2, 0), Encoding::Utf16), text.find('g').unwrap());
+    }
+
+    #[test]
+    fn incremental_edits_match_the_editors_result() {
+        const PIECES: &[&str] = &["a", "bc", " ", "é", "日本", "🚀", "e\u{301}", "\n", "\r\n", "\r", "\u{2028}", "\u{2029}", "\u{85}", "\u{0B}", "\u{0C}"];
+        let mut seed = 0x243F6A8885A308D3u64;
+        let mut next = move |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        for enc in [Encoding::Utf16, Encoding::Utf8] {
+            for _ in 0..300 {
+                let mut text: String = (0..next(30)).map(|_| PIECES[next(PIECES.len())]).collect();
+                let mut rope = Rope::from_str(&text);
+                // Several changes per notification, positions in range and beyond it.
+                for _ in 0..5 {
+                    let changes: Vec<(Option<Range>, String)> = (0..1 + next(3))
+                        .map(|_| {
+                            let a = p(next(6) as u32, next(8) as u32);
+                            let b = p(next(6) as u32, next(8) as u32);
+                            let (s, e) = if (a.line, a.character) <= (b.line, b.character) { (a, b) } else { (b, a) };
+                            let new: String = (0..next(4)).map(|_| PIECES[next(PIECES.len())]).collect();
+                            (Some(Range { start: s, end: e }), new)
+                        })
+                        .collect();
+                    for (r, new) in &changes {
+                        reference_apply(&mut text, r.unwrap(), new, enc);
+                    }
+                    apply_changes(&mut rope, changes, enc);
+                    assert_eq!(rope.to_string(), text, "{enc:?}");
+                }
+            }
+        }
     }
 }

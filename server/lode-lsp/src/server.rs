@@ -594,17 +594,7 @@ impl LanguageServer for Backend {
         let enc = self.enc();
         let mut docs = self.docs.lock();
         let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
-        for change in params.content_changes {
-            match change.range {
-                Some(r) => {
-                    let b = position::byte_range(&doc.rope, r, enc);
-                    let (s, e) = (doc.rope.byte_to_char(b.start), doc.rope.byte_to_char(b.end));
-                    doc.rope.remove(s..e);
-                    doc.rope.insert(s, &change.text);
-                }
-                None => doc.rope = Rope::from_str(&change.text),
-            }
-        }
+        position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
