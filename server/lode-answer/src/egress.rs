@@ -497,10 +497,11 @@ fn yaml_blocks(text: &str, rank: usize, hits: &mut Vec<Hit>) {
 /// Cell contents of a table row, as byte ranges of `line` (trimmed; `\|` does not split).
 fn cells(line: &str) -> Vec<Range<usize>> {
     let lead = indent_of(line);
-    let mut start = lead + usize::from(line[lead..].starts_with('|'));
+    let first = lead + usize::from(line[lead..].starts_with('|'));
     let bytes = line.as_bytes();
     let mut out = Vec::new();
-    for i in start..=line.len() {
+    let mut start = first;
+    for i in first..=line.len() {
         // Only an ASCII `|` (a character boundary) or the end of the line closes a cell.
         let closes = i == line.len() || (bytes[i] == b'|' && (i == 0 || bytes[i - 1] != b'\\'));
         if closes {
