@@ -518,7 +518,7 @@ fn ask_with(
             blocks = merge_blocks(blocks);
             let mut labels: HashMap<String, String> = HashMap::new();
             // The question is egress too.
-            let (q, mut redactions) = if remote { egress::redact(question) } else { (question.to_owned(), 0) };
+            let (q, mut redactions) = if remote { egress::redact_question(question) } else { (question.to_owned(), 0) };
             let mut user = format!("Question: {q}\n\nSources:\n");
             let mut sent: Vec<i64> = Vec::new();
             let mut counted: std::collections::HashSet<&String> = std::collections::HashSet::new();

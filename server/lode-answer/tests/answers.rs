@@ -381,3 +381,28 @@ fn secrets_split_by_the_window_and_in_the_question_are_redacted() {
         assert!(!sent.contains(part), "{part} left the machine:\n{sent}");
     }
 }
+
+#[test]
+fn every_secret_class_is_redacted_in_the_bytes_sent() {
+    let note = "# Staging deploy secrets\n\n\
+        The staging deploy uses these settings.\n\n\
+        DB_PASSWORD=hunter2\n\
+        AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY\n\
+        export API_TOKEN=\"abc123xyz\"\n\n\
+        The staging deploy database is postgres://deploy:s3cr3tpw@db.internal:5432/app for now.\n\n\
+        staging_deploy:\n  private_key: |\n    MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n    BKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj\n  region: eu\n\n\
+        | service | password |\n|---|---|\n| staging deploy db | Tr0ub4dor |\n\n\
+        The staging deploy Stripe key is sk_live_51HxQabcdefghijklmnopqrstu.\n\n\
+        password: abc\n";
+    let v = vault(&[("notes/deploy-secrets.md", note)]);
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    let cfg = AskConfig { context_limit: 40, ..AskConfig::default() };
+    let a = ask(&v.store, "staging deploy settings", Some("notes/deploy-secrets.md"), &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None);
+    assert!(a.is_ok(), "{a:?}");
+    let sent = fake.requests.lock().unwrap().concat();
+    assert!(sent.contains("staging deploy"), "the note was sent: {sent}");
+    for secret in ["hunter2", "wJalrXUtnFEMI", "abc123xyz", "s3cr3tpw", "MIIEvQIBADANBgkqhkiG9w0", "BKcwggSjAgEAAoIBAQC7", "Tr0ub4dor", "sk_live_51HxQ", "password: abc"] {
+        assert!(!sent.contains(secret), "{secret} left the machine:\n{sent}");
+    }
+    assert!(sent.contains("db.internal"), "the host is kept, only the password goes");
+}
