@@ -642,6 +642,15 @@ impl LanguageServer for Backend {
         let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
         let enc = self.enc();
         let range = position::range(&rope, c.range.clone(), enc);
+        // The rung of the answer item this citation belongs to, from the label on its line.
+        let line = rope.line(rope.byte_to_line(c.range.start.min(rope.len_bytes()))).to_string();
+        let rung = if line.contains(lode_core::gate::EVIDENCE_ONLY_LABEL) {
+            "evidence only: this quote is shown as evidence; the model's wording could not be verified"
+        } else if line.contains("quoted & coupled") || line.contains("*(entailed (") {
+            "verified: the claim on this line is carried by this quote"
+        } else {
+            ""
+        };
         let reader = state.reader.clone();
         let md = blocking(move || {
             let store = reader.lock();
@@ -665,8 +674,9 @@ impl LanguageServer for Backend {
                 None => "the note has been deleted".to_owned(),
             };
             let quoted: String = quote.lines().map(|l| format!("> {l}\n")).collect();
+            let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
             Ok(format!(
-                "**{title}** — `{path}`\n\n{quoted}\nversion `{}` saved {saved} · {status}",
+                "**{title}** — `{path}`\n\n{quoted}\nversion `{}` saved {saved} · {status}{rung}",
                 &c.version_id[..12]
             ))
         })

@@ -124,6 +124,7 @@ fn editor_round_trip_over_stdio() {
     let md = h["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
     assert!(md.contains("every 60 days") && md.contains("runbooks/rotate-staging-certs.md"), "{h}");
     assert!(md.contains("current version"), "{md}");
+    assert!(md.contains("verified: the claim on this line is carried by this quote"), "hover names the rung: {md}");
 
     // Goto resolves it to the span in the current head.
     let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
