@@ -44,6 +44,17 @@ pub struct GateEvalArgs {
 #[derive(Args)]
 pub struct AnswersArgs {
     pub beir_dir: PathBuf,
+    /// Answer with an OpenAI-compatible LLM at this base URL (e.g. llama.cpp's server at
+    /// http://127.0.0.1:8080/v1) instead of the extractive synthesizer; reports which rung of
+    /// the display ladder its claims land on
+    #[arg(long, value_name = "URL")]
+    pub llm: Option<String>,
+    /// Model name sent to the LLM endpoint
+    #[arg(long, value_name = "NAME", default_value = "local")]
+    pub llm_model: String,
+    /// Seconds to wait for one LLM answer
+    #[arg(long, value_name = "S", default_value_t = 120)]
+    pub llm_timeout: u64,
     /// Retrieve with the hybrid pipeline (needs the embedding model) instead of lexical only
     #[arg(long)]
     pub hybrid: bool,
@@ -527,7 +538,22 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
         lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true)?;
     }
+    let synth = match &args.llm {
+        Some(endpoint) => Synthesizer::Llm(lode_answer::llm::LlmConfig {
+            endpoint: endpoint.clone(),
+            model: args.llm_model.clone(),
+            timeout_secs: args.llm_timeout,
+            retries: 0,
+            ..Default::default()
+        }),
+        None => Synthesizer::Extractive,
+    };
     let (mut answered, mut relevant_first, mut abstained, mut n) = (0, 0, 0, 0);
+    // Ladder counts: items shown verified / evidence only, claims dropped (by step), replies
+    // that could not be used (fallback to extractive), endpoint errors.
+    let (mut verified, mut evidence, mut fallbacks, mut errors) = (0usize, 0usize, 0usize, 0usize);
+    let mut dropped: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
+    let mut examples: Vec<serde_json::Value> = Vec::new();
     let mut times = Vec::new();
     for (qid, text) in beir.queries.iter().take(args.max_queries.unwrap_or(usize::MAX)) {
         n += 1;
@@ -537,8 +563,31 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
             index: loaded.index.as_ref(),
             reranker: None,
         };
-        let a = ask(&store, text, None, &ask_cfg, &rules, &Synthesizer::Extractive, models, &mut ScorerSlot::None)?;
+        let a = match ask(&store, text, None, &ask_cfg, &rules, &synth, models, &mut ScorerSlot::None) {
+            Ok(a) => a,
+            Err(e) if args.llm.is_some() => {
+                errors += 1;
+                eprintln!("query {qid}: {e}");
+                continue;
+            }
+            Err(e) => return Err(e.into()),
+        };
         times.push(t.elapsed().as_secs_f64() * 1000.0);
+        fallbacks += usize::from(a.notice.is_some());
+        for c in &a.claims {
+            match c.rung {
+                lode_answer::Rung::Verified => verified += 1,
+                lode_answer::Rung::EvidenceOnly => evidence += 1,
+            }
+        }
+        for d in &a.dropped {
+            *dropped.entry(format!("{:?}", d.step)).or_default() += 1;
+        }
+        if args.llm.is_some() && examples.len() < 8 {
+            examples.push(serde_json::json!({"question": text, "synthesizer": a.synthesizer, "notice": a.notice,
+                "shown": a.claims.iter().map(|c| serde_json::json!({"rung": c.rung, "text": c.text, "model": c.unverified_text})).collect::<Vec<_>>(),
+                "dropped": a.dropped.iter().map(|d| serde_json::json!({"text": d.text, "reason": d.reason})).collect::<Vec<_>>()}));
+        }
         let Some(first) = a.claims.first() else {
             abstained += 1;
             continue;
@@ -556,6 +605,10 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
         "share_of_answers": relevant_first as f64 / answered.max(1) as f64,
         "share_of_queries": relevant_first as f64 / n.max(1) as f64,
         "latency_ms_p50": percentile(&times, 50.0),
+        "synthesizer": synth.name(),
+        "items_verified": verified, "items_evidence_only": evidence, "claims_dropped_by_step": dropped,
+        "replies_unusable_fell_back_to_extractive": fallbacks, "endpoint_errors": errors,
+        "examples": examples,
     });
     if args.json {
         println!("{v}");
