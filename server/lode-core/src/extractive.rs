@@ -82,7 +82,18 @@ pub fn plain(sentence: &str) -> String {
         }
     }
     let no_links = crate::text::index_text(&wiki_as_text(s));
-    let cleaned: String = no_links.chars().filter(|c| !matches!(c, '*' | '`' | '[' | ']')).collect();
+    // Emphasis and code marks go; a `*` inside a word ("HLA-B*27") is part of it and stays.
+    let chars: Vec<char> = no_links.chars().collect();
+    let cleaned: String = chars
+        .iter()
+        .enumerate()
+        .filter(|&(i, &c)| match c {
+            '*' => i > 0 && chars[i - 1].is_alphanumeric() && chars.get(i + 1).is_some_and(|n| n.is_alphanumeric()),
+            '`' | '[' | ']' => false,
+            _ => true,
+        })
+        .map(|(_, &c)| c)
+        .collect();
     crate::text::normalize_whitespace(&cleaned).trim_matches('|').trim().to_owned()
 }
 
@@ -269,6 +280,7 @@ mod tests {
 
     #[test]
     fn plain_strips_markup_only() {
+        assert_eq!(plain("HLA-B*27 and **bold** and *em*"), "HLA-B*27 and bold and em");
         assert_eq!(plain("1. Trigger the renewal: `cmctl renew x`"), "Trigger the renewal: cmctl renew x");
         assert_eq!(plain("- [x] Read [the runbook](../r.md) **now**"), "Read the runbook now");
         assert_eq!(plain("> **Warning:** do not"), "Warning: do not");

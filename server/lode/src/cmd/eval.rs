@@ -583,7 +583,8 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
         for d in &a.dropped {
             *dropped.entry(format!("{:?}", d.step)).or_default() += 1;
         }
-        if args.llm.is_some() && examples.len() < 8 {
+        let unverified_extract = a.claims.iter().any(|c| c.rung == lode_answer::Rung::EvidenceOnly);
+        if (args.llm.is_some() || unverified_extract) && examples.len() < 8 {
             examples.push(serde_json::json!({"question": text, "synthesizer": a.synthesizer, "notice": a.notice,
                 "shown": a.claims.iter().map(|c| serde_json::json!({"rung": c.rung, "text": c.text, "model": c.unverified_text})).collect::<Vec<_>>(),
                 "dropped": a.dropped.iter().map(|d| serde_json::json!({"text": d.text, "reason": d.reason})).collect::<Vec<_>>()}));
