@@ -3,6 +3,7 @@
 //! The only crate that knows LSP types: it converts at the edge (`position`) and calls the core.
 
 mod framing;
+mod isolation;
 mod position;
 mod server;
 pub mod stdio_client;
@@ -17,6 +18,10 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
     let (lib_in, guard_out) = tokio::io::duplex(1 << 20);
     let (guard_in, lib_out) = tokio::io::duplex(1 << 20);
     let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in));
-    tower_lsp_server::Server::new(lib_in, lib_out, socket).serve(service).await;
+    // Many requests in flight at once (a slow ask must not hold up hovers), each isolated.
+    tower_lsp_server::Server::new(lib_in, lib_out, socket)
+        .concurrency_level(64)
+        .serve(isolation::CatchPanic(service))
+        .await;
     guard.abort();
 }

@@ -75,8 +75,15 @@ fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings) -> (std::s
                 while rx.try_recv().is_ok() {} // coalesce kicks
                 let mut guard = shared.lock();
                 let Some((e, i)) = guard.as_mut() else { return };
-                if let Err(err) = lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true) {
-                    tracing::warn!("embedding failed: {err}");
+                // A panic while embedding ends this round only; the next kick retries.
+                let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    crate::isolation::fault("vectors");
+                    lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true)
+                }));
+                match round {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(err)) => tracing::warn!("embedding failed: {err}"),
+                    Err(_) => tracing::error!("embedding panicked; vectors will be retried after the next save"),
                 }
             }
         })
@@ -275,6 +282,7 @@ impl Backend {
         let state = self.state()?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let p: AskParams = serde_json::from_value(params).map_err(|e| invalid(format!("lode/ask params: {e}")))?;
+        crate::isolation::fault("ask-async");
         if p.question.trim().is_empty() {
             return Err(invalid("lode/ask: the question is empty"));
         }
@@ -335,6 +343,8 @@ impl Backend {
         let st = state.clone();
         blocking(move || {
             let store = st.reader.lock();
+            // Injected while the reader lock is held: the case that used to poison it.
+            crate::isolation::fault("ask");
             // While the vector thread is embedding, answer lexically rather than wait for it.
             let mut dense = st.dense.try_lock();
             let models = match dense.as_mut().and_then(|g| g.as_mut()) {
@@ -459,7 +469,10 @@ impl Backend {
                     percentage: Some(0),
                     ..Default::default()
                 }));
-                let outcome = Store::open(&state.settings.db, state.settings.store.clone()).map_err(|e| e.to_string()).and_then(|mut store| {
+                // A panicking scan still ends its progress and clears `scanning`.
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                crate::isolation::fault("scan");
+                Store::open(&state.settings.db, state.settings.store.clone()).map_err(|e| e.to_string()).and_then(|mut store| {
                     let mut last = Instant::now();
                     lode_store::vault::index_vault(&mut store, &state.root, &state.settings.index, |p| {
                         if p.done == p.total || last.elapsed().as_millis() >= 200 {
@@ -472,7 +485,9 @@ impl Backend {
                         }
                     })
                     .map_err(|e| e.to_string())
-                });
+                })
+                }))
+                .unwrap_or_else(|_| Err("the scan panicked (logged); saved notes are still indexed on save".into()));
                 state.scanning.store(false, Ordering::SeqCst);
                 state.kick();
                 let message = match &outcome {
@@ -652,8 +667,10 @@ impl LanguageServer for Backend {
             ""
         };
         let reader = state.reader.clone();
+        crate::isolation::fault("hover-async");
         let md = blocking(move || {
             let store = reader.lock();
+            crate::isolation::fault("hover");
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
             };

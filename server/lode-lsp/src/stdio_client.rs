@@ -29,8 +29,22 @@ fn timed_out() -> std::io::Error {
 impl StdioClient {
     /// Starts `exe` with `args` (e.g. `serve --vault DIR`); its stderr is discarded.
     pub fn spawn<I: AsRef<OsStr>>(exe: impl AsRef<OsStr>, args: impl IntoIterator<Item = I>) -> std::io::Result<StdioClient> {
-        let mut child =
-            Command::new(exe).args(args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn()?;
+        Self::spawn_env(exe, args, std::iter::empty::<(String, String)>())
+    }
+
+    /// [`StdioClient::spawn`] with extra environment variables for the server.
+    pub fn spawn_env<I: AsRef<OsStr>, K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        exe: impl AsRef<OsStr>,
+        args: impl IntoIterator<Item = I>,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> std::io::Result<StdioClient> {
+        let mut child = Command::new(exe)
+            .args(args)
+            .envs(env)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()?;
         let stdin = child.stdin.take();
         let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let (tx, rx) = channel();

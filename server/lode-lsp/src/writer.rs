@@ -78,6 +78,7 @@ impl Writer {
 }
 
 fn run(store: &mut Store, job: Job) -> Done {
+    crate::isolation::fault("writer");
     match job {
         Job::Save { path, bytes } => match store.save_note(&path, &bytes) {
             Ok(o) => Done::Saved(o),

@@ -258,3 +258,72 @@ fn cancel_disconnect_and_a_vanishing_vault() {
     let s = lsp.request("shutdown", Value::Null);
     assert!(s.get("error").is_none(), "still serving: {s}");
 }
+
+#[test]
+fn a_panic_in_any_path_breaks_nothing_else() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    // Indexed beforehand, so the notes are there although the server's own scan panics.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // Every path panics the first time it is reached (debug builds honour LODE_FAULT).
+    let faults = "scan,vectors,writer,ask,ask-async,hover,hover-async";
+    let mut lsp = Lsp(StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], [("LODE_FAULT", faults)]).unwrap());
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+
+    // The panicking scan still ends its progress, and status no longer says it is scanning.
+    let end = lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    assert!(end["params"]["value"]["message"].as_str().unwrap().contains("panicked"), "{end}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["scanning"], false, "{st}");
+
+    // An ask whose async handler panics, then one whose blocking part panics: each gets an
+    // error; the next one answers.
+    let q = json!({"question": "How often are staging certificates rotated?"});
+    for _ in 0..2 {
+        let e = lsp.request("lode/ask", q.clone());
+        assert!(e["error"]["message"].as_str().is_some_and(|m| m.contains("panicked")), "{e}");
+    }
+    let a = lsp.request("lode/ask", q.clone());
+    let claim = &a["result"]["claims"][0];
+    assert!(claim["text"].as_str().unwrap().contains("every 60 days"), "{a}");
+
+    // The writer panics on the first save; the next save indexes, and the note is answerable.
+    let n = vault.join("zebra.md");
+    let n_uri = uri(&n);
+    let text = "# Zebra\n\nThe zebra drill runs every 17 days.\n";
+    std::fs::write(&n, text).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
+    let z = lsp.request("lode/ask", json!({"question": "How often does the zebra drill run?"}));
+    assert!(z["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 17 days")), "{z}");
+
+    // Hover panics twice (async, then blocking), then answers; goto, symbols and status answer.
+    let c = &claim["citations"][0];
+    let link = lode_core::citation::render(
+        "answers.md",
+        c["path"].as_str().unwrap(),
+        c["line"].as_u64().unwrap() as usize,
+        c["version_id"].as_str().unwrap(),
+        c["start"].as_u64().unwrap() as usize..c["end"].as_u64().unwrap() as usize,
+    );
+    let doc = format!("- Certificates rotate every 60 days {link} *(quoted & coupled)*\n");
+    let d_uri = uri(&vault.join("answers.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d_uri, "languageId": "markdown", "version": 1, "text": doc}}));
+    let col = doc.find("](").unwrap() as u32;
+    let at = json!({"textDocument": {"uri": d_uri}, "position": {"line": 0, "character": col}});
+    for _ in 0..2 {
+        let e = lsp.request("textDocument/hover", at.clone());
+        assert!(e["error"]["message"].as_str().is_some_and(|m| m.contains("panicked")), "{e}");
+    }
+    let h = lsp.request("textDocument/hover", at.clone());
+    assert!(h["result"]["contents"]["value"].as_str().unwrap().contains("every 60 days"), "{h}");
+    let g = lsp.request("textDocument/definition", at);
+    assert_eq!(g["result"]["uri"], uri(&vault.join("runbooks/rotate-staging-certs.md")), "{g}");
+    let s = lsp.request("workspace/symbol", json!({"query": "zebra"}));
+    assert!(s["result"].as_array().is_some_and(|a| !a.is_empty()), "{s}");
+    let st = lsp.request("lode/status", json!(null));
+    assert!(st["result"]["notes"].as_u64().unwrap() >= 14, "{st}");
+}
