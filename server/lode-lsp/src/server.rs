@@ -191,10 +191,18 @@ impl Backend {
     }
 
     /// The vault-relative path of a document, if it is a markdown file inside the vault.
+    /// The vault-relative path of a note URI, if it is a note at all: the one
+    /// [`lode_store::vault::indexable`] rule the scan uses too (markdown, inside the vault, not
+    /// hidden — so never `.lode/versions/` —, not gitignored, not a symlink).
     fn rel(state: &State, uri: &Uri) -> Option<String> {
         let path = uri.to_file_path()?;
-        let rel = lode_store::vault::relative_path(&state.root, &path)?;
-        lode_store::vault::is_markdown(Path::new(&rel)).then_some(rel)
+        match lode_store::vault::indexable(&state.root, &path) {
+            Ok(rel) => Some(rel),
+            Err(why) => {
+                tracing::debug!("not a note: {why}");
+                None
+            }
+        }
     }
 
     fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
@@ -617,12 +625,15 @@ impl LanguageServer for Backend {
         let Ok(state) = self.state() else { return };
         let uri = params.text_document.uri;
         let Some(rel) = Self::rel(&state, &uri) else { return };
-        let text = params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t));
-        let (_, done) = match text {
-            Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
-            None => {
-                let abs = state.root.join(&rel);
-                state.writer.submit(Job::Refresh { path: rel, abs })
+        // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
+        // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
+        let abs = state.root.join(&rel);
+        let (_, done) = if abs.is_file() {
+            state.writer.submit(Job::Refresh { path: rel, abs })
+        } else {
+            match params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t)) {
+                Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
+                None => state.writer.submit(Job::Refresh { path: rel, abs }),
             }
         };
         if let Ok(Done::Failed(e)) = done.await {

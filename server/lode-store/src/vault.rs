@@ -73,6 +73,126 @@ pub fn relative_path(root: &Path, abs: &Path) -> Option<String> {
     (!parts.is_empty()).then(|| parts.join("/"))
 }
 
+/// Why a path is not a note of the vault.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotANote {
+    #[error("{0} is not a markdown file (.md, .markdown)")]
+    NotMarkdown(String),
+    #[error("{0} is outside the vault")]
+    Outside(String),
+    #[error("{0} is under a hidden folder (.lode, .git, .obsidian, .trash, …)")]
+    Hidden(String),
+    #[error("{0} is ignored by .gitignore/.ignore")]
+    Ignored(String),
+    #[error("{0} is a symbolic link; only the files themselves are notes")]
+    Symlink(String),
+    #[error("{0} is over the size limit ({1} bytes)")]
+    TooLarge(String, u64),
+    #[error("{0} looks binary")]
+    Binary(String),
+}
+
+/// The one rule for which files are notes, used by the scan, saves, watched-file events and
+/// anything that writes files into the vault: a markdown file inside the vault after `..` and
+/// symlinks are resolved, not under a hidden folder, not gitignored, not itself a symlink.
+/// Returns the note's vault-relative path. (Size and binary checks need the bytes:
+/// [`check_bytes`].)
+pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
+    let shown = path.display().to_string();
+    let abs = if path.is_absolute() { path.to_path_buf() } else { root.join(path) };
+    // Lexical normalisation first: `a/../../x.md` must not escape.
+    let mut norm = PathBuf::new();
+    for c in abs.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                if !norm.pop() {
+                    return Err(NotANote::Outside(shown));
+                }
+            }
+            std::path::Component::CurDir => {}
+            other => norm.push(other.as_os_str()),
+        }
+    }
+    let canon_root = root.canonicalize().unwrap_or_else(|_| root.to_path_buf());
+    let rel_path = norm.strip_prefix(root).or_else(|_| norm.strip_prefix(&canon_root)).map_err(|_| NotANote::Outside(shown.clone()))?;
+    let rel = relative_path(Path::new(""), rel_path).unwrap_or_default();
+    if rel.is_empty() {
+        return Err(NotANote::Outside(shown));
+    }
+    if !is_markdown(&norm) {
+        return Err(NotANote::NotMarkdown(rel));
+    }
+    if rel.split('/').any(|part| part.starts_with('.')) {
+        return Err(NotANote::Hidden(rel));
+    }
+    let on_disk = canon_root.join(rel_path);
+    if std::fs::symlink_metadata(&on_disk).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(NotANote::Symlink(rel));
+    }
+    // A folder on the way may be a symlink out of the vault.
+    if let Some(parent) = on_disk.parent() {
+        if let Ok(real) = parent.canonicalize() {
+            if !real.starts_with(&canon_root) {
+                return Err(NotANote::Outside(rel));
+            }
+        }
+    }
+    if gitignored(&canon_root, &on_disk) {
+        return Err(NotANote::Ignored(rel));
+    }
+    Ok(rel)
+}
+
+/// The checks that need a file's bytes: the size cap and the binary test.
+pub fn check_bytes(rel: &str, bytes: &[u8], max: u64) -> Result<(), NotANote> {
+    if bytes.len() as u64 > max {
+        return Err(NotANote::TooLarge(rel.to_owned(), bytes.len() as u64));
+    }
+    if looks_binary(bytes) {
+        return Err(NotANote::Binary(rel.to_owned()));
+    }
+    Ok(())
+}
+
+/// Whether `.gitignore`/`.ignore` files from the vault root down to the file's folder (and
+/// `.git/info/exclude`) ignore it; deeper files override shallower ones, as git does.
+fn gitignored(root: &Path, file: &Path) -> bool {
+    use ignore::gitignore::GitignoreBuilder;
+    let mut dirs = vec![root.to_path_buf()];
+    if let Ok(rel) = file.parent().unwrap_or(root).strip_prefix(root) {
+        let mut d = root.to_path_buf();
+        for c in rel.components() {
+            d.push(c);
+            dirs.push(d.clone());
+        }
+    }
+    let mut ignored = false;
+    for (i, dir) in dirs.iter().enumerate() {
+        let mut b = GitignoreBuilder::new(dir);
+        let mut any = false;
+        let mut files = vec![dir.join(".gitignore"), dir.join(".ignore")];
+        if i == 0 {
+            files.push(dir.join(".git/info/exclude"));
+        }
+        for f in files {
+            if f.is_file() && b.add(&f).is_none() {
+                any = true;
+            }
+        }
+        if !any {
+            continue;
+        }
+        let Ok(gi) = b.build() else { continue };
+        let m = gi.matched_path_or_any_parents(file, false);
+        if m.is_ignore() {
+            ignored = true;
+        } else if m.is_whitelist() {
+            ignored = false;
+        }
+    }
+    ignored
+}
+
 /// Markdown files of the vault, sorted, honouring `.gitignore`/`.ignore` files (also outside a
 /// git repository) and skipping hidden folders such as `.git` and `.lode`.
 pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
@@ -226,4 +346,65 @@ pub fn index_vault(
         store.optimize()?;
     }
     Ok(report)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_rule_for_which_files_are_notes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        for (p, body) in [
+            ("a.md", "x"),
+            ("sub/b.markdown", "x"),
+            (".lode/versions/old.md", "x"),
+            (".obsidian/x.md", "x"),
+            ("drafts/secret.md", "x"),
+            ("sub/keep.md", "x"),
+            ("sub/tmp.md", "x"),
+            ("notes.txt", "x"),
+        ] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, body).unwrap();
+        }
+        std::fs::write(root.join(".gitignore"), "drafts/\n*.tmp.md\ntmp.md\n").unwrap();
+        std::fs::write(root.join("sub/.gitignore"), "!tmp.md\n").unwrap();
+        std::fs::write(tmp.path().join("outside.md"), "x").unwrap();
+        #[cfg(unix)]
+        {
+            std::os::unix::fs::symlink(tmp.path().join("outside.md"), root.join("link.md")).unwrap();
+            std::os::unix::fs::symlink(tmp.path(), root.join("escape")).unwrap();
+        }
+        let ok = |p: &str| indexable(&root, &root.join(p));
+        assert_eq!(ok("a.md"), Ok("a.md".into()));
+        assert_eq!(ok("sub/b.markdown"), Ok("sub/b.markdown".into()));
+        assert_eq!(ok("sub/keep.md"), Ok("sub/keep.md".into()));
+        assert_eq!(ok("sub/tmp.md"), Ok("sub/tmp.md".into()), "a deeper .gitignore re-includes it");
+        assert!(matches!(ok(".lode/versions/old.md"), Err(NotANote::Hidden(_))), "materialized versions are never notes");
+        assert!(matches!(ok(".obsidian/x.md"), Err(NotANote::Hidden(_))));
+        assert!(matches!(ok("drafts/secret.md"), Err(NotANote::Ignored(_))));
+        assert!(matches!(ok("notes.txt"), Err(NotANote::NotMarkdown(_))));
+        assert!(matches!(ok("sub/../../outside.md"), Err(NotANote::Outside(_))));
+        assert!(matches!(indexable(&root, &tmp.path().join("outside.md")), Err(NotANote::Outside(_))));
+        assert!(matches!(indexable(&root, Path::new("../outside.md")), Err(NotANote::Outside(_))));
+        #[cfg(unix)]
+        {
+            assert!(matches!(ok("link.md"), Err(NotANote::Symlink(_))));
+            assert!(matches!(ok("escape/outside.md"), Err(NotANote::Outside(_))));
+        }
+        assert_eq!(indexable(&root, Path::new("sub/./keep.md")), Ok("sub/keep.md".into()));
+        assert!(check_bytes("a.md", b"ab\0cd", 100).is_err());
+        assert!(check_bytes("a.md", &[b'a'; 101], 100).is_err());
+        assert!(check_bytes("a.md", "héllo".as_bytes(), 100).is_ok());
+        // The scan agrees with the rule on every file it finds.
+        let (files, _) = walk(&root);
+        for f in &files {
+            assert!(indexable(&root, f).is_ok(), "{}", f.display());
+        }
+        let found: Vec<String> = files.iter().filter_map(|f| relative_path(&root, f)).collect();
+        assert_eq!(found, ["a.md", "sub/b.markdown", "sub/keep.md", "sub/tmp.md"]);
+    }
 }

@@ -115,6 +115,7 @@ fn editor_round_trip_over_stdio() {
     lines.insert(3, inserted);
     let with_answer: String = lines.concat();
     lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": q_uri, "version": 3}, "contentChanges": [{"text": with_answer}]}));
+    std::fs::write(&q, &with_answer).unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": q_uri}, "text": with_answer}));
 
     // Hover on the citation shows the quoted span from the cited version.
@@ -326,4 +327,38 @@ fn a_panic_in_any_path_breaks_nothing_else() {
     assert!(s["result"].as_array().is_some_and(|a| !a.is_empty()), "{s}");
     let st = lsp.request("lode/status", json!(null));
     assert!(st["result"]["notes"].as_u64().unwrap() >= 14, "{st}");
+}
+
+#[test]
+fn files_that_are_not_notes_are_never_indexed() {
+    let (tmp, vault, mut lsp) = setup();
+    // A materialized old version, a gitignored draft, a path climbing out of the vault and a
+    // symlink: saves and watched-file events for them index nothing.
+    let versions = vault.join(".lode/versions");
+    std::fs::create_dir_all(&versions).unwrap();
+    let old = versions.join("old.md");
+    std::fs::write(&old, "The quokka policy allows 99 days.\n").unwrap();
+    std::fs::write(vault.join(".gitignore"), "drafts/\n").unwrap();
+    std::fs::create_dir_all(vault.join("drafts")).unwrap();
+    let draft = vault.join("drafts/d.md");
+    std::fs::write(&draft, "The quokka policy allows 98 days.\n").unwrap();
+    let outside = tmp.path().join("outside.md");
+    std::fs::write(&outside, "The quokka policy allows 97 days.\n").unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, vault.join("link.md")).unwrap();
+    let climbing = format!("{}/notes/../../outside.md", uri(&vault));
+    let changes: Vec<Value> = [uri(&old), uri(&draft), climbing.clone(), uri(&vault.join("link.md"))]
+        .iter()
+        .map(|u| json!({"uri": u, "type": 1}))
+        .collect();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": changes}));
+    for u in [uri(&old), uri(&draft), climbing] {
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}, "text": "The quokka policy allows 96 days.\n"}));
+    }
+    let a = lsp.request("lode/ask", json!({"question": "How many days does the quokka policy allow?"}));
+    assert_eq!(a["result"]["abstained"], true, "{a}");
+    let s = lsp.request("workspace/symbol", json!({"query": "old"}));
+    assert!(s["result"].as_array().unwrap().iter().all(|x| !x["location"]["uri"].as_str().unwrap_or("").contains(".lode")), "{s}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["notes"], 13, "only the example vault's 13 notes: {st}");
 }
