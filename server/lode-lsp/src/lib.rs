@@ -5,6 +5,7 @@
 mod framing;
 mod isolation;
 mod position;
+mod readers;
 mod server;
 pub mod stdio_client;
 mod writer;

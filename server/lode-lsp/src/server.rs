@@ -102,7 +102,7 @@ struct State {
     root: PathBuf,
     settings: Settings,
     writer: Writer,
-    reader: Arc<Mutex<Store>>,
+    readers: Arc<crate::readers::Readers>,
     scanning: Arc<AtomicBool>,
     dense: Dense,
     kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
@@ -229,6 +229,7 @@ impl Backend {
                 let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
                 let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
                 let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+                let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
                 let (kick, dense) = match settings.vectors.clone() {
                     Some(vs) => {
                         let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
@@ -250,7 +251,7 @@ impl Backend {
                             let _ = k.send(());
                         }
                     }),
-                    reader: Arc::new(Mutex::new(read)),
+                    readers: crate::readers::Readers::new(settings_db, settings_store, read),
                     scanning: Arc::new(AtomicBool::new(false)),
                     dense,
                     kick,
@@ -265,7 +266,7 @@ impl Backend {
         let state = self.state()?;
         let st = state.clone();
         blocking(move || {
-            let store = st.reader.lock();
+            let store = st.readers.get()?;
             let stats = store.stats().map_err(|e| e.to_string())?;
             let model = st.dense.try_lock().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
             let fresh = match &model {
@@ -304,13 +305,13 @@ impl Backend {
         let answer = self.answer(&state, p.question, None, pinned, p.limit).await?;
         let enc = self.enc();
         let partial = state.scanning.load(Ordering::SeqCst);
-        let reader = state.reader.clone();
+        let readers = state.readers.clone();
         let root = state.root.clone();
         let mut v = serde_json::to_value(&answer).map_err(internal)?;
         // Every citation also gets its note's URI and an LSP range in the cited version.
         let claims = answer.claims.clone();
         let ranges = blocking(move || {
-            let store = reader.lock();
+            let store = readers.get()?;
             let mut out = Vec::new();
             for c in &claims {
                 let mut per = Vec::new();
@@ -350,8 +351,9 @@ impl Backend {
     ) -> Result<lode_answer::Answer> {
         let st = state.clone();
         blocking(move || {
-            let store = st.reader.lock();
-            // Injected while the reader lock is held: the case that used to poison it.
+            let store = st.readers.get()?;
+            // Injected while a read connection is held (with one shared, locked connection, this
+            // used to poison it for every later request).
             crate::isolation::fault("ask");
             // While the vector thread is embedding, answer lexically rather than wait for it.
             let mut dense = st.dense.try_lock();
@@ -386,9 +388,9 @@ impl Backend {
         let Ok(state) = self.state() else { return };
         let Some((rope, text)) = self.doc_text(&uri) else { return };
         let enc = self.enc();
-        let reader = state.reader.clone();
+        let readers = state.readers.clone();
         let diags = blocking(move || {
-            let store = reader.lock();
+            let store = readers.get()?;
             let mut out = Vec::new();
             for c in lode_core::citation::find_all(&text) {
                 let range = position::range(&rope, c.range.clone(), enc);
@@ -677,10 +679,10 @@ impl LanguageServer for Backend {
         } else {
             ""
         };
-        let reader = state.reader.clone();
+        let readers = state.readers.clone();
         crate::isolation::fault("hover-async");
         let md = blocking(move || {
-            let store = reader.lock();
+            let store = readers.get()?;
             crate::isolation::fault("hover");
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
@@ -715,11 +717,11 @@ impl LanguageServer for Backend {
     async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
         let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
         let enc = self.enc();
-        let reader = state.reader.clone();
+        let readers = state.readers.clone();
         let root = state.root.clone();
         let docs = self.docs.clone();
         let loc = blocking(move || {
-            let store = reader.lock();
+            let store = readers.get()?;
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
@@ -846,11 +848,11 @@ impl LanguageServer for Backend {
 
     async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
         let state = self.state()?;
-        let reader = state.reader.clone();
+        let readers = state.readers.clone();
         let root = state.root.clone();
         let q = params.query.to_lowercase();
         let syms = blocking(move || {
-            let store = reader.lock();
+            let store = readers.get()?;
             let mut out = Vec::new();
             for (path, name, line, is_title) in store.symbols(&q, 200).map_err(|e| e.to_string())? {
                 let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };

@@ -31,8 +31,8 @@ pub struct ModelsSection {
     pub embedder: String,
     /// Cross-encoder for `--mode rerank` (optional).
     pub reranker: Option<String>,
-    /// Cross-encoder (or NLI model) for the gate's entailment step (optional; without it,
-    /// claims that are not quoted outright are dropped).
+    /// NLI model (`kind = "nli"`) for the gate's entailment step (optional; without it, claims
+    /// that are not carried by one quote are shown as evidence only).
     pub nli: Option<String>,
     /// Inference threads.
     pub threads: usize,

@@ -362,3 +362,86 @@ fn files_that_are_not_notes_are_never_indexed() {
     let st = lsp.request("lode/status", json!(null));
     assert_eq!(st["result"]["notes"], 13, "only the example vault's 13 notes: {st}");
 }
+
+/// An OpenAI-style endpoint on loopback that takes `delay` to answer every request with no
+/// claims; counts the connections it saw close.
+fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", listener.local_addr().unwrap());
+    let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let count = served.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let count = count.clone();
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(conn.try_clone().unwrap());
+                let mut len = 0;
+                loop {
+                    let mut line = String::new();
+                    if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                        len = v.trim().parse().unwrap_or(0);
+                    }
+                }
+                let mut body = vec![0; len];
+                let _ = r.read_exact(&mut body);
+                std::thread::sleep(delay);
+                let content = serde_json::json!({"choices": [{"message": {"content": "{\"claims\": []}"}}]}).to_string();
+                let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}", content.len());
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            });
+        }
+    });
+    (endpoint, served)
+}
+
+#[test]
+fn a_slow_llm_answer_does_not_hold_up_hovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let (endpoint, _) = slow_llm(Duration::from_secs(5));
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // A citation to the runbook sentence, as an inserted answer would have it.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "-n", "1", "--vault"]).arg(&vault).arg("staging certificates rotated every 60 days").output().unwrap();
+    let hit: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
+    let link = lode_core::citation::render(
+        "answers.md",
+        hit["path"].as_str().unwrap(),
+        hit["line"].as_u64().unwrap() as usize,
+        hit["version_id"].as_str().unwrap(),
+        hit["start"].as_u64().unwrap() as usize..hit["end"].as_u64().unwrap() as usize,
+    );
+    let doc = format!("- Certificates rotate every 60 days {link}\n");
+
+    let mut lsp = Lsp::start();
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    let d_uri = uri(&vault.join("answers.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d_uri, "languageId": "markdown", "version": 1, "text": doc}}));
+    let at = json!({"textDocument": {"uri": d_uri}, "position": {"line": 0, "character": doc.find("](").unwrap()}});
+    let h = lsp.request("textDocument/hover", at.clone());
+    assert!(h["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("every 60 days")), "{h}");
+
+    // One ask waits 5 s on the model; meanwhile 20 hovers answer at once.
+    let started = Instant::now();
+    lsp.send(&json!({"jsonrpc": "2.0", "id": 4242, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    std::thread::sleep(Duration::from_millis(300));
+    for _ in 0..20 {
+        let t = Instant::now();
+        let h = lsp.request("textDocument/hover", at.clone());
+        assert!(h["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("every 60 days")), "{h}");
+        assert!(t.elapsed() < Duration::from_secs(2), "a hover waited {:?} behind the ask", t.elapsed());
+    }
+    assert!(started.elapsed() < Duration::from_secs(5), "the hovers finished before the model answered");
+    let a = lsp.response(json!(4242));
+    assert!(started.elapsed() >= Duration::from_secs(5), "{a}");
+    assert_eq!(a["result"]["abstained"], true, "the slow model proposed nothing: {a}");
+}
