@@ -30,6 +30,8 @@ pub enum AskError {
     Retrieval(#[from] lode_retrieval::RetrievalError),
     #[error("no note at {0} to ask about")]
     UnknownNote(String),
+    #[error("cancelled")]
+    Cancelled,
 }
 
 /// Who writes the claims.
@@ -64,6 +66,9 @@ pub struct AskConfig {
     pub extract: ExtractConfig,
     /// The vault on disk, when known: egress flags are re-read from the notes about to be sent.
     pub vault_root: Option<std::path::PathBuf>,
+    /// Set by the caller to stop the work: checked between retrieval, synthesis and the gate,
+    /// and while waiting for an LLM.
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for AskConfig {
@@ -75,6 +80,7 @@ impl Default for AskConfig {
             gate: GateConfig::default(),
             extract: ExtractConfig::default(),
             vault_root: None,
+            cancel: None,
         }
     }
 }
@@ -436,7 +442,14 @@ fn ask_with(
     models: Models<'_>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
+    let cancelled = || cfg.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
+    if cancelled() {
+        return Err(AskError::Cancelled);
+    }
     let mut items = gather(store, question, pinned, cfg, rules, models)?;
+    if cancelled() {
+        return Err(AskError::Cancelled);
+    }
     let remote = synth.is_remote();
 
     // Bodies of every version in context; only those the synthesizer may see are eligible.
@@ -545,7 +558,10 @@ fn ask_with(
                 }
                 // An unreachable endpoint is an error; an unusable answer is not: the extractive
                 // synthesizer answers instead, and the answer says so.
-                match llm.complete(&body).and_then(|content| llm::parse_claims(&content, |l| labels.get(l).cloned())) {
+                match llm
+                    .complete_cancellable(&body, cfg.cancel.as_deref())
+                    .and_then(|content| llm::parse_claims(&content, |l| labels.get(l).cloned()))
+                {
                     Ok(parsed) => {
                         problems = parsed
                             .problems
@@ -559,6 +575,7 @@ fn ask_with(
                         synthesizer = format!("extractive (fallback from {})", synth.name());
                         extract(&visible)?
                     }
+                    Err(LlmError::Cancelled) => return Err(AskError::Cancelled),
                     Err(e) => return Err(e.into()),
                 }
             }
@@ -591,6 +608,9 @@ fn ask_with(
             quoted_span: body.get(range).unwrap_or(&s.quoted_span).to_owned(),
         }
     };
+    if cancelled() {
+        return Err(AskError::Cancelled);
+    }
     for outcome in gate::check(claims, &eligible, scorer, &cfg.gate) {
         match outcome {
             Outcome::Verified(v) => {

@@ -48,6 +48,8 @@ pub enum LlmError {
     Status { endpoint: String, status: u16, body: String },
     #[error("LLM answer could not be used: {0}")]
     Malformed(String),
+    #[error("cancelled")]
+    Cancelled,
 }
 
 impl LlmConfig {
@@ -94,6 +96,35 @@ impl LlmConfig {
             ],
         })
         .to_string()
+    }
+
+    /// [`LlmConfig::complete`], abandoned as soon as `cancel` is set: the caller gets
+    /// [`LlmError::Cancelled`] within 25 ms and frees what it holds; the request itself runs
+    /// out on its own thread (bounded by `timeout_secs`).
+    pub fn complete_cancellable(&self, body: &str, cancel: Option<&std::sync::atomic::AtomicBool>) -> Result<String, LlmError> {
+        use std::sync::atomic::Ordering;
+        let Some(cancel) = cancel else { return self.complete(body) };
+        if cancel.load(Ordering::SeqCst) {
+            return Err(LlmError::Cancelled);
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (cfg, body) = (self.clone(), body.to_owned());
+        std::thread::Builder::new()
+            .name("lode-llm".into())
+            .spawn(move || {
+                let _ = tx.send(cfg.complete(&body));
+            })
+            .map_err(|e| LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 0, detail: e.to_string() })?;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(25)) {
+                Ok(r) => return r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if cancel.load(Ordering::SeqCst) => return Err(LlmError::Cancelled),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 0, detail: "the request thread ended".into() })
+                }
+            }
+        }
     }
 
     /// Posts a request body and returns the assistant message content.

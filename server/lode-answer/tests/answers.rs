@@ -406,3 +406,29 @@ fn every_secret_class_is_redacted_in_the_bytes_sent() {
     }
     assert!(sent.contains("db.internal"), "the host is kept, only the password goes");
 }
+
+#[test]
+fn cancelling_stops_waiting_for_a_slow_model() {
+    let v = vault(&[]);
+    let fake = FakeLlm::start(Box::new(|_| {
+        std::thread::sleep(std::time::Duration::from_secs(5));
+        (200, completion("{\"claims\": []}"))
+    }));
+    let cancel = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cfg = AskConfig { cancel: Some(cancel.clone()), ..AskConfig::default() };
+    let flag = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let t = std::time::Instant::now();
+    let r = ask(&v.store, "How often are staging certificates rotated?", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None);
+    assert!(matches!(r, Err(AskError::Cancelled)), "{r:?}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(2), "returned {:?} after the cancel, not when the model answered", t.elapsed());
+    assert_eq!(fake.requests.lock().unwrap().len(), 1, "the request had been sent");
+    // A flag set before the ask starts: nothing is retrieved or sent.
+    let cfg = AskConfig { cancel: Some(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true))), ..AskConfig::default() };
+    let r = ask(&v.store, "How often?", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None);
+    assert!(matches!(r, Err(AskError::Cancelled)));
+    assert_eq!(fake.requests.lock().unwrap().len(), 1);
+}

@@ -152,6 +152,15 @@ fn invalid(msg: impl std::fmt::Display) -> Error {
     Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
 }
 
+/// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// Runs blocking work off the message loop; a panic becomes an error answer, not a dead server.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {
@@ -264,6 +273,10 @@ impl Backend {
     /// the first scan is still running and whether dense retrieval is on.
     async fn lode_status(&self, _: Value) -> Result<Value> {
         let state = self.state()?;
+        // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
+        // tells the blocking work to stop, and the LLM wait is abandoned at once.
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
         blocking(move || {
             let store = st.readers.get()?;
@@ -349,6 +362,10 @@ impl Backend {
         pinned: Option<String>,
         limit: Option<usize>,
     ) -> Result<lode_answer::Answer> {
+        // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
+        // tells the blocking work to stop, and the LLM wait is abandoned at once.
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
         blocking(move || {
             let store = st.readers.get()?;
@@ -363,6 +380,7 @@ impl Backend {
             };
             let mut cfg = st.settings.ask.clone();
             cfg.vault_root = Some(st.root.clone());
+            cfg.cancel = Some(cancel);
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
             }
