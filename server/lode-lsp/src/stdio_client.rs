@@ -38,12 +38,22 @@ impl StdioClient {
         args: impl IntoIterator<Item = I>,
         env: impl IntoIterator<Item = (K, V)>,
     ) -> std::io::Result<StdioClient> {
+        Self::spawn_with(exe, args, env, Stdio::null())
+    }
+
+    /// [`StdioClient::spawn_env`], with the server's stderr (its log) going to `stderr`.
+    pub fn spawn_with<I: AsRef<OsStr>, K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        exe: impl AsRef<OsStr>,
+        args: impl IntoIterator<Item = I>,
+        env: impl IntoIterator<Item = (K, V)>,
+        stderr: Stdio,
+    ) -> std::io::Result<StdioClient> {
         let mut child = Command::new(exe)
             .args(args)
             .envs(env)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(stderr)
             .spawn()?;
         let stdin = child.stdin.take();
         let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
@@ -98,8 +108,12 @@ impl StdioClient {
         self.response(json!(id))
     }
 
-    /// Waits for the response with this id.
+    /// Waits for the response with this id (responses may come in any order: one that arrived
+    /// while waiting for another is found among those already seen).
     pub fn response(&mut self, id: Value) -> std::io::Result<Value> {
+        if let Some(i) = self.seen.iter().position(|m| m.get("method").is_none() && m["id"] == id) {
+            return Ok(self.seen.remove(i));
+        }
         let deadline = Instant::now() + self.timeout;
         loop {
             let msg = self.rx.recv_timeout(deadline.saturating_duration_since(Instant::now())).map_err(|_| timed_out())?;

@@ -445,3 +445,90 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
     assert!(started.elapsed() >= Duration::from_secs(5), "{a}");
     assert_eq!(a["result"]["abstained"], true, "the slow model proposed nothing: {a}");
 }
+
+/// The protocol fuzzer, short version (the long one is `LODE_FUZZ_MESSAGES=20000`): generated
+/// and mutated JSON-RPC against the real binary — wrong types, huge and negative positions,
+/// unknown URIs, interleaved open/change/save/close of one document, malformed frames, requests
+/// after shutdown. Every request is answered, the server then answers correctly, nothing
+/// panicked, and `lode stats --check` is clean.
+#[test]
+fn protocol_fuzz_leaves_the_server_answering() {
+    let n: usize = std::env::var("LODE_FUZZ_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let log = tmp.path().join("server.log");
+    let mut lsp = Lsp(StdioClient::spawn_with(
+        env!("CARGO_BIN_EXE_lode"),
+        ["serve"],
+        [("RUST_LOG", "lode=warn")],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .unwrap());
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+
+    let mut seed = 0x9E3779B97F4A7C15u64;
+    let mut rnd = move |k: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % k.max(1) as u64) as usize
+    };
+    let doc = uri(&vault.join("fuzz.md"));
+    let uris = [doc.clone(), "file:///nope.md".into(), "untitled:Untitled-1".into(), "".into(), format!("{}/../../etc/passwd", uri(&vault)), "http://example.com/x.md".into(), uri(&vault.join("runbooks/redis-failover.md"))];
+    let texts = ["", "# T\n\nHow often?\n", "a\u{2028}b\u{85}c\r\nd\re 🦓 日本", "x\n", &"long line ".repeat(20_000)];
+    let numbers = [json!(-1), json!(0), json!(3), json!(4294967295u64), json!(1e20), json!("7"), json!(null), json!(2.5)];
+    let mut pending = Vec::new();
+    for i in 0..n {
+        let u = json!(uris[rnd(uris.len())]);
+        let pos = json!({"line": numbers[rnd(numbers.len())], "character": numbers[rnd(numbers.len())]});
+        let range = json!({"start": pos, "end": {"line": numbers[rnd(numbers.len())], "character": 0}});
+        let text = texts[rnd(texts.len())];
+        match rnd(12) {
+            0 => lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": i, "text": text}})),
+            1 => lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": doc, "version": i}, "contentChanges": [{"range": range, "text": text}, {"text": text}]})),
+            2 => lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": if rnd(2) == 0 { json!(doc) } else { u }}, "text": text})),
+            3 => lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": doc}})),
+            4 => lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": u, "type": numbers[rnd(numbers.len())]}]})),
+            5 => lsp.raw(["{not json", "[]", "{\"jsonrpc\": \"2.0\"}", "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":5}", "null"][rnd(5)]),
+            k => {
+                let (method, params) = match k {
+                    6 => ("textDocument/hover", json!({"textDocument": {"uri": u}, "position": pos})),
+                    7 => ("textDocument/definition", json!({"textDocument": {"uri": u}, "position": pos})),
+                    8 => ("lode/ask", [json!({"question": text}), json!({"question": 5}), json!({"question": "redis?", "pinned": u}), json!([1, 2]), json!({"question": "x", "limit": numbers[rnd(numbers.len())]})][rnd(5)].clone()),
+                    9 => {
+                        let q = ["%", "_", "ÄÖ", "", "runbook", text][rnd(6)];
+                        ("workspace/symbol", json!({"query": q}))
+                    }
+                    10 => ("textDocument/codeAction", json!({"textDocument": {"uri": u}, "range": range, "context": {"diagnostics": numbers[rnd(numbers.len())]}})),
+                    _ => (["lode/status", "unknown/method", "workspace/executeCommand"][rnd(3)], [json!(null), json!({"command": "lode.ask", "arguments": [{"uri": u}]}), json!("x")][rnd(3)].clone()),
+                };
+                let id = 100_000 + i;
+                let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+                lsp.send(&msg);
+                pending.push((id, msg));
+            }
+        }
+    }
+    for (id, msg) in pending {
+        let r = lsp.0.response(json!(id)).unwrap_or_else(|e| panic!("{e}: no answer to {}", &msg.to_string()[..msg.to_string().len().min(400)]));
+        assert!(r.get("result").is_some() || r.get("error").is_some(), "{r}");
+    }
+    // Still answering, and correctly.
+    let a = lsp.request("lode/ask", json!({"question": "How often are staging certificates rotated?"}));
+    assert!(a["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 60 days")), "{a}");
+    let s = lsp.request("lode/status", json!(null));
+    assert!(s["result"]["notes"].as_u64().is_some(), "{s}");
+    // Requests after shutdown are refused, not crashed on.
+    let _ = lsp.request("shutdown", json!(null));
+    let late = lsp.request("textDocument/hover", json!({"textDocument": {"uri": doc}, "position": {"line": 0, "character": 0}}));
+    assert!(late.get("error").is_some(), "{late}");
+    lsp.notify("exit", json!(null));
+    let _ = lsp.0.stop();
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!logged.contains("panicked"), "the server panicked:\n{logged}");
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "stats --check: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
