@@ -96,6 +96,8 @@ pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Syn
 
 struct Doc {
     rope: Rope,
+    /// The editor's version of the buffer (from didOpen / didChange).
+    version: i32,
 }
 
 struct State {
@@ -122,6 +124,8 @@ pub struct Backend {
     settings_fn: SettingsFn,
     vault_override: Option<PathBuf>,
     enc: RwLock<Encoding>,
+    /// Whether the client applies versioned `documentChanges` (else plain `changes`).
+    document_changes: std::sync::atomic::AtomicBool,
     docs: Arc<Mutex<HashMap<String, Doc>>>,
     /// The workspace `initialize` named; the state (stores, writer) is opened from it on first
     /// use, so `initialize` itself answers at once.
@@ -135,6 +139,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         settings_fn: settings,
         vault_override: vault,
         enc: RwLock::new(Encoding::Utf16),
+        document_changes: std::sync::atomic::AtomicBool::new(false),
         docs: Arc::new(Mutex::new(HashMap::new())),
         root: Mutex::new(None),
         state: OnceLock::new(),
@@ -212,6 +217,10 @@ impl Backend {
                 None
             }
         }
+    }
+
+    fn doc_version(&self, uri: &Uri) -> Option<i32> {
+        self.docs.lock().get(uri.as_str()).map(|d| d.version)
     }
 
     fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
@@ -405,6 +414,7 @@ impl Backend {
     async fn publish_citation_diagnostics(&self, uri: Uri) {
         let Ok(state) = self.state() else { return };
         let Some((rope, text)) = self.doc_text(&uri) else { return };
+        let version = self.doc_version(&uri);
         let enc = self.enc();
         let readers = state.readers.clone();
         let diags = blocking(move || {
@@ -458,7 +468,11 @@ impl Backend {
         })
         .await
         .unwrap_or_default();
-        self.client.publish_diagnostics(uri, diags, None).await;
+        // Only for the text they were computed on: if the buffer changed meanwhile, the next
+        // publication (after the change is saved) replaces them.
+        if self.doc_version(&uri) == version {
+            self.client.publish_diagnostics(uri, diags, version).await;
+        }
     }
 
     async fn refresh_open_diagnostics(&self) {
@@ -541,6 +555,8 @@ impl Backend {
             let line = rope.byte_to_line(bytes.start);
             question = rope.line(line).to_string();
         }
+        // The whole line the question ends on, to find it again when the answer arrives.
+        let question_text = rope.line(rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start).min(rope.len_bytes()))).to_string();
         let question = lode_core::extractive::plain(question.trim()).trim_start_matches('#').trim().to_owned();
         if question.is_empty() {
             return Err(invalid("no question on that line"));
@@ -550,14 +566,30 @@ impl Backend {
         // The question is text of this note: egress rules for the note apply to it.
         let answer = self.answer(&state, question, Some(rel.clone()), pinned_path, None).await?;
         let md = lode_answer::render::markdown(&answer, &rel);
-        // Insert after the question's line.
-        let end_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start));
+        // Insert after the question's line *as the buffer is now*: the user may have typed while
+        // the answer was made, so the question is found again (nearest line with its text).
+        let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} was closed", uri.as_str())))?;
+        let version = self.doc_version(&uri);
+        let asked_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start).min(rope.len_bytes()));
+        let question_line = question_text.trim();
+        let end_line = (0..rope.len_lines())
+            .filter(|&l| rope.line(l).to_string().trim() == question_line)
+            .min_by_key(|&l| l.abs_diff(asked_line))
+            .unwrap_or_else(|| asked_line.min(rope.len_lines().saturating_sub(1)));
         let insert_at = Position { line: end_line as u32 + 1, character: 0 };
         let needs_newline = end_line + 1 >= rope.len_lines() && !rope.to_string().ends_with('\n');
         let text = format!("{}\n{md}\n", if needs_newline { "\n" } else { "" });
-        let edit = WorkspaceEdit {
-            changes: Some(HashMap::from([(uri, vec![TextEdit { range: Range { start: insert_at, end: insert_at }, new_text: text }])])),
-            ..Default::default()
+        let edit_one = TextEdit { range: Range { start: insert_at, end: insert_at }, new_text: text };
+        let edit = if self.document_changes.load(Ordering::SeqCst) {
+            WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
+                    text_document: OptionalVersionedTextDocumentIdentifier { uri, version },
+                    edits: vec![OneOf::Left(edit_one)],
+                }])),
+                ..Default::default()
+            }
+        } else {
+            WorkspaceEdit { changes: Some(HashMap::from([(uri, vec![edit_one])])), ..Default::default() }
         };
         let applied = self.client.apply_edit(edit).await.map_err(internal)?;
         Ok(Some(json!({"applied": applied.applied, "answer": answer})))
@@ -578,6 +610,14 @@ impl LanguageServer for Backend {
             .and_then(|g| g.position_encodings.as_ref())
             .is_some_and(|e| e.contains(&PositionEncodingKind::UTF8));
         *self.enc.write() = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
+        let versioned = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.workspace_edit.as_ref())
+            .and_then(|e| e.document_changes)
+            .unwrap_or(false);
+        self.document_changes.store(versioned, Ordering::SeqCst);
         #[allow(deprecated)]
         let root = self
             .vault_override
@@ -628,7 +668,8 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri;
-        self.docs.lock().insert(uri.as_str().to_owned(), Doc { rope: Rope::from_str(&params.text_document.text) });
+        let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version };
+        self.docs.lock().insert(uri.as_str().to_owned(), doc);
         self.publish_citation_diagnostics(uri).await;
     }
 
@@ -637,6 +678,7 @@ impl LanguageServer for Backend {
         let enc = self.enc();
         let mut docs = self.docs.lock();
         let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
+        doc.version = params.text_document.version;
         position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
     }
 

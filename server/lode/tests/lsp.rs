@@ -532,3 +532,37 @@ fn protocol_fuzz_leaves_the_server_answering() {
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
     assert!(o.status.success(), "stats --check: {}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }
+
+#[test]
+fn answers_land_under_the_question_where_it_is_when_they_arrive() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let (endpoint, _) = slow_llm(Duration::from_secs(2));
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    let mut lsp = Lsp::start();
+    let caps = json!({"workspace": {"workspaceEdit": {"documentChanges": true}}});
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": caps}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let q = vault.join("q.md");
+    let q_uri = uri(&q);
+    let text = "# Q\n\nHow often are staging certificates rotated?\n\nmore text\n";
+    std::fs::write(&q, text).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": q_uri, "languageId": "markdown", "version": 1, "text": text}}));
+    let id = 5151;
+    lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "workspace/executeCommand",
+        "params": {"command": "lode.ask", "arguments": [{"uri": q_uri, "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "pinned": false}]}}));
+    // While the model thinks, the user adds two lines above the question.
+    std::thread::sleep(Duration::from_millis(300));
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": q_uri, "version": 2},
+        "contentChanges": [{"range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}}, "text": "typed meanwhile\nand more\n"}]}));
+    let edit = lsp.wait_for(|m| m["method"] == "workspace/applyEdit");
+    let dc = &edit["params"]["edit"]["documentChanges"][0];
+    assert_eq!(dc["textDocument"]["version"], 2, "{edit}");
+    assert_eq!(dc["edits"][0]["range"]["start"]["line"], 5, "under the question, now on line 4: {edit}");
+    assert!(dc["edits"][0]["newText"].as_str().unwrap().contains("**lode**"), "{edit}");
+    let r = lsp.response(json!(id));
+    assert_eq!(r["result"]["applied"], true, "{r}");
+}
