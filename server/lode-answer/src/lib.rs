@@ -362,86 +362,20 @@ pub fn ask_from(
     models: Models<'_>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
-    let mut notice = None;
+    let mut origin_notice = None;
     let local = Synthesizer::Extractive;
     let mut synth = synth;
     if synth.is_remote() {
         if let Some(path) = origin {
             if let Some(why) = withheld_note(store, rules, cfg, path) {
-                notice = Some(format!(
+                origin_notice = Some(format!(
                     "the question comes from {path}, which may not leave this machine ({why}): answered locally with the extractive synthesizer"
                 ));
                 synth = &local;
             }
         }
     }
-    let mut answer = ask_with(store, question, pinned, cfg, rules, synth, models, scorer)?;
-    if answer.notice.is_none() {
-        answer.notice = notice;
-    }
-    Ok(answer)
-}
-
-/// Why the note at `path` may not leave the machine: its rules, its indexed metadata, and its
-/// frontmatter on disk now. Fails closed: metadata that cannot be read withholds the note.
-fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str) -> Option<String> {
-    let indexed = store.notes().map(|ns| ns.into_iter().find(|n| n.path == path).map(|n| n.id));
-    let meta = match indexed {
-        Ok(Some(id)) => match store.note_meta(id) {
-            Ok(m) => m,
-            Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
-        },
-        Ok(None) => serde_json::Map::new(),
-        Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
-    };
-    rules.withheld_because(path, &meta).or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, path))
-}
-
-/// The egress rule the note's frontmatter *on disk* triggers, if the vault root is known.
-/// Reading it fails closed.
-fn on_disk_withheld(root: Option<&std::path::Path>, rules: &EgressRules, path: &str) -> Option<String> {
-    let root = root?;
-    match std::fs::read(root.join(path)) {
-        Ok(bytes) => rules.withheld_because(path, &frontmatter_of(&String::from_utf8_lossy(&bytes))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => Some(format!("its frontmatter on disk could not be read ({e}); withheld to be safe")),
-    }
-}
-
-/// The frontmatter of a note body as metadata (empty when it has none).
-pub fn frontmatter_of(body: &str) -> serde_json::Map<String, serde_json::Value> {
-    let body = body.trim_start_matches('\u{feff}');
-    let mut map = serde_json::Map::new();
-    let Some(fence) = ["---", "+++"].into_iter().find(|f| body.starts_with(f) && body[3..].starts_with(['\n', '\r'])) else {
-        return map;
-    };
-    let mut end = None;
-    let mut pos = 0;
-    for (n, line) in body.split_inclusive('\n').enumerate() {
-        if n > 0 && (line.trim_end() == fence || (fence == "---" && line.trim_end() == "...")) {
-            end = Some(pos + line.len());
-            break;
-        }
-        pos += line.len();
-    }
-    let Some(end) = end else { return map };
-    for (k, v) in lode_core::frontmatter::parse(&body[..end]) {
-        map.insert(k, serde_json::Value::String(v));
-    }
-    map
-}
-
-#[allow(clippy::too_many_arguments)]
-fn ask_with(
-    store: &Store,
-    question: &str,
-    pinned: Option<&str>,
-    cfg: &AskConfig,
-    rules: &EgressRules,
-    synth: &Synthesizer,
-    models: Models<'_>,
-    scorer: &mut ScorerSlot<'_>,
-) -> Result<Answer, AskError> {
+    // The rest: context, egress, synthesis, the gate.
     let cancelled = || cfg.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
     if cancelled() {
         return Err(AskError::Cancelled);
@@ -508,7 +442,7 @@ fn ask_with(
         let weights = store.term_weights(&lode_core::query::terms(question))?;
         Ok(extractive::extract(question, &sources, &weights, &cfg.extract))
     };
-    let mut notice = None;
+    let mut notice = origin_notice;
     let mut synthesizer = synth.name();
     let mut problems: Vec<DroppedClaim> = Vec::new();
     let claims = match synth {
@@ -678,3 +612,54 @@ fn ask_with(
     }
     Ok(answer)
 }
+
+
+/// Why the note at `path` may not leave the machine: its rules, its indexed metadata, and its
+/// frontmatter on disk now. Fails closed: metadata that cannot be read withholds the note.
+fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str) -> Option<String> {
+    let indexed = store.notes().map(|ns| ns.into_iter().find(|n| n.path == path).map(|n| n.id));
+    let meta = match indexed {
+        Ok(Some(id)) => match store.note_meta(id) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
+        },
+        Ok(None) => serde_json::Map::new(),
+        Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
+    };
+    rules.withheld_because(path, &meta).or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, path))
+}
+
+/// The egress rule the note's frontmatter *on disk* triggers, if the vault root is known.
+/// Reading it fails closed.
+fn on_disk_withheld(root: Option<&std::path::Path>, rules: &EgressRules, path: &str) -> Option<String> {
+    let root = root?;
+    match std::fs::read(root.join(path)) {
+        Ok(bytes) => rules.withheld_because(path, &frontmatter_of(&String::from_utf8_lossy(&bytes))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => Some(format!("its frontmatter on disk could not be read ({e}); withheld to be safe")),
+    }
+}
+
+/// The frontmatter of a note body as metadata (empty when it has none).
+pub fn frontmatter_of(body: &str) -> serde_json::Map<String, serde_json::Value> {
+    let body = body.trim_start_matches('\u{feff}');
+    let mut map = serde_json::Map::new();
+    let Some(fence) = ["---", "+++"].into_iter().find(|f| body.starts_with(f) && body[3..].starts_with(['\n', '\r'])) else {
+        return map;
+    };
+    let mut end = None;
+    let mut pos = 0;
+    for (n, line) in body.split_inclusive('\n').enumerate() {
+        if n > 0 && (line.trim_end() == fence || (fence == "---" && line.trim_end() == "...")) {
+            end = Some(pos + line.len());
+            break;
+        }
+        pos += line.len();
+    }
+    let Some(end) = end else { return map };
+    for (k, v) in lode_core::frontmatter::parse(&body[..end]) {
+        map.insert(k, serde_json::Value::String(v));
+    }
+    map
+}
+

@@ -437,7 +437,7 @@ pub(crate) fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize
 }
 
 /// Whether the period at `dot` belongs to a list number, an initial or an abbreviation.
-fn not_a_stop(s: &str, dot: usize, abbreviations: &[&str]) -> bool {
+pub(crate) fn not_a_stop(s: &str, dot: usize, abbreviations: &[&str]) -> bool {
     let word_start = s[..dot].rfind(char::is_whitespace).map_or(0, |i| i + 1);
     let word = &s[word_start..dot];
     if word.is_empty() {

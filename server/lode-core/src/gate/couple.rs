@@ -161,7 +161,7 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
                         m += 1;
                     }
                     let after_ok = chars.get(m).is_none_or(|&(_, n)| n.is_whitespace());
-                    after_ok && !(c == '.' && not_a_stop(content, i))
+                    after_ok && !(c == '.' && crate::chunk::not_a_stop(content, i, ABBREVIATIONS))
                 }
                 '。' | '！' | '？' => true,
                 _ => false,
@@ -198,25 +198,8 @@ fn list_marker(t: &str) -> bool {
     digits > 0 && digits <= 9 && (t[digits..].starts_with(". ") || t[digits..].starts_with(") "))
 }
 
-/// Whether the period at byte `dot` of `line` belongs to an abbreviation, an initial or a list
-/// number rather than ending a sentence.
-fn not_a_stop(line: &str, dot: usize) -> bool {
-    const ABBREVIATIONS: &[&str] = &["al", "approx", "cf", "dr", "e.g", "eg", "etc", "fig", "i.e", "ie", "mr", "mrs", "ms", "no", "vs", "st"];
-    let word_start = line[..dot].rfind(char::is_whitespace).map_or(0, |i| i + 1);
-    let word = &line[word_start..dot];
-    if word.is_empty() {
-        return false;
-    }
-    if word_start == 0 && word.len() <= 9 && word.bytes().all(|b| b.is_ascii_digit()) {
-        return true;
-    }
-    let mut letters = word.chars();
-    if letters.next().is_some_and(char::is_uppercase) && letters.next().is_none() {
-        return true;
-    }
-    let lower = word.trim_start_matches(['(', '"', '\'']).to_lowercase();
-    ABBREVIATIONS.contains(&lower.as_str())
-}
+/// Abbreviations whose period does not end a sentence (beyond those the chunker knows).
+const ABBREVIATIONS: &[&str] = &["al", "approx", "cf", "dr", "e.g", "eg", "etc", "fig", "i.e", "ie", "mr", "mrs", "ms", "no", "vs", "st"];
 
 /// The part of `body` a quote's context is read from: the paragraph(s) around `quote`, bounded.
 fn context_window(body: &str, quote: &Range<usize>) -> Range<usize> {
