@@ -432,3 +432,22 @@ fn cancelling_stops_waiting_for_a_slow_model() {
     assert!(matches!(r, Err(AskError::Cancelled)));
     assert_eq!(fake.requests.lock().unwrap().len(), 1);
 }
+
+#[test]
+fn gitignore_style_patterns_withhold_in_the_bytes_sent() {
+    let v = vault(&[
+        ("private/x/salary.md", "# Salary\n\nThe staging certificates budget is 12000 euros.\n"),
+        ("journal/journal-2026.md", "# Journal\n\nThe staging certificates budget worries me: 11000 euros.\n"),
+    ]);
+    for pattern in ["private/", "/private/**", "private", "**/salary.md"] {
+        let rules = EgressRules::new(&[pattern.to_owned(), "**/journal-*.md".to_owned()]).unwrap();
+        let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+        let cfg = AskConfig { context_limit: 40, ..AskConfig::default() };
+        let a = ask(&v.store, "staging certificates budget euros", None, &cfg, &rules, &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None).unwrap();
+        let sent = fake.requests.lock().unwrap().concat();
+        assert!(!sent.contains("12000") && !sent.contains("11000"), "{pattern}: withheld text left the machine");
+        for path in ["private/x/salary.md", "journal/journal-2026.md"] {
+            assert!(a.withheld.iter().any(|w| w.path == path), "{pattern}: {path} not withheld: {:?}", a.withheld);
+        }
+    }
+}
