@@ -55,6 +55,12 @@ pub struct AnswersArgs {
     /// Seconds to wait for one LLM answer
     #[arg(long, value_name = "S", default_value_t = 120)]
     pub llm_timeout: u64,
+    /// Most tokens the LLM may write per answer
+    #[arg(long, value_name = "N", default_value_t = 512)]
+    pub llm_max_tokens: u32,
+    /// Passages retrieved as context for each answer [default: the vault's config]
+    #[arg(long, value_name = "N")]
+    pub context: Option<usize>,
     /// Retrieve with the hybrid pipeline (needs the embedding model) instead of lexical only
     #[arg(long)]
     pub hybrid: bool,
@@ -532,7 +538,10 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     index_vault(&mut store, &vault, &IndexOptions::default(), |p| progress.update("indexing", p.done, p.total, p.path))?;
     progress.finish();
     let rules = config.egress_rules()?;
-    let ask_cfg = config.ask_config();
+    let mut ask_cfg = config.ask_config();
+    if let Some(n) = args.context {
+        ask_cfg.context_limit = n.clamp(1, 50);
+    }
     let vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
     let mut loaded = crate::models::load(&vault_cfg, args.hybrid, false);
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
@@ -543,6 +552,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
             endpoint: endpoint.clone(),
             model: args.llm_model.clone(),
             timeout_secs: args.llm_timeout,
+            max_tokens: args.llm_max_tokens,
             retries: 0,
             ..Default::default()
         }),
