@@ -728,19 +728,40 @@ impl Store {
         Ok(row.map(|(p, t, ms)| (p, t, format_utc(ms))))
     }
 
-    /// Note titles and section headings whose text contains `query` (case-insensitive), for
-    /// `workspace/symbol`: `(path, name, line, is_title)`.
+    /// Note titles and section headings whose text contains `query` (case-insensitive, with
+    /// Unicode case folding; `%`, `_` and `\\` are literal), for `workspace/symbol`:
+    /// `(path, name, line, is_title)`.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
-        let like = format!("%{}%", query.replace('%', "").replace('_', ""));
+        let folded = query.to_lowercase();
+        // SQLite's lower() folds ASCII only: an ASCII query narrows the rows in SQL (LIKE with its
+        // wildcards escaped); any query is then matched in Rust with full folding.
+        let (like, cap) = if folded.is_ascii() {
+            let escaped: String = folded.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
+            (format!("%{escaped}%"), limit as i64)
+        } else {
+            ("%".to_owned(), -1)
+        };
+        let matches = |s: &str| s.to_lowercase().contains(&folded);
         let mut out = Vec::new();
-        let rows = self.rows("SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ORDER BY path LIMIT ?2", params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?;
-        out.extend(rows.into_iter().map(|(p, t)| (p, t, 1, true)));
+        let rows = self.rows(
+            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ESCAPE '\\' ORDER BY path LIMIT ?2",
+            params![like, cap],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )?;
+        out.extend(rows.into_iter().filter(|(_, t)| matches(t)).take(limit).map(|(p, t)| (p, t, 1, true)));
         // Headings: the last segment of a passage's heading path, at the line of its first passage.
-        let rows = self.rows("SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
-                 WHERE lower(p.heading) LIKE ?1 GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2", params![like, limit as i64], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)))?;
+        let rows = self.rows(
+            "SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE lower(p.heading) LIKE ?1 ESCAPE '\\' GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2",
+            params![like, cap],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+        )?;
         for (path, heading, line) in rows {
             let name = heading.rsplit(" › ").next().unwrap_or(&heading).to_owned();
-            if name.to_lowercase().contains(query) && !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {
+            if out.len() >= limit {
+                break;
+            }
+            if matches(&name) && !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {
                 out.push((path, name, line.max(1) as usize, false));
             }
         }

@@ -312,3 +312,27 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
     store.log_egress("api.example.com:443", "synthesis", &[1, 2], 10, 0).unwrap();
     assert_eq!(store.egress_log().unwrap()[0].passages, [1, 2]);
 }
+
+#[test]
+fn symbols_fold_unicode_case_and_take_wildcards_literally() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    for (path, body) in [
+        ("a.md", "# Ärger im Büro\n\n## Straße und ÉCOLE\n\ntext\n"),
+        ("b.md", "# 100% done\n\ntext\n"),
+        ("c.md", "# snake_case notes\n\ntext\n"),
+        ("d.md", "# Plain title\n\n## Back\\slash\n\ntext\n"),
+    ] {
+        store.save_note(path, body.as_bytes()).unwrap();
+    }
+    let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("ärger"), ["Ärger im Büro"]);
+    assert_eq!(names("ÄRGER"), ["Ärger im Büro"]);
+    assert_eq!(names("école"), ["Straße und ÉCOLE"]);
+    assert_eq!(names("100%"), ["100% done"], "% is a character, not a wildcard");
+    assert_eq!(names("_"), ["snake_case notes"], "_ is a character, not a wildcard");
+    assert_eq!(names("\\"), ["Back\\slash"]);
+    assert_eq!(names("PLAIN"), ["Plain title"]);
+    assert!(names("zzz").is_empty());
+    assert_eq!(store.symbols("", 2).unwrap().len(), 2, "the limit holds");
+}
