@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 // parking_lot locks do not poison: a panic in one request cannot make every later request fail.
 use parking_lot::{Mutex, RwLock};
@@ -130,7 +130,7 @@ pub struct Backend {
     /// The workspace `initialize` named; the state (stores, writer) is opened from it on first
     /// use, so `initialize` itself answers at once.
     root: Mutex<Option<Option<PathBuf>>>,
-    state: OnceLock<std::result::Result<Arc<State>, String>>,
+    state: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
 }
 
 pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
@@ -142,7 +142,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         document_changes: std::sync::atomic::AtomicBool::new(false),
         docs: Arc::new(Mutex::new(HashMap::new())),
         root: Mutex::new(None),
-        state: OnceLock::new(),
+        state: tokio::sync::OnceCell::new(),
     })
     .custom_method("lode/ask", Backend::lode_ask)
     .custom_method("lode/status", Backend::lode_status)
@@ -155,6 +155,46 @@ fn internal(msg: impl std::fmt::Display) -> Error {
 
 fn invalid(msg: impl std::fmt::Display) -> Error {
     Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
+}
+
+/// Opens the stores and starts the writer for the workspace `initialize` named (blocking: it runs
+/// migrations; called off the message loop).
+fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<State>, String> {
+    match root {
+        None => Err("no workspace folder: open a folder of notes".to_owned()),
+        Some(root) => (|| {
+            let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
+            let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
+            let (kick, dense) = match settings.vectors.clone() {
+                Some(vs) => {
+                    let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                    (Some(Mutex::new(k)), d)
+                }
+                None => (None, Arc::new(Mutex::new(None))),
+            };
+            let kick_writer = kick.as_ref().map(|k| k.lock().clone());
+            Ok(Arc::new(State {
+                root,
+                settings,
+                writer: Writer::start(write, move |d| {
+                    match d {
+                        Done::Failed(e) => tracing::warn!("save failed: {e}"),
+                        Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                        Done::Deleted(found) => tracing::debug!("deleted: {found}"),
+                    }
+                    if let Some(k) = &kick_writer {
+                        let _ = k.send(());
+                    }
+                }),
+                readers: crate::readers::Readers::new(settings_db, settings_store, read),
+                scanning: Arc::new(AtomicBool::new(false)),
+                dense,
+                kick,
+            }))
+        })(),
+    }
 }
 
 /// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
@@ -187,16 +227,29 @@ struct AskParams {
 }
 
 impl Backend {
-    fn state(&self) -> Result<Arc<State>> {
-        if self.state.get().is_none() {
-            if let Some(root) = self.root.lock().take() {
-                let _ = self.state.set(self.open_state(root));
+    /// The stores and writer, opened on first use — off the message loop (`spawn_blocking`:
+    /// opening runs migrations). Once open this returns without suspending, so a handler that
+    /// takes a writer ticket right after it still takes it before its first real await.
+    async fn state(&self) -> Result<Arc<State>> {
+        let opened = match self.state.get() {
+            Some(r) => r,
+            None => {
+                let Some(root) = self.root.lock().clone() else {
+                    return Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None });
+                };
+                let settings_fn = self.settings_fn.clone();
+                self.state
+                    .get_or_init(|| async move {
+                        tokio::task::spawn_blocking(move || open_state(&settings_fn, root))
+                            .await
+                            .unwrap_or_else(|e| Err(format!("opening the vault failed: {e}")))
+                    })
+                    .await
             }
-        }
-        match self.state.get() {
-            Some(Ok(s)) => Ok(s.clone()),
-            Some(Err(e)) => Err(internal(format!("lode is not available in this workspace: {e}"))),
-            None => Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None }),
+        };
+        match opened {
+            Ok(s) => Ok(s.clone()),
+            Err(e) => Err(internal(format!("lode is not available in this workspace: {e}"))),
         }
     }
 
@@ -231,57 +284,19 @@ impl Backend {
     /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
     /// finds the citation link under the cursor of an open document.
     async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
-        let barrier = self.state().map(|s| s.writer.barrier());
-        let state = self.state()?;
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
         Ok(lode_core::citation::at(&text, offset).map(|c| (state, rope, c)))
     }
 
-    /// Opens the stores and starts the writer for the workspace `initialize` named.
-    fn open_state(&self, root: Option<PathBuf>) -> std::result::Result<Arc<State>, String> {
-        match root {
-            None => Err("no workspace folder: open a folder of notes".to_owned()),
-            Some(root) => (|| {
-                let settings = (self.settings_fn)(&root).map_err(|e| format!("{e:#}"))?;
-                let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
-                let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
-                let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
-                let (kick, dense) = match settings.vectors.clone() {
-                    Some(vs) => {
-                        let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
-                        (Some(Mutex::new(k)), d)
-                    }
-                    None => (None, Arc::new(Mutex::new(None))),
-                };
-                let kick_writer = kick.as_ref().map(|k| k.lock().clone());
-                Ok(Arc::new(State {
-                    root,
-                    settings,
-                    writer: Writer::start(write, move |d| {
-                        match d {
-                            Done::Failed(e) => tracing::warn!("save failed: {e}"),
-                            Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                            Done::Deleted(found) => tracing::debug!("deleted: {found}"),
-                        }
-                        if let Some(k) = &kick_writer {
-                            let _ = k.send(());
-                        }
-                    }),
-                    readers: crate::readers::Readers::new(settings_db, settings_store, read),
-                    scanning: Arc::new(AtomicBool::new(false)),
-                    dense,
-                    kick,
-                }))
-            })(),
-        }
-    }
 
     /// What the index holds and how fresh it is: notes, passages, passages with vectors, whether
     /// the first scan is still running and whether dense retrieval is on.
     async fn lode_status(&self, _: Value) -> Result<Value> {
-        let state = self.state()?;
+        let state = self.state().await?;
         // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
         // tells the blocking work to stop, and the LLM wait is abandoned at once.
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -309,8 +324,8 @@ impl Backend {
     }
 
     async fn lode_ask(&self, params: Value) -> Result<Value> {
-        let barrier = self.state().map(|s| s.writer.barrier());
-        let state = self.state()?;
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let p: AskParams = serde_json::from_value(params).map_err(|e| invalid(format!("lode/ask params: {e}")))?;
         crate::isolation::fault("ask-async");
@@ -412,7 +427,7 @@ impl Backend {
     /// Diagnostics for the citations in an open document: a quote no longer in its note's head
     /// has drifted (warning); one still there but pinned to an older version is noted (hint).
     async fn publish_citation_diagnostics(&self, uri: Uri) {
-        let Ok(state) = self.state() else { return };
+        let Ok(state) = self.state().await else { return };
         let Some((rope, text)) = self.doc_text(&uri) else { return };
         let version = self.doc_version(&uri);
         let enc = self.enc();
@@ -546,7 +561,7 @@ impl Backend {
     }
 
     async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
-        let state = self.state()?;
+        let state = self.state().await?;
         let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} is not open", uri.as_str())))?;
         let enc = self.enc();
         let bytes = position::byte_range(&rope, range, enc);
@@ -648,7 +663,7 @@ impl LanguageServer for Backend {
     }
 
     async fn initialized(&self, _: InitializedParams) {
-        match self.state() {
+        match self.state().await {
             Ok(state) => {
                 let watch = Registration {
                     id: "lode-watch".into(),
@@ -684,7 +699,7 @@ impl LanguageServer for Backend {
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
         // The ticket is taken before the first await: see writer.rs.
-        let Ok(state) = self.state() else { return };
+        let Ok(state) = self.state().await else { return };
         let uri = params.text_document.uri;
         let Some(rel) = Self::rel(&state, &uri) else { return };
         // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
@@ -710,7 +725,7 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
-        let Ok(state) = self.state() else { return };
+        let Ok(state) = self.state().await else { return };
         let mut last = None;
         for change in params.changes {
             let Some(rel) = Self::rel(&state, &change.uri) else { continue };
@@ -845,7 +860,7 @@ impl LanguageServer for Backend {
                 }));
             }
         }
-        let rel = self.state().ok().and_then(|st| Self::rel(&st, &uri));
+        let rel = self.state().await.ok().and_then(|st| Self::rel(&st, &uri));
         for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
             if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
                 if code == "lode.older-version" {
@@ -892,8 +907,8 @@ impl LanguageServer for Backend {
         if params.command != "lode.ask" {
             return Err(invalid(format!("unknown command {}", params.command)));
         }
-        let barrier = self.state().map(|s| s.writer.barrier());
-        self.state()?.writer.wait(barrier.unwrap_or(0)).await;
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        self.state().await?.writer.wait(barrier.unwrap_or(0)).await;
         #[derive(Deserialize)]
         struct Args {
             uri: Uri,
@@ -907,7 +922,7 @@ impl LanguageServer for Backend {
     }
 
     async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
-        let state = self.state()?;
+        let state = self.state().await?;
         let readers = state.readers.clone();
         let root = state.root.clone();
         let q = params.query.to_lowercase();

@@ -566,3 +566,25 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     let r = lsp.response(json!(id));
     assert_eq!(r["result"]["applied"], true, "{r}");
 }
+
+#[test]
+fn opening_the_stores_never_blocks_the_message_loop() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success());
+    // Another process holds the database exclusively: opening it waits for the busy timeout.
+    let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
+    holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    let mut lsp = Lsp::start();
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    // The stores are opening (and waiting) now; messages that need no store answer at once.
+    std::thread::sleep(Duration::from_millis(200));
+    let t = Instant::now();
+    let r = lsp.request("shutdown", json!(null));
+    assert!(r.get("error").is_none(), "{r}");
+    assert!(t.elapsed() < Duration::from_secs(2), "shutdown waited {:?} for the stores to open", t.elapsed());
+    drop(holder);
+}
