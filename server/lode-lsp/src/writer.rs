@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc;
 
-use lode_store::{SaveOutcome, Store};
+use lode_store::{SaveOutcome, Store, StoreError};
 use tokio::sync::watch;
 
 pub enum Job {
@@ -77,10 +77,28 @@ impl Writer {
     }
 }
 
+/// Runs `f`, and again after a pause while the database is locked by another process (a
+/// `lode index` in a terminal, a backup): a busy database delays a save, it does not drop it.
+/// Each attempt already waits out SQLite's busy timeout first.
+fn retrying_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    let mut pause = std::time::Duration::from_millis(250);
+    for _ in 0..4 {
+        match f() {
+            Err(StoreError::Locked { path }) => {
+                tracing::warn!("{} is locked; retrying the save in {pause:?}", path.display());
+                std::thread::sleep(pause);
+                pause *= 2;
+            }
+            other => return other,
+        }
+    }
+    f()
+}
+
 fn run(store: &mut Store, job: Job) -> Done {
     crate::isolation::fault("writer");
     match job {
-        Job::Save { path, bytes } => match store.save_note(&path, &bytes) {
+        Job::Save { path, bytes } => match retrying_busy(|| store.save_note(&path, &bytes)) {
             Ok(o) => Done::Saved(o),
             Err(e) => Done::Failed(e.to_string()),
         },
@@ -89,11 +107,11 @@ fn run(store: &mut Store, job: Job) -> Done {
                 Done::Failed(format!("{path} is over the size limit; not indexed"))
             }
             Ok(bytes) if lode_store::vault::looks_binary(&bytes) => Done::Failed(format!("{path} looks binary; not indexed")),
-            Ok(bytes) => match store.save_note(&path, &bytes) {
+            Ok(bytes) => match retrying_busy(|| store.save_note(&path, &bytes)) {
                 Ok(o) => Done::Saved(o),
                 Err(e) => Done::Failed(e.to_string()),
             },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match store.delete_note(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match retrying_busy(|| store.delete_note(&path)) {
                 Ok(d) => Done::Deleted(d),
                 Err(e) => Done::Failed(e.to_string()),
             },

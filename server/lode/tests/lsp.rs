@@ -588,3 +588,23 @@ fn opening_the_stores_never_blocks_the_message_loop() {
     assert!(t.elapsed() < Duration::from_secs(2), "shutdown waited {:?} for the stores to open", t.elapsed());
     drop(holder);
 }
+
+#[test]
+fn a_save_while_another_process_locks_the_database_is_retried_not_dropped() {
+    let (_tmp, vault, mut lsp) = setup();
+    let _ = lsp.request("lode/status", json!(null)); // the stores are open
+    let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
+    holder.busy_timeout(Duration::from_secs(60)).unwrap(); // the vector thread may be writing
+    // A writer in another process (in WAL mode, readers go on; writers wait).
+    holder.execute_batch("BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    let n = vault.join("lemur.md");
+    let text = "# Lemur\n\nThe lemur audit runs every 23 days.\n";
+    std::fs::write(&n, text).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}, "text": text}));
+    // Longer than SQLite's own busy timeout (5 s): the first attempt fails, a retry lands.
+    std::thread::sleep(Duration::from_secs(6));
+    holder.execute_batch("ROLLBACK;").unwrap();
+    drop(holder);
+    let a = lsp.request("lode/ask", json!({"question": "How often does the lemur audit run?"}));
+    assert!(a["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 23 days")), "{a}");
+}
