@@ -285,11 +285,12 @@ pub fn couple(claim: &str, body: &str, quote: &Range<usize>) -> Result<(), Strin
     // source only where the claim has one too.
     let claim_gaps: Vec<bool> = claim_toks.windows(2).map(|w| clause_gap(&claim[w[0].range.end..w[1].range.start])).collect();
     let window = context_window(body, quote);
-    // The window with link destinations, URLs and tags blanked: tokens and clause gaps are read
-    // from it; offsets are the body's.
-    let blanked = format!("{}{}", " ".repeat(window.start), readable(&body[window.clone()]));
+    // Everything below reads the window with link destinations, URLs and tags blanked, in
+    // offsets relative to the window (coupling reports no offsets).
+    let blanked = readable(&body[window.clone()]);
     let body = blanked.as_str();
-    let sents = sentences(body, window.clone());
+    let quote = &(quote.start - window.start..quote.end - window.start);
+    let sents = sentences(body, 0..body.len());
     let mut why = "the claim's words are not in one sentence of the quote, in the same order".to_owned();
     for (si, sent) in sents.iter().enumerate() {
         if !(sent.start < quote.end && quote.start < sent.end) {
