@@ -301,3 +301,16 @@ fn the_gate_uses_a_configured_entailment_model() {
     let strict = run(&["--nli", "tiny-nli", "--threshold", "0.995"]);
     assert_eq!(strict["verdict"], "dropped");
 }
+
+#[test]
+fn a_no_egress_pattern_that_matches_nothing_is_warned_about() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join(".lode/config.toml"), "[egress]\nno_egress = [\"runbooks/\", \"privte/**\"]\n").unwrap();
+    assert!(lode(&["index", "--no-vectors"], &v).status.success());
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("\"privte/**\" matches no note"), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("\"runbooks/\""), "a pattern that matches is not warned about: {}", stderr(&o));
+}

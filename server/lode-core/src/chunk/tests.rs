@@ -207,3 +207,14 @@ fn queries_compile() {
     assert!(roles_by_kind().iter().filter(|r| r.is_some()).count() >= 12);
     let _ = crate::links::extract("x", &parse_blocks("x").unwrap());
 }
+
+#[test]
+fn inserted_lode_answers_are_never_passages() {
+    // An answer lode inserted earlier must not be retrieved or become evidence for a later one;
+    // an ordinary block quote next to it still is a passage.
+    let md = "# Q\n\nHow often are certs rotated?\n\n> **lode** — How often are certs rotated?\n>\n> - Certs rotate every 90 days [x](a.md \"lode abc 1-2\") *(quoted & coupled)*\n\n> A quote the user wrote.\n\nAfter.\n";
+    let got = kinds(md, &ChunkConfig::default());
+    assert!(got.iter().all(|(_, t)| !t.contains("**lode**") && !t.contains("90 days")), "{got:?}");
+    assert!(got.iter().any(|(k, t)| k == "quote" && t.contains("A quote the user wrote")), "{got:?}");
+    assert!(got.iter().any(|(_, t)| t == "After."), "{got:?}");
+}

@@ -42,6 +42,14 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
         Synthesizer::Extractive
     };
     let rules = vault.config.egress_rules()?;
+    // A no-egress pattern that matches no note withholds nothing: most likely a typo.
+    if !rules.patterns().is_empty() {
+        let notes = store.notes()?;
+        let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
+        for p in rules.unmatched_patterns(&paths) {
+            eprintln!("warning: [egress] no_egress pattern {p:?} matches no note in this vault; it withholds nothing");
+        }
+    }
     let mut loaded = crate::models::load(&vault, true, vault.config.models.reranker.is_some());
     for p in &loaded.problems {
         eprintln!("note: {p}");
