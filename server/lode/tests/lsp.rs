@@ -47,10 +47,22 @@ impl Lsp {
     }
 }
 
+/// A copy of the example vault in `dir`.
+fn example_vault(dir: &Path) -> PathBuf {
+    let vault = dir.join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    vault
+}
+
+/// Indexes `vault` with `lode index --no-vectors` (before a server starts).
+fn index_lexical(vault: &Path) {
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn setup() -> (tempfile::TempDir, PathBuf, Lsp) {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let vault = example_vault(tmp.path());
     let mut lsp = Lsp::start();
     let t = Instant::now();
     let init = lsp.request(
@@ -263,11 +275,9 @@ fn cancel_disconnect_and_a_vanishing_vault() {
 #[test]
 fn a_panic_in_any_path_breaks_nothing_else() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let vault = example_vault(tmp.path());
     // Indexed beforehand, so the notes are there although the server's own scan panics.
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    index_lexical(&vault);
     // Every path panics the first time it is reached (debug builds honour LODE_FAULT).
     let faults = "scan,vectors,writer,ask,ask-async,hover,hover-async";
     let mut lsp = Lsp(StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], [("LODE_FAULT", faults)]).unwrap());
@@ -402,13 +412,11 @@ fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::Atomi
 #[test]
 fn a_slow_llm_answer_does_not_hold_up_hovers() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let vault = example_vault(tmp.path());
     let (endpoint, _) = slow_llm(Duration::from_secs(5));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    index_lexical(&vault);
     // A citation to the runbook sentence, as an inserted answer would have it.
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "-n", "1", "--vault"]).arg(&vault).arg("staging certificates rotated every 60 days").output().unwrap();
     let hit: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
@@ -455,8 +463,7 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
 fn protocol_fuzz_leaves_the_server_answering() {
     let n: usize = std::env::var("LODE_FUZZ_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let vault = example_vault(tmp.path());
     let log = tmp.path().join("server.log");
     let mut lsp = Lsp(StdioClient::spawn_with(
         env!("CARGO_BIN_EXE_lode"),
@@ -536,8 +543,7 @@ fn protocol_fuzz_leaves_the_server_answering() {
 #[test]
 fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
+    let vault = example_vault(tmp.path());
     let (endpoint, _) = slow_llm(Duration::from_secs(2));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
@@ -570,10 +576,8 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
 #[test]
 fn opening_the_stores_never_blocks_the_message_loop() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/vault"), &vault);
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&vault).output().unwrap();
-    assert!(o.status.success());
+    let vault = example_vault(tmp.path());
+    index_lexical(&vault);
     // Another process holds the database exclusively: opening it waits for the busy timeout.
     let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
     holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
