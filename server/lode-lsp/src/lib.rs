@@ -2,6 +2,7 @@
 //! `lode/ask`, answer code actions, citation hover / goto / drift diagnostics, workspace symbols.
 //! The only crate that knows LSP types: it converts at the edge (`position`) and calls the core.
 
+mod files;
 mod framing;
 mod isolation;
 mod position;

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 // parking_lot locks do not poison: a panic in one request cannot make every later request fail.
 use parking_lot::{Mutex, RwLock};
-use std::time::Instant;
 
 use lode_answer::egress::EgressRules;
 use lode_answer::{AskConfig, Synthesizer};
@@ -100,19 +99,23 @@ struct Doc {
     version: i32,
 }
 
-struct State {
-    root: PathBuf,
-    settings: Settings,
-    writer: Writer,
-    readers: Arc<crate::readers::Readers>,
-    scanning: Arc<AtomicBool>,
+pub(crate) struct State {
+    pub(crate) root: PathBuf,
+    pub(crate) settings: Settings,
+    pub(crate) writer: Writer,
+    pub(crate) readers: Arc<crate::readers::Readers>,
+    /// A scan is running; `scan_again`: run one more when it ends (see `files::request_scan`).
+    pub(crate) scanning: Arc<AtomicBool>,
+    pub(crate) scan_again: AtomicBool,
+    /// Scans started, for unique progress tokens.
+    pub(crate) scans: std::sync::atomic::AtomicU64,
     dense: Dense,
     kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
 }
 
 impl State {
     /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
-    fn kick(&self) {
+    pub(crate) fn kick(&self) {
         if let Some(k) = &self.kick {
             let _ = k.lock().send(());
         }
@@ -131,6 +134,9 @@ pub struct Backend {
     /// use, so `initialize` itself answers at once.
     root: Mutex<Option<Option<PathBuf>>>,
     state: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
+    /// Whether the client registers file watchers for us (else `watcher` is ours).
+    client_watches: AtomicBool,
+    watcher: Mutex<Option<notify::RecommendedWatcher>>,
 }
 
 pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
@@ -143,6 +149,8 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         docs: Arc::new(Mutex::new(HashMap::new())),
         root: Mutex::new(None),
         state: tokio::sync::OnceCell::new(),
+        client_watches: AtomicBool::new(false),
+        watcher: Mutex::new(None),
     })
     .custom_method("lode/ask", Backend::lode_ask)
     .custom_method("lode/status", Backend::lode_status)
@@ -175,21 +183,24 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 None => (None, Arc::new(Mutex::new(None))),
             };
             let kick_writer = kick.as_ref().map(|k| k.lock().clone());
+            let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
+                match d {
+                    Done::Failed(e) => tracing::warn!("write failed: {e}"),
+                    Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                    other => tracing::debug!("written: {other:?}"),
+                }
+                if let Some(k) = &kick_writer {
+                    let _ = k.send(());
+                }
+            });
             Ok(Arc::new(State {
                 root,
                 settings,
-                writer: Writer::start(write, move |d| {
-                    match d {
-                        Done::Failed(e) => tracing::warn!("save failed: {e}"),
-                        Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                        Done::Deleted(found) => tracing::debug!("deleted: {found}"),
-                    }
-                    if let Some(k) = &kick_writer {
-                        let _ = k.send(());
-                    }
-                }),
+                writer,
                 readers: crate::readers::Readers::new(settings_db, settings_store, read),
                 scanning: Arc::new(AtomicBool::new(false)),
+                scan_again: AtomicBool::new(false),
+                scans: std::sync::atomic::AtomicU64::new(0),
                 dense,
                 kick,
             }))
@@ -499,67 +510,6 @@ impl Backend {
         }
     }
 
-    fn start_scan(&self, state: Arc<State>) {
-        let client = self.client.clone();
-        let handle = tokio::runtime::Handle::current();
-        state.scanning.store(true, Ordering::SeqCst);
-        std::thread::Builder::new()
-            .name("lode-scan".into())
-            .spawn(move || {
-                let token = ProgressToken::String("lode/scan".into());
-                let c = client.clone();
-                let t = token.clone();
-                let _ = handle.block_on(async move { c.create_work_done_progress(t).await });
-                let send = |value: WorkDoneProgress| {
-                    let c = client.clone();
-                    let token = token.clone();
-                    handle.block_on(async move {
-                        c.send_notification::<notification::Progress>(ProgressParams {
-                            token,
-                            value: ProgressParamsValue::WorkDone(value),
-                        })
-                        .await
-                    });
-                };
-                send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
-                    title: "lode: indexing notes".into(),
-                    percentage: Some(0),
-                    ..Default::default()
-                }));
-                // A panicking scan still ends its progress and clears `scanning`.
-                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                crate::isolation::fault("scan");
-                Store::open(&state.settings.db, state.settings.store.clone()).map_err(|e| e.to_string()).and_then(|mut store| {
-                    let mut last = Instant::now();
-                    lode_store::vault::index_vault(&mut store, &state.root, &state.settings.index, |p| {
-                        if p.done == p.total || last.elapsed().as_millis() >= 200 {
-                            last = Instant::now();
-                            send(WorkDoneProgress::Report(WorkDoneProgressReport {
-                                message: Some(format!("{}/{} notes", p.done, p.total)),
-                                percentage: Some(((p.done * 100) / p.total.max(1)) as u32),
-                                ..Default::default()
-                            }));
-                        }
-                    })
-                    .map_err(|e| e.to_string())
-                })
-                }))
-                .unwrap_or_else(|_| Err("the scan panicked (logged); saved notes are still indexed on save".into()));
-                state.scanning.store(false, Ordering::SeqCst);
-                state.kick();
-                let message = match &outcome {
-                    Ok(r) => format!("{} notes: {} new, {} updated, {} unchanged, {} deleted", r.scanned, r.created, r.updated, r.unchanged, r.deleted),
-                    Err(e) => format!("indexing failed: {e}"),
-                };
-                send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message.clone()) }));
-                if outcome.is_err() {
-                    let c = client.clone();
-                    handle.block_on(async move { c.show_message(MessageType::ERROR, format!("lode: {message}")).await });
-                }
-            })
-            .expect("spawn the scan thread");
-    }
-
     async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
         let state = self.state().await?;
         let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} is not open", uri.as_str())))?;
@@ -633,6 +583,14 @@ impl LanguageServer for Backend {
             .and_then(|e| e.document_changes)
             .unwrap_or(false);
         self.document_changes.store(versioned, Ordering::SeqCst);
+        let watches = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.did_change_watched_files.as_ref())
+            .and_then(|d| d.dynamic_registration)
+            .unwrap_or(false);
+        self.client_watches.store(watches, Ordering::SeqCst);
         #[allow(deprecated)]
         let root = self
             .vault_override
@@ -665,13 +623,26 @@ impl LanguageServer for Backend {
     async fn initialized(&self, _: InitializedParams) {
         match self.state().await {
             Ok(state) => {
-                let watch = Registration {
-                    id: "lode-watch".into(),
-                    method: "workspace/didChangeWatchedFiles".into(),
-                    register_options: Some(json!({"watchers": [{"globPattern": "**/*.{md,markdown}"}]})),
-                };
-                let _ = self.client.register_capability(vec![watch]).await;
-                self.start_scan(state);
+                if self.client_watches.load(Ordering::SeqCst) {
+                    // Notes (all changes), and what single-file events cannot describe: folders
+                    // created or deleted (renames), ignore files.
+                    let watch = Registration {
+                        id: "lode-watch".into(),
+                        method: "workspace/didChangeWatchedFiles".into(),
+                        register_options: Some(json!({"watchers": [
+                            {"globPattern": "**/*.{md,markdown}"},
+                            {"globPattern": "**/{.gitignore,.ignore}"},
+                            {"globPattern": "**/*", "kind": 5},
+                        ]})),
+                    };
+                    if let Err(e) = self.client.register_capability(vec![watch]).await {
+                        tracing::warn!("the client refused file watchers ({e}); lode watches the vault itself");
+                        *self.watcher.lock() = crate::files::watch_vault(self.client.clone(), state.clone());
+                    }
+                } else {
+                    *self.watcher.lock() = crate::files::watch_vault(self.client.clone(), state.clone());
+                }
+                crate::files::request_scan(self.client.clone(), state);
             }
             Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
         }
@@ -704,13 +675,12 @@ impl LanguageServer for Backend {
         let Some(rel) = Self::rel(&state, &uri) else { return };
         // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
         // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
-        let abs = state.root.join(&rel);
-        let (_, done) = if abs.is_file() {
-            state.writer.submit(Job::Refresh { path: rel, abs })
+        let (_, done) = if state.root.join(&rel).is_file() {
+            state.writer.submit(Job::Refresh { path: rel })
         } else {
             match params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t)) {
                 Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
-                None => state.writer.submit(Job::Refresh { path: rel, abs }),
+                None => state.writer.submit(Job::Refresh { path: rel }),
             }
         };
         if let Ok(Done::Failed(e)) = done.await {
@@ -725,17 +695,12 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        // Jobs are queued before the first real await (the state is open by now): see writer.rs.
         let Ok(state) = self.state().await else { return };
-        let mut last = None;
-        for change in params.changes {
-            let Some(rel) = Self::rel(&state, &change.uri) else { continue };
-            if self.docs.lock().contains_key(change.uri.as_str()) && change.typ != FileChangeType::DELETED {
-                continue; // open buffers are indexed on save
-            }
-            let abs = state.root.join(&rel);
-            last = Some(state.writer.submit(Job::Refresh { path: rel, abs }).1);
-        }
-        if let Some(done) = last {
+        // Open documents too: disk is the truth for the index (a checkout changes the file
+        // under the buffer; the buffer itself is the editor's).
+        let paths = params.changes.into_iter().filter_map(|c| c.uri.to_file_path().map(|p| p.into_owned()));
+        if let Some(done) = crate::files::on_paths(&self.client, &state, paths) {
             let _ = done.await;
             self.refresh_open_diagnostics().await;
         }

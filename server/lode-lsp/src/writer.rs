@@ -1,68 +1,179 @@
-//! The single writer: every mutation from the editor (a save, a file changed or deleted outside
-//! it) goes through one thread that owns the write connection, in the order messages arrived.
+//! The single writer: every mutation (a save, a file changed or deleted outside the editor, the
+//! steps of a vault scan) goes through one thread that owns the write connection.
 //!
 //! Ordering invariant (tower-lsp runs handlers concurrently, tower-lsp issue #284): a handler
 //! takes its ticket synchronously, before its first `.await`. Handlers are first polled in message
 //! order, so a save's ticket is taken before any later request starts; a read waits until every
 //! ticket taken before it has been committed. A question asked right after a save sees the save.
+//!
+//! Editor jobs come first: scan work is queued separately, in small batches, and the writer
+//! takes an editor job between any two scan steps. A scan step re-reads the file when it is
+//! applied, so it never commits bytes older than a save that landed meanwhile.
 
+use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc;
+use std::sync::Arc;
 
+use lode_store::vault::{self, Applied, IndexOptions, IndexReport, Step};
 use lode_store::{SaveOutcome, Store, StoreError};
-use tokio::sync::watch;
+use parking_lot::{Condvar, Mutex};
+use tokio::sync::{oneshot, watch};
 
 pub enum Job {
+    /// The editor's text of a buffer that has no file on disk (an unsaved or virtual document).
     Save { path: String, bytes: Vec<u8> },
-    /// Re-read a file from disk (changed outside the editor); gone → deleted.
-    Refresh { path: String, abs: PathBuf },
+    /// Re-read a note's file from disk: changed → saved, gone → deleted.
+    Refresh { path: String },
+    /// A file that is no note any more (now gitignored, a symlink, too large): out of the index.
+    Forget { path: String },
+}
+
+/// Scan work, queued behind editor jobs.
+pub enum Background {
+    /// Re-chunk every head (the chunker settings changed).
+    Rechunk,
+    Steps(Vec<Step>),
+    /// Links, chunker settings, full-text merge after a scan.
+    Finish(IndexReport),
 }
 
 #[derive(Debug, Clone)]
 pub enum Done {
     Saved(SaveOutcome),
-    Deleted(bool),
+    Applied(Applied),
+    Steps(Vec<Applied>),
+    /// Notes re-chunked.
+    Rechunked(usize),
+    Finished,
     Failed(String),
 }
 
+type Reply = oneshot::Sender<Done>;
+
+#[derive(Default)]
+struct Queues {
+    editor: VecDeque<(u64, Job, Reply)>,
+    background: VecDeque<(Background, Reply)>,
+    closed: bool,
+}
+
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+}
+
 pub struct Writer {
-    tx: mpsc::Sender<(u64, Job, Option<tokio::sync::oneshot::Sender<Done>>)>,
+    shared: Arc<Shared>,
     taken: AtomicU64,
     committed: watch::Receiver<u64>,
 }
 
+impl Drop for Writer {
+    fn drop(&mut self) {
+        self.shared.queues.lock().closed = true;
+        self.shared.ready.notify_all();
+    }
+}
+
 impl Writer {
-    /// Starts the writer thread on `store`. `after` runs on the writer thread after each job
-    /// (e.g. to wake the embedding worker).
-    pub fn start(mut store: Store, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        let (tx, rx) = mpsc::channel::<(u64, Job, Option<tokio::sync::oneshot::Sender<Done>>)>();
+    /// Starts the writer thread on `store` for the vault at `root`. `after` runs on the writer
+    /// thread after each editor job and scan batch (e.g. to wake the embedding worker).
+    pub fn start(mut store: Store, root: PathBuf, opts: IndexOptions, after: impl Fn(&Done) + Send + 'static) -> Writer {
+        let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
+        let queue = shared.clone();
         std::thread::Builder::new()
             .name("lode-writer".into())
             .spawn(move || {
-                for (ticket, job, reply) in rx {
-                    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(&mut store, job)))
-                        .unwrap_or_else(|_| Done::Failed("the writer panicked on this job".into()));
+                let editor_job = |store: &mut Store, ticket: u64, job: Job, reply: Reply| {
+                    let result = guarded(|| run(store, &root, &opts, job));
                     after(&result);
                     let _ = done_tx.send(ticket);
-                    if let Some(r) = reply {
-                        let _ = r.send(result);
+                    let _ = reply.send(result);
+                };
+                // Every queued editor job, in order (called between scan steps too).
+                let drain_editor = |store: &mut Store| loop {
+                    let next = queue.queues.lock().editor.pop_front();
+                    match next {
+                        Some((ticket, job, reply)) => editor_job(store, ticket, job, reply),
+                        None => break,
                     }
+                };
+                loop {
+                    let background = {
+                        let mut q = queue.queues.lock();
+                        while q.editor.is_empty() && q.background.is_empty() && !q.closed {
+                            queue.ready.wait(&mut q);
+                        }
+                        if q.editor.is_empty() && q.background.is_empty() {
+                            return; // closed and drained
+                        }
+                        if !q.editor.is_empty() {
+                            None
+                        } else {
+                            q.background.pop_front()
+                        }
+                    };
+                    let Some((work, reply)) = background else {
+                        drain_editor(&mut store);
+                        continue;
+                    };
+                    let result = match work {
+                        Background::Steps(steps) => {
+                            let mut applied = Vec::with_capacity(steps.len());
+                            for step in &steps {
+                                drain_editor(&mut store);
+                                let r = guarded(|| {
+                                    crate::isolation::fault("scan-step");
+                                    match retrying_busy(|| vault::apply(&mut store, &root, &opts, step)) {
+                                        Ok(a) => Done::Applied(a),
+                                        Err(e) => Done::Failed(e.to_string()),
+                                    }
+                                });
+                                match r {
+                                    Done::Applied(a) => applied.push(a),
+                                    Done::Failed(e) => applied.push(Applied::Skipped(e)),
+                                    _ => {}
+                                }
+                            }
+                            Done::Steps(applied)
+                        }
+                        Background::Rechunk => guarded(|| match retrying_busy(|| store.rechunk_heads(|_, _| {})) {
+                            Ok(n) => Done::Rechunked(n),
+                            Err(e) => Done::Failed(e.to_string()),
+                        }),
+                        Background::Finish(report) => guarded(|| match retrying_busy(|| vault::finish(&mut store, &report)) {
+                            Ok(()) => Done::Finished,
+                            Err(e) => Done::Failed(e.to_string()),
+                        }),
+                    };
+                    after(&result);
+                    let _ = reply.send(result);
                 }
             })
             .expect("spawn the writer thread");
-        Writer { tx, taken: AtomicU64::new(0), committed: done_rx }
+        Writer { shared, taken: AtomicU64::new(0), committed: done_rx }
     }
 
-    /// Queues a job; synchronous, so call it before the handler's first await.
-    pub fn submit(&self, job: Job) -> (u64, tokio::sync::oneshot::Receiver<Done>) {
+    /// Queues an editor job; synchronous, so call it before the handler's first await.
+    pub fn submit(&self, job: Job) -> (u64, oneshot::Receiver<Done>) {
+        let (tx, rx) = oneshot::channel();
+        let mut q = self.shared.queues.lock();
+        // The ticket is taken under the queue lock: tickets enter the queue in order.
         let ticket = self.taken.fetch_add(1, Ordering::SeqCst) + 1;
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        if self.tx.send((ticket, job, Some(tx))).is_err() {
-            tracing::error!("the writer thread is gone");
-        }
+        q.editor.push_back((ticket, job, tx));
+        drop(q);
+        self.shared.ready.notify_one();
         (ticket, rx)
+    }
+
+    /// Queues scan work behind editor jobs. Readers do not wait for it.
+    pub fn background(&self, work: Background) -> oneshot::Receiver<Done> {
+        let (tx, rx) = oneshot::channel();
+        self.shared.queues.lock().background.push_back((work, tx));
+        self.shared.ready.notify_one();
+        rx
     }
 
     /// The last ticket taken: a reader waits for it (synchronous; call before the first await).
@@ -77,6 +188,11 @@ impl Writer {
     }
 }
 
+/// A panic in one job fails that job only.
+fn guarded(f: impl FnOnce() -> Done) -> Done {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Done::Failed("the writer panicked on this job".into()))
+}
+
 /// Runs `f`, and again after a pause while the database is locked by another process (a
 /// `lode index` in a terminal, a backup): a busy database delays a save, it does not drop it.
 /// Each attempt already waits out SQLite's busy timeout first.
@@ -85,7 +201,7 @@ fn retrying_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, S
     for _ in 0..4 {
         match f() {
             Err(StoreError::Locked { path }) => {
-                tracing::warn!("{} is locked; retrying the save in {pause:?}", path.display());
+                tracing::warn!("{} is locked; retrying the write in {pause:?}", path.display());
                 std::thread::sleep(pause);
                 pause *= 2;
             }
@@ -95,27 +211,22 @@ fn retrying_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, S
     f()
 }
 
-fn run(store: &mut Store, job: Job) -> Done {
+fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job) -> Done {
     crate::isolation::fault("writer");
     match job {
         Job::Save { path, bytes } => match retrying_busy(|| store.save_note(&path, &bytes)) {
             Ok(o) => Done::Saved(o),
             Err(e) => Done::Failed(e.to_string()),
         },
-        Job::Refresh { path, abs } => match std::fs::read(&abs) {
-            Ok(bytes) if bytes.len() as u64 > lode_store::vault::DEFAULT_MAX_FILE_BYTES => {
-                Done::Failed(format!("{path} is over the size limit; not indexed"))
-            }
-            Ok(bytes) if lode_store::vault::looks_binary(&bytes) => Done::Failed(format!("{path} looks binary; not indexed")),
-            Ok(bytes) => match retrying_busy(|| store.save_note(&path, &bytes)) {
-                Ok(o) => Done::Saved(o),
-                Err(e) => Done::Failed(e.to_string()),
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match retrying_busy(|| store.delete_note(&path)) {
-                Ok(d) => Done::Deleted(d),
-                Err(e) => Done::Failed(e.to_string()),
-            },
-            Err(e) => Done::Failed(format!("cannot read {}: {e}", abs.display())),
+        Job::Refresh { path } => match retrying_busy(|| vault::refresh(store, root, opts, &path)) {
+            Ok(Applied::Skipped(why)) => Done::Failed(why),
+            Ok(a) => Done::Applied(a),
+            Err(e) => Done::Failed(e.to_string()),
+        },
+        Job::Forget { path } => match retrying_busy(|| store.delete_note(&path)) {
+            Ok(true) => Done::Applied(Applied::Deleted),
+            Ok(false) => Done::Applied(Applied::Nothing),
+            Err(e) => Done::Failed(e.to_string()),
         },
     }
 }

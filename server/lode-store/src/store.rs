@@ -61,6 +61,32 @@ pub struct NoteInfo {
     pub head_version: Option<String>,
 }
 
+/// A file's size and modification time, as the scan compares them to skip unchanged files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DiskStat {
+    pub size: u64,
+    pub mtime_ns: i64,
+}
+
+impl DiskStat {
+    pub fn of(meta: &std::fs::Metadata) -> Option<DiskStat> {
+        let mtime = meta.modified().ok()?;
+        let ns = match mtime.duration_since(std::time::UNIX_EPOCH) {
+            Ok(d) => i64::try_from(d.as_nanos()).ok()?,
+            Err(e) => -i64::try_from(e.duration().as_nanos()).ok()?,
+        };
+        Some(DiskStat { size: meta.len(), mtime_ns: ns })
+    }
+
+    /// Whether the mtime is old enough, at `read_at`, that a write after the read would show as a new mtime:
+    /// filesystems keep mtimes at a granularity of up to 2 s (FAT), often 1–10 ms, so a file
+    /// modified within that window of being read could change again without its mtime moving.
+    pub fn settled(&self, read_at: std::time::SystemTime) -> bool {
+        let Ok(now) = read_at.duration_since(std::time::UNIX_EPOCH) else { return false };
+        (now.as_nanos() as i64).saturating_sub(self.mtime_ns) > 2_000_000_000
+    }
+}
+
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct PassageRow {
     pub id: i64,
@@ -167,7 +193,12 @@ impl Store {
                 Outcome::TooNew { found } => {
                     return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
                 }
-                Outcome::UpToDate | Outcome::Migrated => {}
+                Outcome::UpToDate => {}
+                Outcome::Migrated => {
+                    if found < 4 {
+                        backfill_sections(&mut conn).map_err(err)?;
+                    }
+                }
             }
         } else if found < migrate::SCHEMA_VERSION {
             return Err(StoreError::Corrupt {
@@ -260,7 +291,11 @@ impl Store {
             .optional()
             .map_err(e)?;
         let Some(id) = id else { return Ok(false) };
-        tx.execute("UPDATE notes SET head_version = NULL, updated_at = ?2 WHERE id = ?1", params![id, now_ms()]).map_err(e)?;
+        tx.execute(
+            "UPDATE notes SET head_version = NULL, updated_at = ?2, disk_size = NULL, disk_mtime = NULL WHERE id = ?1",
+            params![id, now_ms()],
+        )
+        .map_err(e)?;
         tx.execute("DELETE FROM passages WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
@@ -322,6 +357,51 @@ impl Store {
     pub fn notes(&self) -> Result<Vec<NoteInfo>, StoreError> {
         let rows = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
         Ok(rows)
+    }
+
+    /// Live notes with their head version and the file's size and mtime when that head was read
+    /// from disk (`None`: not known to match the file), by path.
+    pub fn heads_with_stat(&self) -> Result<Vec<(String, String, Option<DiskStat>)>, StoreError> {
+        self.rows(
+            "SELECT path, head_version, disk_size, disk_mtime FROM notes WHERE head_version IS NOT NULL ORDER BY path",
+            [],
+            |r| {
+                let stat = match (r.get::<_, Option<i64>>(2)?, r.get::<_, Option<i64>>(3)?) {
+                    (Some(size), Some(mtime_ns)) => Some(DiskStat { size: size as u64, mtime_ns }),
+                    _ => None,
+                };
+                Ok((r.get(0)?, r.get(1)?, stat))
+            },
+        )
+    }
+
+    /// Records that the head `version_id` of the note at `path` is exactly the file with `stat`
+    /// (taken at `read_at`, before its bytes were read). A no-op when the head has changed
+    /// meanwhile, or when the mtime is too close to the read to tell a later write in the same
+    /// clock tick apart (the file is then re-read on the next scan).
+    pub fn record_stat(&self, path: &str, version_id: &str, stat: DiskStat, read_at: std::time::SystemTime) -> Result<bool, StoreError> {
+        if !stat.settled(read_at) {
+            return Ok(false);
+        }
+        let n = self
+            .conn
+            .prepare_cached("UPDATE notes SET disk_size = ?3, disk_mtime = ?4 WHERE path = ?1 AND head_version = ?2")
+            .and_then(|mut st| st.execute(params![path, version_id, stat.size as i64, stat.mtime_ns]))
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    /// Whether any live note's path lies under the folder `prefix` (vault-relative, no slash at
+    /// either end).
+    pub fn any_note_under(&self, prefix: &str) -> Result<bool, StoreError> {
+        // Paths under `p/` sort between `p/` and `p0` ('0' follows '/').
+        self.conn
+            .query_row(
+                "SELECT EXISTS (SELECT 1 FROM notes WHERE head_version IS NOT NULL AND path >= ?1 || '/' AND path < ?1 || '0')",
+                [prefix],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))
     }
 
     /// The stored bytes of a version.
@@ -453,6 +533,30 @@ fn resolve_incoming(conn: &Connection, id: i64, path: &str) -> rusqlite::Result<
     Ok(())
 }
 
+/// The last segment of a heading path (`Title › Section › Subsection`): a symbol's name.
+fn section_of(heading: &str) -> &str {
+    heading.rsplit(" › ").next().unwrap_or(heading)
+}
+
+/// Fills `passages.section` for rows written before schema v4 (one transaction; the trigger
+/// puts each into the symbol index).
+fn backfill_sections(conn: &mut Connection) -> rusqlite::Result<usize> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let rows: Vec<(i64, String)> = {
+        let mut st = tx.prepare("SELECT id, heading FROM passages WHERE section IS NULL")?;
+        let it = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        it.collect::<Result<_, _>>()?
+    };
+    {
+        let mut up = tx.prepare("UPDATE passages SET section = ?2 WHERE id = ?1")?;
+        for (id, heading) in &rows {
+            up.execute(params![id, section_of(heading)])?;
+        }
+    }
+    tx.commit()?;
+    Ok(rows.len())
+}
+
 fn write_note(
     tx: &Connection,
     path: &str,
@@ -476,8 +580,11 @@ fn write_note(
     .to_string();
     let (id, created) = if existed {
         let id: i64 = tx.query_row(
-            "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5 WHERE path = ?1 RETURNING id",
-            params![path, vid, title, meta, now],
+            "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5,
+                    disk_size = CASE WHEN ?6 THEN NULL ELSE disk_size END,
+                    disk_mtime = CASE WHEN ?6 THEN NULL ELSE disk_mtime END
+             WHERE path = ?1 RETURNING id",
+            params![path, vid, title, meta, now, new_version],
             |r| r.get(0),
         )?;
         let was_deleted: bool = tx.query_row(
@@ -516,8 +623,8 @@ fn write_note(
     }
     let mut ins = tx.prepare_cached(
         "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id,
-                               parent_start, parent_end, text, body)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               parent_start, parent_end, text, body, section)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
     )?;
     let mut mv = tx.prepare_cached(
         "UPDATE passages SET version_id = ?2, ordinal = ?3, start = ?4, end = ?5, line = ?6, kind = ?7,
@@ -555,6 +662,7 @@ fn write_note(
         }
         let (heading, text) = key;
         let body = lode_core::text::index_text(&text);
+        let section = section_of(&heading);
         ins.execute(params![
             id,
             vid,
@@ -569,6 +677,7 @@ fn write_note(
             p.parent.end as i64,
             text,
             body,
+            section,
         ])?;
     }
     let mut del = tx.prepare_cached("DELETE FROM passages WHERE id = ?1")?;
@@ -729,46 +838,74 @@ impl Store {
     }
 
     /// Note titles and section headings whose text contains `query` (case-insensitive, with
-    /// Unicode case folding; `%`, `_` and `\\` are literal), for `workspace/symbol`:
-    /// `(path, name, line, is_title)`.
+    /// Unicode case folding; `%`, `_`, `\\` and `"` are literal), for `workspace/symbol`:
+    /// `(path, name, line, is_title)`, titles first, then by path.
+    ///
+    /// A query of three or more characters is looked up in the trigram indexes (cost grows with
+    /// the matches read, at most [`SYMBOL_CANDIDATES`] per kind, not with the vault); a shorter
+    /// one reads rows in index order and stops at the limit.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let folded = query.to_lowercase();
-        // SQLite's lower() folds ASCII only: an ASCII query narrows the rows in SQL (LIKE with its
-        // wildcards escaped); any query is then matched in Rust with full folding.
-        let (like, cap) = if folded.is_ascii() {
-            let escaped: String = folded.chars().flat_map(|c| if matches!(c, '%' | '_' | '\\') { vec!['\\', c] } else { vec![c] }).collect();
-            (format!("%{escaped}%"), limit as i64)
-        } else {
-            ("%".to_owned(), -1)
-        };
         let matches = |s: &str| s.to_lowercase().contains(&folded);
-        let mut out = Vec::new();
-        let rows = self.rows(
-            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) LIKE ?1 ESCAPE '\\' ORDER BY path LIMIT ?2",
-            params![like, cap],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-        )?;
-        out.extend(rows.into_iter().filter(|(_, t)| matches(t)).take(limit).map(|(p, t)| (p, t, 1, true)));
-        // Headings: the last segment of a passage's heading path, at the line of its first passage.
-        let rows = self.rows(
-            "SELECT n.path, p.heading, min(p.line) FROM passages p JOIN notes n ON n.id = p.note_id
-                 WHERE lower(p.heading) LIKE ?1 ESCAPE '\\' GROUP BY n.path, p.heading ORDER BY n.path, min(p.line) LIMIT ?2",
-            params![like, cap],
-            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
-        )?;
-        for (path, heading, line) in rows {
-            let name = heading.rsplit(" › ").next().unwrap_or(&heading).to_owned();
+        let cap = SYMBOL_CANDIDATES.max(limit) as i64;
+        let (titles, sections) = if folded.chars().count() >= 3 {
+            let phrase = format!("\"{}\"", query.replace('"', "\"\""));
+            let titles = self.rows(
+                "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
+                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL LIMIT ?2",
+                params![phrase, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )?;
+            let sections = self.rows(
+                "SELECT n.path, p.section, p.line FROM headings_tri h JOIN passages p ON p.id = h.rowid
+                   JOIN notes n ON n.id = p.note_id WHERE headings_tri MATCH ?1 LIMIT ?2",
+                params![phrase, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+            )?;
+            (titles, sections)
+        } else {
+            // instr() on lower() folds ASCII only; a non-ASCII query reads unfiltered rows and is
+            // matched below with full folding.
+            let needle = if folded.is_ascii() { folded.clone() } else { String::new() };
+            let titles = self.rows(
+                "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND instr(lower(title), ?1) > 0 LIMIT ?2",
+                params![needle, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )?;
+            let sections = self.rows(
+                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id
+                  WHERE instr(lower(p.section), ?1) > 0 LIMIT ?2",
+                params![needle, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+            )?;
+            (titles, sections)
+        };
+        let mut out: Vec<(String, String, usize, bool)> =
+            titles.into_iter().filter(|(_, t)| matches(t)).map(|(p, t)| (p, t, 1, true)).collect();
+        out.sort();
+        out.truncate(limit);
+        // A section's symbol sits at the line of its first passage.
+        let mut first: std::collections::BTreeMap<(String, String), i64> = std::collections::BTreeMap::new();
+        for (path, name, line) in sections.into_iter().filter(|(_, n, _)| matches(n)) {
+            let e = first.entry((path, name)).or_insert(line);
+            *e = (*e).min(line);
+        }
+        let mut rest: Vec<(String, String, i64)> = first.into_iter().map(|((p, n), l)| (p, n, l)).collect();
+        rest.sort_by(|a, b| (&a.0, a.2).cmp(&(&b.0, b.2)));
+        for (path, name, line) in rest {
             if out.len() >= limit {
                 break;
             }
-            if matches(&name) && !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {
+            if !out.iter().any(|(p, n, _, _)| *p == path && *n == name) {
                 out.push((path, name, line.max(1) as usize, false));
             }
         }
-        out.truncate(limit);
         Ok(out)
     }
 }
+
+/// Matches read per kind (titles, sections) for one `workspace/symbol` query.
+pub const SYMBOL_CANDIDATES: usize = 2000;
 
 /// `YYYY-MM-DD HH:MM UTC` of unix milliseconds.
 fn format_utc(ms: i64) -> String {

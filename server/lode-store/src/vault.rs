@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use crate::error::StoreError;
-use crate::store::{SaveStatus, Store};
+use crate::store::{DiskStat, SaveStatus, Store};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
@@ -218,47 +218,60 @@ pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
     (files, problems)
 }
 
-struct Candidate {
-    rel: String,
-    abs: PathBuf,
-    vid: String,
+/// One change the scan found, applied later (through the caller's writer) against the disk as
+/// it is *then*: a step never commits bytes older than the file, whatever was saved meanwhile.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// The file is new or changed (or only its mtime moved): read it and save it.
+    Save { rel: String },
+    /// A new path whose bytes are the head of a note whose file vanished: keep the note's id
+    /// and history (if both files still look that way when applied).
+    Rename { from: String, to: String, version_id: String },
+    /// A note whose file is gone.
+    Delete { rel: String },
 }
 
-/// Brings the store in line with the vault folder. A failure on one file is reported and the
-/// rest go on; a failure of the database itself stops the scan (what was committed stays).
-pub fn index_vault(
-    store: &mut Store,
-    root: &Path,
-    opts: &IndexOptions,
-    mut progress: impl FnMut(Progress<'_>),
-) -> Result<IndexReport, StoreError> {
+/// What a scan found to do, plus what it counted on the way (scanned, unchanged, skipped).
+#[derive(Debug, Default)]
+pub struct Plan {
+    pub steps: Vec<Step>,
+    pub report: IndexReport,
+}
+
+/// Compares the vault folder with the store. Files whose size and mtime match what was recorded
+/// when their head was read are not opened; others are read and hashed. Writes nothing.
+pub fn plan(store: &Store, root: &Path, opts: &IndexOptions) -> Result<Plan, StoreError> {
     let mut report = IndexReport::default();
-    if store.chunking_changed()? {
-        report.rechunked = store.rechunk_heads(|done, total| progress(Progress { done, total, path: "" }))?;
-    }
     let (files, problems) = walk(root);
     report.skipped.extend(problems);
     report.scanned = files.len();
-
-    let live: HashMap<String, String> = store
-        .notes()?
-        .into_iter()
-        .filter_map(|n| n.head_version.map(|v| (n.path, v)))
-        .collect();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut changed: Vec<Candidate> = Vec::new();
-
-    // Pass 1: hash everything; unchanged notes cost a read and a hash, nothing else.
+    let live: HashMap<String, (String, Option<DiskStat>)> =
+        store.heads_with_stat()?.into_iter().map(|(p, v, s)| (p, (v, s))).collect();
+    let mut seen: HashSet<String> = HashSet::with_capacity(files.len());
+    let mut changed: Vec<(String, String)> = Vec::new();
     for abs in &files {
         let Some(rel) = relative_path(root, abs) else { continue };
         seen.insert(rel.clone());
-        let size = std::fs::metadata(abs).map(|m| m.len()).unwrap_or(0);
-        if size > opts.max_file_bytes {
+        let meta = match std::fs::metadata(abs) {
+            Ok(m) => m,
+            Err(e) => {
+                report.skipped.push(Skipped { path: rel, reason: format!("cannot read: {e}") });
+                continue;
+            }
+        };
+        if meta.len() > opts.max_file_bytes {
             report.skipped.push(Skipped {
                 path: rel,
-                reason: format!("{:.1} MB is over the {} MB limit", size as f64 / 1e6, opts.max_file_bytes / 1_000_000),
+                reason: format!("{:.1} MB is over the {} MB limit", meta.len() as f64 / 1e6, opts.max_file_bytes / 1_000_000),
             });
             continue;
+        }
+        let known = live.get(&rel);
+        if let (Some((_, Some(stat))), Some(now)) = (known, DiskStat::of(&meta)) {
+            if *stat == now {
+                report.unchanged += 1;
+                continue;
+            }
         }
         let bytes = match std::fs::read(abs) {
             Ok(b) => b,
@@ -271,73 +284,148 @@ pub fn index_vault(
             report.skipped.push(Skipped { path: rel, reason: "binary content (NUL bytes)".into() });
             continue;
         }
-        let vid = crate::version_id(&bytes);
-        if live.get(&rel) == Some(&vid) {
-            report.unchanged += 1;
-            continue;
-        }
-        changed.push(Candidate { rel, abs: abs.clone(), vid });
+        changed.push((rel, crate::version_id(&bytes)));
     }
-
     // Renames: a new path whose bytes are the head of a note whose path vanished.
     let mut vanished: HashMap<&str, &str> = HashMap::new();
     if opts.delete_missing {
-        for (path, vid) in &live {
+        for (path, (vid, _)) in &live {
             if !seen.contains(path) {
                 vanished.entry(vid.as_str()).or_insert(path.as_str());
             }
         }
     }
     let mut renamed_from: HashSet<String> = HashSet::new();
-    let total = changed.len();
-    let mut done = 0;
-    let mut rest = Vec::new();
-    for c in changed {
-        if !live.contains_key(&c.rel) {
-            if let Some(from) = vanished.remove(c.vid.as_str()) {
-                store.rename_note(from, &c.rel)?;
+    let mut steps = Vec::with_capacity(changed.len());
+    for (rel, vid) in changed {
+        if !live.contains_key(&rel) {
+            if let Some(from) = vanished.remove(vid.as_str()) {
                 renamed_from.insert(from.to_owned());
-                report.renamed += 1;
-                done += 1;
-                progress(Progress { done, total, path: &c.rel });
+                steps.push(Step::Rename { from: from.to_owned(), to: rel, version_id: vid });
                 continue;
             }
         }
-        rest.push(c);
+        steps.push(Step::Save { rel });
     }
+    if opts.delete_missing {
+        let mut gone: Vec<&String> =
+            live.keys().filter(|p| !seen.contains(*p) && !renamed_from.contains(*p)).collect();
+        gone.sort();
+        steps.extend(gone.into_iter().map(|p| Step::Delete { rel: p.clone() }));
+    }
+    Ok(Plan { steps, report })
+}
 
-    // Pass 2: save what changed, one transaction per note.
-    for c in rest {
-        let bytes = match std::fs::read(&c.abs) {
-            Ok(b) => b,
-            Err(e) => {
-                report.skipped.push(Skipped { path: c.rel, reason: format!("cannot read: {e}") });
-                continue;
+/// What applying one step did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Applied {
+    Saved(SaveStatus, usize),
+    Renamed,
+    Deleted,
+    /// Nothing to do (e.g. a note to delete that was already gone).
+    Nothing,
+    Skipped(String),
+    Lossy(SaveStatus, usize),
+}
+
+/// Reads the file at `rel` as it is now and saves it (recording its size and mtime), or marks
+/// the note deleted when the file is gone. The one way disk bytes enter the store, for scans,
+/// saves and watched-file events alike.
+pub fn refresh(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str) -> Result<Applied, StoreError> {
+    let abs = root.join(rel);
+    // The stat is taken before the read: if the file changes in between, the recorded stat is
+    // older than the bytes, and the next scan re-reads the file (never the other way round).
+    let read_at = std::time::SystemTime::now();
+    let meta = match std::fs::metadata(&abs) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing });
+        }
+        Err(e) => return Ok(Applied::Skipped(format!("{rel}: cannot read: {e}"))),
+    };
+    if !meta.is_file() {
+        return Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing });
+    }
+    let bytes = match std::fs::read(&abs) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing });
+        }
+        Err(e) => return Ok(Applied::Skipped(format!("{rel}: cannot read: {e}"))),
+    };
+    if let Err(why) = check_bytes(rel, &bytes, opts.max_file_bytes) {
+        return Ok(Applied::Skipped(why.to_string()));
+    }
+    let out = store.save_note(rel, &bytes)?;
+    if let Some(stat) = DiskStat::of(&meta).filter(|s| s.size == bytes.len() as u64) {
+        store.record_stat(rel, &out.version_id, stat, read_at)?;
+    }
+    let n = if out.status == SaveStatus::Unchanged { 0 } else { out.passages };
+    Ok(if out.lossy { Applied::Lossy(out.status, n) } else { Applied::Saved(out.status, n) })
+}
+
+/// Applies one step of a [`plan`], re-checking the disk first.
+pub fn apply(store: &mut Store, root: &Path, opts: &IndexOptions, step: &Step) -> Result<Applied, StoreError> {
+    match step {
+        Step::Save { rel } => refresh(store, root, opts, rel),
+        // Gone from the scan: deleted, unless the file is back as a note meanwhile. (A file that
+        // became gitignored, hidden or a symlink still exists, and is no note any more.)
+        Step::Delete { rel } if indexable(root, &root.join(rel)).is_ok() => refresh(store, root, opts, rel),
+        Step::Delete { rel } => Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing }),
+        Step::Rename { from, to, version_id } => {
+            let from_gone = !root.join(from).exists();
+            let still = from_gone
+                && store.head_of(to)?.is_none()
+                && store.head_of(from)?.as_deref() == Some(version_id.as_str())
+                && std::fs::read(root.join(to)).is_ok_and(|b| crate::version_id(&b) == *version_id);
+            if !still {
+                // Things moved on since the plan: take each path as it is now.
+                let r = refresh(store, root, opts, to)?;
+                if from_gone {
+                    store.delete_note(from)?;
+                }
+                return Ok(r);
             }
-        };
-        let out = store.save_note(&c.rel, &bytes)?;
-        match out.status {
+            store.rename_note(from, to)?;
+            let read_at = std::time::SystemTime::now();
+            if let Some(stat) = std::fs::metadata(root.join(to)).ok().and_then(|m| DiskStat::of(&m)) {
+                store.record_stat(to, version_id, stat, read_at)?;
+            }
+            Ok(Applied::Renamed)
+        }
+    }
+}
+
+/// Counts one applied step into `report`.
+pub fn tally(report: &mut IndexReport, step: &Step, applied: Applied) {
+    let path = match step {
+        Step::Save { rel } | Step::Delete { rel } => rel,
+        Step::Rename { to, .. } => to,
+    };
+    let saved = |status: SaveStatus, n: usize, report: &mut IndexReport| {
+        match status {
             SaveStatus::Created => report.created += 1,
             SaveStatus::Updated => report.updated += 1,
             SaveStatus::Unchanged => report.unchanged += 1,
         }
-        if out.status != SaveStatus::Unchanged {
-            report.passages_written += out.passages;
+        report.passages_written += n;
+    };
+    match applied {
+        Applied::Saved(s, n) => saved(s, n, report),
+        Applied::Lossy(s, n) => {
+            saved(s, n, report);
+            report.lossy.push(path.clone());
         }
-        if out.lossy {
-            report.lossy.push(c.rel.clone());
-        }
-        done += 1;
-        progress(Progress { done, total, path: &c.rel });
+        Applied::Renamed => report.renamed += 1,
+        Applied::Deleted => report.deleted += 1,
+        Applied::Nothing => {}
+        Applied::Skipped(reason) => report.skipped.push(Skipped { path: path.clone(), reason }),
     }
+}
 
-    if opts.delete_missing {
-        for path in live.keys() {
-            if !seen.contains(path) && !renamed_from.contains(path) && store.delete_note(path)? {
-                report.deleted += 1;
-            }
-        }
-    }
+/// After the steps of a scan: resolve links, record the chunker settings, and merge the
+/// full-text index after bulk work.
+pub fn finish(store: &mut Store, report: &IndexReport) -> Result<(), StoreError> {
     store.resolve_links()?;
     store.record_chunking()?;
     // Per-note commits leave the full-text index in many small segments; after bulk work, merge
@@ -345,6 +433,35 @@ pub fn index_vault(
     if report.created + report.updated + report.rechunked >= OPTIMIZE_AFTER {
         store.optimize()?;
     }
+    Ok(())
+}
+
+/// Brings the store in line with the vault folder, in this process: [`plan`], then every step
+/// through [`apply`], then [`finish`]. A failure on one file is reported and the rest go on; a
+/// failure of the database itself stops the scan (what was committed stays).
+pub fn index_vault(
+    store: &mut Store,
+    root: &Path,
+    opts: &IndexOptions,
+    mut progress: impl FnMut(Progress<'_>),
+) -> Result<IndexReport, StoreError> {
+    let mut rechunked = 0;
+    if store.chunking_changed()? {
+        rechunked = store.rechunk_heads(|done, total| progress(Progress { done, total, path: "" }))?;
+    }
+    let Plan { steps, mut report } = plan(store, root, opts)?;
+    report.rechunked = rechunked;
+    let total = steps.len();
+    for (i, step) in steps.iter().enumerate() {
+        let applied = apply(store, root, opts, step)?;
+        tally(&mut report, step, applied);
+        let path = match step {
+            Step::Save { rel } | Step::Delete { rel } => rel,
+            Step::Rename { to, .. } => to,
+        };
+        progress(Progress { done: i + 1, total, path });
+    }
+    finish(store, &report)?;
     Ok(report)
 }
 

@@ -612,3 +612,119 @@ fn a_save_while_another_process_locks_the_database_is_retried_not_dropped() {
     let a = lsp.request("lode/ask", json!({"question": "How often does the lemur audit run?"}));
     assert!(a["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 23 days")), "{a}");
 }
+
+/// Starts a server on `vault` with the given client capabilities; waits for the first scan.
+fn start_on(vault: &Path, capabilities: Value) -> Lsp {
+    let mut lsp = Lsp::start();
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": capabilities}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    lsp
+}
+
+fn answers_with(lsp: &mut Lsp, question: &str, needle: &str) -> bool {
+    let a = lsp.request("lode/ask", json!({"question": question}));
+    a["result"]["claims"].as_array().is_some_and(|c| c.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains(needle))))
+}
+
+#[test]
+fn the_scan_never_commits_bytes_older_than_a_save() {
+    // A vault big enough that the scan is still writing when the save lands; the saved note
+    // sorts last, so a scan that read its bytes up front would write the old ones after the save.
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    for i in 0..3000 {
+        std::fs::write(vault.join(format!("n{i:04}.md")), format!("# Note {i}\n\nFiller paragraph number {i} about nothing much.\n")).unwrap();
+    }
+    let last = vault.join("zz-last.md");
+    std::fs::write(&last, "# Last\n\nThe okapi census runs every 41 days.\n").unwrap();
+    let mut lsp = Lsp::start();
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "report");
+    let text = "# Last\n\nThe okapi census runs every 43 days.\n";
+    std::fs::write(&last, text).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&last)}, "text": text}));
+    // Readers wait for the save only, not for the scan.
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["scanning"], true, "the save was answered before the scan ended: {st}");
+    let end = lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let msg = end["params"]["value"]["message"].as_str().unwrap().to_owned();
+    assert!(msg.starts_with("3001 notes"), "{msg}");
+    assert!(answers_with(&mut lsp, "How often does the okapi census run?", "every 43 days"));
+    assert!(!answers_with(&mut lsp, "How often does the okapi census run?", "every 41 days"));
+    lsp.0.stop().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn folder_renames_deletes_and_checkouts_reach_the_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    std::fs::create_dir_all(vault.join("zoo")).unwrap();
+    std::fs::write(vault.join("zoo/tapir.md"), "# Tapir\n\nThe tapir survey runs every 29 days.\n").unwrap();
+    std::fs::create_dir_all(vault.join("attic")).unwrap();
+    std::fs::write(vault.join("attic/dodo.md"), "# Dodo\n\nThe dodo review runs every 31 days.\n").unwrap();
+    let caps = json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}});
+    let mut lsp = start_on(&vault, caps);
+    let reg = lsp.0.seen.iter().find(|m| m["method"] == "client/registerCapability").cloned().expect("watchers registered");
+    let globs = reg["params"]["registrations"][0]["registerOptions"]["watchers"].to_string();
+    assert!(globs.contains("**/*.{md,markdown}") && globs.contains(".gitignore"), "{globs}");
+    let notes = |lsp: &mut Lsp| lsp.request("lode/status", json!(null))["result"]["notes"].as_u64().unwrap();
+    let before = notes(&mut lsp);
+
+    // A folder renamed: the editor reports the folders only. The note keeps its history.
+    std::fs::rename(vault.join("zoo"), vault.join("park")).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [
+        {"uri": uri(&vault.join("zoo")), "type": 3}, {"uri": uri(&vault.join("park")), "type": 1}]}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["token"] != "lode/scan/0" && m["params"]["value"]["kind"] == "end");
+    let a = lsp.request("lode/ask", json!({"question": "How often does the tapir survey run?"}));
+    assert_eq!(a["result"]["claims"][0]["citations"][0]["path"], "park/tapir.md", "{a}");
+    assert_eq!(notes(&mut lsp), before);
+
+    // A folder deleted.
+    std::fs::remove_dir_all(vault.join("attic")).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&vault.join("attic")), "type": 3}]}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["token"] == "lode/scan/2" && m["params"]["value"]["kind"] == "end");
+    assert!(!answers_with(&mut lsp, "How often does the dodo review run?", "every 31 days"));
+    assert_eq!(notes(&mut lsp), before - 1);
+
+    // An open note changed on disk (a checkout): the index follows the disk, not the buffer.
+    let n = vault.join("park/tapir.md");
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&n), "languageId": "markdown", "version": 1,
+        "text": "# Tapir\n\nThe tapir survey runs every 29 days.\n"}}));
+    std::fs::write(&n, "# Tapir\n\nThe tapir survey runs every 37 days.\n").unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&n), "type": 2}]}));
+    assert!(answers_with(&mut lsp, "How often does the tapir survey run?", "every 37 days"));
+
+    // A folder newly gitignored: its notes leave the index.
+    std::fs::write(vault.join(".gitignore"), "park/\n").unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&vault.join(".gitignore")), "type": 1}]}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["token"] == "lode/scan/3" && m["params"]["value"]["kind"] == "end");
+    assert!(!answers_with(&mut lsp, "How often does the tapir survey run?", "every 37 days"));
+    let store = lode_store::Store::open(&vault.join(".lode/lode.db"), Default::default()).unwrap();
+    assert_eq!(store.history("park/tapir.md").unwrap().len(), 2, "the renamed note kept its first version");
+}
+
+#[test]
+fn without_client_watchers_the_server_watches_the_vault_itself() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let mut lsp = start_on(&vault, json!({}));
+    assert!(!lsp.0.seen.iter().any(|m| m["method"] == "client/registerCapability"));
+    // Changed outside the editor, no event from the client.
+    std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
+    let t = Instant::now();
+    while !answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
+        assert!(t.elapsed() < Duration::from_secs(20), "the server did not pick up the new note");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::fs::remove_file(vault.join("gnu.md")).unwrap();
+    let t = Instant::now();
+    while answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
+        assert!(t.elapsed() < Duration::from_secs(20), "the server did not notice the deletion");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

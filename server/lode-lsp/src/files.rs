@@ -1,0 +1,298 @@
+//! Files → index: the vault scan (planned on a read connection, applied through the writer),
+//! file events (from the client's watchers, or from our own `notify` watcher when the client
+//! cannot register any), and rescans for what single-file events cannot describe (a folder
+//! renamed or deleted, an ignore file edited).
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use lode_store::vault::{self, IndexReport, NotANote};
+use tokio::sync::oneshot;
+use tower_lsp_server::ls_types::*;
+use tower_lsp_server::Client;
+
+use crate::server::State;
+use crate::writer::{Background, Done, Job};
+
+/// Scan steps per writer batch: the writer takes editor jobs between any two steps; the batch
+/// size only bounds how far the scan runs ahead of the writer.
+const BATCH: usize = 64;
+
+/// Starts a scan, or — when one is running — asks it to run once more when it ends (so a burst
+/// of folder events costs at most one extra scan).
+pub(crate) fn request_scan(client: Client, state: Arc<State>) {
+    if state.scanning.swap(true, Ordering::SeqCst) {
+        state.scan_again.store(true, Ordering::SeqCst);
+        return;
+    }
+    let handle = tokio::runtime::Handle::current();
+    let spawned = std::thread::Builder::new().name("lode-scan".into()).spawn(move || loop {
+        state.scan_again.store(false, Ordering::SeqCst);
+        scan_once(&client, &handle, &state);
+        if !state.scan_again.swap(false, Ordering::SeqCst) {
+            state.scanning.store(false, Ordering::SeqCst);
+            // A request that came in between the check and the store above is not lost.
+            if state.scan_again.load(Ordering::SeqCst) && !state.scanning.swap(true, Ordering::SeqCst) {
+                continue;
+            }
+            return;
+        }
+    });
+    if let Err(e) = spawned {
+        tracing::error!("cannot start the scan thread: {e}");
+    }
+}
+
+fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State>) {
+    let token = ProgressToken::String(format!("lode/scan/{}", state.scans.fetch_add(1, Ordering::SeqCst)));
+    let c = client.clone();
+    let t = token.clone();
+    let _ = handle.block_on(async move { c.create_work_done_progress(t).await });
+    let send = |value: WorkDoneProgress| {
+        let c = client.clone();
+        let token = token.clone();
+        handle.block_on(async move {
+            c.send_notification::<notification::Progress>(ProgressParams { token, value: ProgressParamsValue::WorkDone(value) })
+                .await
+        });
+    };
+    send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+        title: "lode: indexing notes".into(),
+        message: Some("reading the vault folder".into()),
+        percentage: Some(0),
+        ..Default::default()
+    }));
+    // A panicking scan still ends its progress and clears `scanning` (the caller's loop).
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        crate::isolation::fault("scan");
+        scan_steps(state, |done, total| {
+            send(WorkDoneProgress::Report(WorkDoneProgressReport {
+                message: Some(format!("{done}/{total} notes")),
+                percentage: Some(((done * 100) / total.max(1)) as u32),
+                ..Default::default()
+            }))
+        })
+    }))
+    .unwrap_or_else(|_| Err("the scan panicked (logged); saved notes are still indexed on save".into()));
+    state.kick();
+    let message = match &outcome {
+        Ok(r) => format!(
+            "{} notes: {} new, {} updated, {} unchanged, {} renamed, {} deleted",
+            r.scanned, r.created, r.updated, r.unchanged, r.renamed, r.deleted
+        ),
+        Err(e) => format!("indexing failed: {e}"),
+    };
+    send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message.clone()) }));
+    if outcome.is_err() {
+        let c = client.clone();
+        handle.block_on(async move { c.show_message(MessageType::ERROR, format!("lode: {message}")).await });
+    }
+}
+
+/// Plans on a read connection, then applies the steps through the writer in batches.
+fn scan_steps(state: &State, mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
+    let wait = |rx: oneshot::Receiver<Done>| rx.blocking_recv().map_err(|_| "the writer stopped".to_owned());
+    let rechunk = state.readers.get()?.chunking_changed().map_err(|e| e.to_string())?;
+    let mut rechunked = 0;
+    if rechunk {
+        match wait(state.writer.background(Background::Rechunk))? {
+            Done::Rechunked(n) => rechunked = n,
+            Done::Failed(e) => return Err(e),
+            _ => {}
+        }
+    }
+    let plan = {
+        let reader = state.readers.get()?;
+        vault::plan(&reader, &state.root, &state.settings.index).map_err(|e| e.to_string())?
+    };
+    let mut report = plan.report;
+    report.rechunked = rechunked;
+    let total = plan.steps.len();
+    let (mut done, mut last) = (0, Instant::now());
+    for batch in plan.steps.chunks(BATCH) {
+        match wait(state.writer.background(Background::Steps(batch.to_vec())))? {
+            Done::Steps(applied) => {
+                for (step, a) in batch.iter().zip(applied) {
+                    vault::tally(&mut report, step, a);
+                }
+            }
+            Done::Failed(e) => return Err(e),
+            _ => {}
+        }
+        done += batch.len();
+        if done == total || last.elapsed().as_millis() >= 200 {
+            last = Instant::now();
+            progress(done, total);
+        }
+    }
+    match wait(state.writer.background(Background::Finish(report.clone())))? {
+        Done::Failed(e) => Err(e),
+        _ => Ok(report),
+    }
+}
+
+/// What one file event asks of the index.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Re-read the note's file (changed → saved, gone → deleted).
+    Refresh(String),
+    /// A markdown file that is no note (any more): make sure it is not in the index.
+    Forget(String),
+    /// A folder appeared or vanished, or an ignore file changed: scan the vault again.
+    Rescan,
+    Ignore,
+}
+
+/// Classifies an event on `path` (`is_note_folder` tells whether live notes lie under a
+/// vault-relative folder). Disk is the truth: the same action for created, changed, deleted.
+pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -> bool) -> Action {
+    match vault::indexable(root, path) {
+        Ok(rel) => Action::Refresh(rel),
+        Err(NotANote::Hidden(_) | NotANote::Outside(_)) => Action::Ignore,
+        Err(NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel)) => {
+            Action::Forget(rel)
+        }
+        Err(NotANote::NotMarkdown(rel)) => {
+            let name = rel.rsplit('/').next().unwrap_or(&rel);
+            if name == ".gitignore" || name == ".ignore" {
+                return Action::Rescan;
+            }
+            if rel.split('/').any(|p| p.starts_with('.')) {
+                return Action::Ignore;
+            }
+            // A folder now, or a vanished path under which notes were indexed.
+            let abs = root.join(&rel);
+            if abs.is_dir() || (!abs.exists() && is_note_folder(&rel)) {
+                Action::Rescan
+            } else {
+                Action::Ignore
+            }
+        }
+    }
+}
+
+/// Turns file events into writer jobs (and at most one rescan request). Returns the receiver of
+/// the last job, to wait for before refreshing diagnostics.
+pub(crate) fn on_paths(client: &Client, state: &Arc<State>, paths: impl IntoIterator<Item = PathBuf>) -> Option<oneshot::Receiver<Done>> {
+    let mut last = None;
+    let mut rescan = false;
+    let mut seen = std::collections::HashSet::new();
+    let reader = state.readers.get().ok();
+    for path in paths {
+        if !seen.insert(path.clone()) {
+            continue;
+        }
+        let under = |rel: &str| reader.as_ref().is_some_and(|r| r.any_note_under(rel).unwrap_or(true));
+        match classify(&state.root, &path, under) {
+            Action::Refresh(rel) => last = Some(state.writer.submit(Job::Refresh { path: rel }).1),
+            Action::Forget(rel) => last = Some(state.writer.submit(Job::Forget { path: rel }).1),
+            Action::Rescan => rescan = true,
+            Action::Ignore => {}
+        }
+    }
+    if rescan {
+        request_scan(client.clone(), state.clone());
+    }
+    last
+}
+
+/// The server's own watcher, for clients that cannot register file watchers: events go through
+/// the same [`on_paths`] as the client's. Dropping the returned watcher stops it.
+pub(crate) fn watch_vault(client: Client, state: Arc<State>) -> Option<notify::RecommendedWatcher> {
+    use notify::{RecursiveMode, Watcher};
+    let handle = tokio::runtime::Handle::current();
+    let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
+    let mut watcher = match notify::recommended_watcher(tx) {
+        Ok(w) => w,
+        Err(e) => {
+            tracing::warn!("cannot watch the vault for changes: {e}; files changed outside the editor are picked up by the next scan");
+            return None;
+        }
+    };
+    if let Err(e) = watcher.watch(&state.root, RecursiveMode::Recursive) {
+        tracing::warn!("cannot watch {}: {e}", state.root.display());
+        return None;
+    }
+    let spawned = std::thread::Builder::new().name("lode-watch".into()).spawn(move || {
+        let _rt = handle.enter();
+        while let Ok(first) = rx.recv() {
+            // Coalesce a burst (a checkout touches many files at once).
+            let mut events = vec![first];
+            while let Ok(e) = rx.recv_timeout(std::time::Duration::from_millis(50)) {
+                events.push(e);
+                if events.len() >= 10_000 {
+                    break;
+                }
+            }
+            let mut paths = Vec::new();
+            let mut overflow = false;
+            for e in events {
+                match e {
+                    Ok(ev) => {
+                        if ev.need_rescan() {
+                            overflow = true;
+                        }
+                        if !matches!(ev.kind, notify::EventKind::Access(_)) {
+                            paths.extend(ev.paths);
+                        }
+                    }
+                    Err(err) => {
+                        tracing::warn!("file watcher: {err}");
+                        overflow = true;
+                    }
+                }
+            }
+            let st = state.clone();
+            let c = client.clone();
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                on_paths(&c, &st, paths);
+                if overflow {
+                    request_scan(c.clone(), st.clone());
+                }
+            }));
+            if r.is_err() {
+                tracing::error!("handling file events panicked; the watcher goes on");
+            }
+        }
+    });
+    match spawned {
+        Ok(_) => Some(watcher),
+        Err(e) => {
+            tracing::warn!("cannot start the watcher thread: {e}");
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_events_become_the_right_index_work() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().canonicalize().unwrap();
+        for (p, body) in [("a.md", "x"), ("dir/b.md", "x"), ("ignored/c.md", "x"), (".lode/versions/v.md", "x"), ("img.png", "x")] {
+            let f = root.join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, body).unwrap();
+        }
+        std::fs::write(root.join(".gitignore"), "ignored/\n").unwrap();
+        let none = |_: &str| false;
+        let some = |rel: &str| rel == "old";
+        let c = |p: &str, f: &dyn Fn(&str) -> bool| classify(&root, &root.join(p), f);
+        assert_eq!(c("a.md", &none), Action::Refresh("a.md".into()));
+        assert_eq!(c("gone.md", &none), Action::Refresh("gone.md".into()), "a deleted note is refreshed (→ deleted)");
+        assert_eq!(c("ignored/c.md", &none), Action::Forget("ignored/c.md".into()));
+        assert_eq!(c(".lode/versions/v.md", &none), Action::Ignore, "materialized versions are never notes");
+        assert_eq!(c(".lode/lode.db-wal", &none), Action::Ignore);
+        assert_eq!(c("dir", &none), Action::Rescan, "a folder appeared (or was renamed here)");
+        assert_eq!(c("old", &some), Action::Rescan, "a folder of notes vanished");
+        assert_eq!(c("old", &none), Action::Ignore, "a vanished path with no notes under it");
+        assert_eq!(c("img.png", &none), Action::Ignore);
+        assert_eq!(c(".gitignore", &none), Action::Rescan);
+        assert_eq!(c("dir/.ignore", &none), Action::Rescan);
+    }
+}
