@@ -11,6 +11,10 @@ ALTER TABLE notes ADD COLUMN disk_mtime INTEGER;  -- nanoseconds since the Unix 
 -- for existing rows by the store right after this migration (it is computed in Rust).
 ALTER TABLE passages ADD COLUMN section TEXT;
 
+-- Queries of one or two characters match names by prefix (ASCII case-folded), through these.
+CREATE INDEX notes_title_folded ON notes(lower(title));
+CREATE INDEX passages_section_folded ON passages(lower(section));
+
 CREATE VIRTUAL TABLE titles_tri USING fts5(title, content = 'notes', content_rowid = 'id', tokenize = 'trigram');
 CREATE VIRTUAL TABLE headings_tri USING fts5(section, content = 'passages', content_rowid = 'id', tokenize = 'trigram');
 INSERT INTO titles_tri(titles_tri) VALUES ('rebuild');

@@ -199,24 +199,25 @@ pub(crate) fn on_paths(client: &Client, state: &Arc<State>, paths: impl IntoIter
 }
 
 /// The server's own watcher, for clients that cannot register file watchers: events go through
-/// the same [`on_paths`] as the client's. Dropping the returned watcher stops it.
-pub(crate) fn watch_vault(client: Client, state: Arc<State>) -> Option<notify::RecommendedWatcher> {
+/// the same [`on_paths`] as the client's. Runs on its own thread (setting up a recursive watch
+/// walks the vault) for the life of the process.
+pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
     use notify::{RecursiveMode, Watcher};
     let handle = tokio::runtime::Handle::current();
-    let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
-    let mut watcher = match notify::recommended_watcher(tx) {
-        Ok(w) => w,
-        Err(e) => {
-            tracing::warn!("cannot watch the vault for changes: {e}; files changed outside the editor are picked up by the next scan");
-            return None;
-        }
-    };
-    if let Err(e) = watcher.watch(&state.root, RecursiveMode::Recursive) {
-        tracing::warn!("cannot watch {}: {e}", state.root.display());
-        return None;
-    }
     let spawned = std::thread::Builder::new().name("lode-watch".into()).spawn(move || {
         let _rt = handle.enter();
+        let (tx, rx) = std::sync::mpsc::channel::<notify::Result<notify::Event>>();
+        let mut watcher = match notify::recommended_watcher(tx) {
+            Ok(w) => w,
+            Err(e) => {
+                tracing::warn!("cannot watch the vault: {e}; files changed outside the editor are picked up by the next scan");
+                return;
+            }
+        };
+        if let Err(e) = watcher.watch(&state.root, RecursiveMode::Recursive) {
+            tracing::warn!("cannot watch {}: {e}; files changed outside the editor are picked up by the next scan", state.root.display());
+            return;
+        }
         while let Ok(first) = rx.recv() {
             // Coalesce a burst (a checkout touches many files at once).
             let mut events = vec![first];
@@ -231,9 +232,7 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) -> Option<notify::R
             for e in events {
                 match e {
                     Ok(ev) => {
-                        if ev.need_rescan() {
-                            overflow = true;
-                        }
+                        overflow |= ev.need_rescan();
                         if !matches!(ev.kind, notify::EventKind::Access(_)) {
                             paths.extend(ev.paths);
                         }
@@ -244,25 +243,20 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) -> Option<notify::R
                     }
                 }
             }
-            let st = state.clone();
-            let c = client.clone();
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                on_paths(&c, &st, paths);
+                on_paths(&client, &state, paths);
                 if overflow {
-                    request_scan(c.clone(), st.clone());
+                    request_scan(client.clone(), state.clone());
                 }
             }));
             if r.is_err() {
                 tracing::error!("handling file events panicked; the watcher goes on");
             }
         }
+        drop(watcher);
     });
-    match spawned {
-        Ok(_) => Some(watcher),
-        Err(e) => {
-            tracing::warn!("cannot start the watcher thread: {e}");
-            None
-        }
+    if let Err(e) = spawned {
+        tracing::warn!("cannot start the watcher thread: {e}");
     }
 }
 

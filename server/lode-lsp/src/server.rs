@@ -134,9 +134,8 @@ pub struct Backend {
     /// use, so `initialize` itself answers at once.
     root: Mutex<Option<Option<PathBuf>>>,
     state: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
-    /// Whether the client registers file watchers for us (else `watcher` is ours).
+    /// Whether the client registers file watchers for us (else the server watches the vault).
     client_watches: AtomicBool,
-    watcher: Mutex<Option<notify::RecommendedWatcher>>,
 }
 
 pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
@@ -150,7 +149,6 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         root: Mutex::new(None),
         state: tokio::sync::OnceCell::new(),
         client_watches: AtomicBool::new(false),
-        watcher: Mutex::new(None),
     })
     .custom_method("lode/ask", Backend::lode_ask)
     .custom_method("lode/status", Backend::lode_status)
@@ -637,10 +635,10 @@ impl LanguageServer for Backend {
                     };
                     if let Err(e) = self.client.register_capability(vec![watch]).await {
                         tracing::warn!("the client refused file watchers ({e}); lode watches the vault itself");
-                        *self.watcher.lock() = crate::files::watch_vault(self.client.clone(), state.clone());
+                        crate::files::watch_vault(self.client.clone(), state.clone());
                     }
                 } else {
-                    *self.watcher.lock() = crate::files::watch_vault(self.client.clone(), state.clone());
+                    crate::files::watch_vault(self.client.clone(), state.clone());
                 }
                 crate::files::request_scan(self.client.clone(), state);
             }

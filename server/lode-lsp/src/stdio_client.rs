@@ -157,8 +157,17 @@ impl StdioClient {
 
     /// Resident memory of the server process in MiB (Linux).
     pub fn rss_mib(&self) -> Option<f64> {
+        self.status_mib("VmRSS:")
+    }
+
+    /// Peak resident memory of the server process so far in MiB (Linux).
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        self.status_mib("VmHWM:")
+    }
+
+    fn status_mib(&self, field: &str) -> Option<f64> {
         let s = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).ok()?;
-        let l = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let l = s.lines().find(|l| l.starts_with(field))?;
         l.split_whitespace().nth(1)?.parse::<f64>().ok().map(|kb| kb / 1024.0)
     }
 

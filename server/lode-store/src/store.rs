@@ -841,14 +841,23 @@ impl Store {
     /// Unicode case folding; `%`, `_`, `\\` and `"` are literal), for `workspace/symbol`:
     /// `(path, name, line, is_title)`, titles first, then by path.
     ///
-    /// A query of three or more characters is looked up in the trigram indexes (cost grows with
-    /// the matches read, at most [`SYMBOL_CANDIDATES`] per kind, not with the vault); a shorter
-    /// one reads rows in index order and stops at the limit.
+    /// A query of three or more characters matches anywhere in a name, through the trigram
+    /// indexes; one of one or two characters matches the start of a name (ASCII folding in SQL,
+    /// then full folding). Cost grows with the matches read — at most [`SYMBOL_CANDIDATES`] per
+    /// kind —, not with the vault.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let folded = query.to_lowercase();
-        let matches = |s: &str| s.to_lowercase().contains(&folded);
+        let short = folded.chars().count() < 3;
+        let matches = |s: &str| {
+            let name = s.to_lowercase();
+            if short {
+                name.starts_with(&folded)
+            } else {
+                name.contains(&folded)
+            }
+        };
         let cap = SYMBOL_CANDIDATES.max(limit) as i64;
-        let (titles, sections) = if folded.chars().count() >= 3 {
+        let (titles, sections) = if !short {
             let phrase = format!("\"{}\"", query.replace('"', "\"\""));
             let titles = self.rows(
                 "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
@@ -863,19 +872,33 @@ impl Store {
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             (titles, sections)
-        } else {
-            // instr() on lower() folds ASCII only; a non-ASCII query reads unfiltered rows and is
-            // matched below with full folding.
-            let needle = if folded.is_ascii() { folded.clone() } else { String::new() };
+        } else if folded.is_ascii() {
+            // One or two characters: names that start with them, through the folded-name
+            // indexes (a substring scan for a rare pair would read every row).
             let titles = self.rows(
-                "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND instr(lower(title), ?1) > 0 LIMIT ?2",
-                params![needle, cap],
+                "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
+                   AND head_version IS NOT NULL LIMIT ?2",
+                params![folded, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
                 "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id
-                  WHERE instr(lower(p.section), ?1) > 0 LIMIT ?2",
-                params![needle, cap],
+                  WHERE lower(p.section) >= ?1 AND lower(p.section) < ?1 || char(1114111) LIMIT ?2",
+                params![folded, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+            )?;
+            (titles, sections)
+        } else {
+            // lower() folds ASCII only: a short non-ASCII query reads rows in order (bounded by
+            // the candidate cap) and is matched below with full folding.
+            let titles = self.rows(
+                "SELECT path, title FROM notes WHERE head_version IS NOT NULL LIMIT ?1",
+                params![cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )?;
+            let sections = self.rows(
+                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id LIMIT ?1",
+                params![cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             (titles, sections)

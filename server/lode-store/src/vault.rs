@@ -524,4 +524,44 @@ mod tests {
         let found: Vec<String> = files.iter().filter_map(|f| relative_path(&root, f)).collect();
         assert_eq!(found, ["a.md", "sub/b.markdown", "sub/keep.md", "sub/tmp.md"]);
     }
+
+    #[test]
+    fn a_rescan_skips_files_by_size_and_mtime_and_never_trusts_a_fresh_mtime() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+        let write = |p: &str, body: &str, mtime: std::time::SystemTime| {
+            std::fs::write(root.join(p), body).unwrap();
+            std::fs::File::options().write(true).open(root.join(p)).unwrap().set_modified(mtime).unwrap();
+        };
+        write("a.md", "alpha one\n", old);
+        write("fresh.md", "fresh one\n", std::time::SystemTime::now());
+        let mut store = Store::open(&tmp.path().join("db"), Default::default()).unwrap();
+        let r = index_vault(&mut store, &root, &IndexOptions::default(), |_| {}).unwrap();
+        assert_eq!(r.created, 2);
+
+        // Same size and mtime: not read at all — so an edit that keeps both is not seen (the
+        // documented trade-off, as git's); the scan plans nothing for it.
+        write("a.md", "alpha two\n", old);
+        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        assert_eq!(p.report.unchanged, 1, "{:?}", p.steps);
+        // The fresh file's mtime was too close to its read to be recorded: it is read again.
+        assert!(matches!(&p.steps[..], [Step::Save { rel }] if rel == "fresh.md"), "{:?}", p.steps);
+
+        // Any mtime change: read, hashed, saved.
+        write("a.md", "alpha two\n", old + std::time::Duration::from_secs(1));
+        let r = index_vault(&mut store, &root, &IndexOptions::default(), |_| {}).unwrap();
+        assert_eq!((r.updated, r.unchanged), (1, 1), "{r:?}");
+        assert_eq!(store.head_of("a.md").unwrap(), Some(crate::version_id(b"alpha two\n")));
+        // A touch without a change costs a read, then is recorded again.
+        write("a.md", "alpha two\n", old + std::time::Duration::from_secs(2));
+        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        assert_eq!(p.steps.len(), 2, "{:?}", p.steps);
+        for s in &p.steps {
+            apply(&mut store, &root, &IndexOptions::default(), s).unwrap();
+        }
+        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        assert!(matches!(&p.steps[..], [Step::Save { rel }] if rel == "fresh.md"), "{:?}", p.steps);
+    }
 }

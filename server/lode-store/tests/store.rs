@@ -330,8 +330,12 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
     assert_eq!(names("ÄRGER"), ["Ärger im Büro"]);
     assert_eq!(names("école"), ["Straße und ÉCOLE"]);
     assert_eq!(names("100%"), ["100% done"], "% is a character, not a wildcard");
-    assert_eq!(names("_"), ["snake_case notes"], "_ is a character, not a wildcard");
-    assert_eq!(names("\\"), ["Back\\slash"]);
+    assert_eq!(names("e_c"), ["snake_case notes"], "_ is a character, not a wildcard");
+    assert_eq!(names("_"), Vec::<String>::new(), "one or two characters match the start of a name");
+    assert_eq!(names("sn"), ["snake_case notes"]);
+    assert_eq!(names("ÄR"), ["Ärger im Büro"], "short non-ASCII queries fold too");
+    assert_eq!(names("ca"), Vec::<String>::new());
+    assert_eq!(names("k\\s"), ["Back\\slash"]);
     assert_eq!(names("PLAIN"), ["Plain title"]);
     assert!(names("zzz").is_empty());
     assert_eq!(store.symbols("", 2).unwrap().len(), 2, "the limit holds");

@@ -26,12 +26,20 @@ pub enum BenchCommand {
 
 #[derive(Args)]
 pub struct LspArgs {
-    pub beir_dir: PathBuf,
+    /// A BEIR corpus to write out as the vault (or use --notes)
+    #[arg(required_unless_present = "notes")]
+    pub beir_dir: Option<PathBuf>,
+    /// A generated vault of this many notes instead (e.g. 100000)
+    #[arg(long, conflicts_with = "beir_dir")]
+    pub notes: Option<usize>,
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
     /// didSave round trips timed
     #[arg(long, default_value_t = 200)]
     pub saves: usize,
+    /// Headings typed into workspace/symbol, one request per keystroke
+    #[arg(long, default_value_t = 40)]
+    pub symbols: usize,
 }
 
 #[derive(Args)]
@@ -106,15 +114,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     let args = match cmd {
         BenchCommand::Lexical(a) => a,
         BenchCommand::Dense(a) => return dense(a),
-        BenchCommand::Lsp(a) => {
-            let beir = load_beir(&a.beir_dir)?;
-            let work = a.work.clone().unwrap_or_else(|| default_work_dir(&a.beir_dir).with_extension("lsp"));
-            let vault = super::bench_lsp::vault_of(&work);
-            write_vault(&beir, &vault)?;
-            let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, a.saves)?;
-            println!("{}", serde_json::to_string_pretty(&v)?);
-            return Ok(ExitCode::SUCCESS);
-        }
+        BenchCommand::Lsp(a) => return lsp(a),
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
@@ -241,6 +241,46 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     } else {
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn lsp(a: LspArgs) -> Result<ExitCode> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build; build with --release for representative figures");
+    }
+    let mut rng = super::synth::Rng::new(42);
+    let (vault, symbol_headings) = match (&a.beir_dir, a.notes) {
+        (_, Some(n)) => {
+            let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("lode-bench-lsp-{n}")));
+            let vault = super::bench_lsp::vault_of(&work);
+            let mut progress = crate::progress::Progress::new(true);
+            let bytes = super::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
+            drop(progress);
+            eprintln!("{n} generated notes, {:.0} MB, in {}", bytes as f64 / 1e6, vault.display());
+            // Headings that are in the vault: the first section heading of random notes.
+            let mut headings = Vec::new();
+            while headings.len() < a.symbols {
+                let body = super::synth::note(1, rng.below(n), n);
+                if let Some(h) = body.lines().find_map(|l| l.strip_prefix("## ")) {
+                    headings.push(h.to_owned());
+                }
+            }
+            (vault, headings)
+        }
+        (Some(dir), None) => {
+            let beir = load_beir(dir)?;
+            let work = a.work.clone().unwrap_or_else(|| default_work_dir(dir).with_extension("lsp"));
+            let vault = super::bench_lsp::vault_of(&work);
+            write_vault(&beir, &vault)?;
+            let headings = (0..a.symbols).map(|_| beir.docs[rng.below(beir.docs.len())].1.clone()).collect();
+            drop(beir);
+            (vault, headings)
+        }
+        (None, None) => bail!("give a BEIR corpus folder or --notes N"),
+    };
+    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings };
+    let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, &opts)?;
+    println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1,6 +1,7 @@
-//! `lode bench lsp`: the language server's figures on a BEIR corpus written out as a vault —
-//! initialize (process start included), cold scan, restart to searchable, didSave → committed,
-//! hover on a citation, RSS after the scan (no models).
+//! `lode bench lsp`: the language server's figures on a vault (a BEIR corpus written out, or a
+//! generated one of `--notes N`) — initialize (process start included), cold scan and its peak
+//! RSS, didSave → committed, hover on a citation, `workspace/symbol` per keystroke, diagnostics
+//! publishing, restart → searchable and the restart's scan (unchanged files skipped). No models.
 
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
@@ -26,7 +27,14 @@ fn init(c: &mut StdioClient, vault: &Path) -> Result<()> {
     Ok(c.notify("initialized", json!({}))?)
 }
 
-pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
+/// What to measure beyond the basics.
+pub struct Options {
+    pub saves: usize,
+    /// `workspace/symbol` queries: each heading typed one keystroke at a time.
+    pub symbol_headings: Vec<String>,
+}
+
+pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     // No models: the RSS target is for the server alone.
     let state = vault.join(".lode");
     if state.exists() {
@@ -42,24 +50,32 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
     let initialize_ms = t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
     c.notify("initialized", json!({}))?;
-    c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
+    let end = c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
     let cold_scan_s = t.elapsed().as_secs_f64();
+    eprintln!("cold scan: {cold_scan_s:.1} s ({})", end["params"]["value"]["message"]);
+    let peak_rss_scan = c.peak_rss_mib();
     let rss_after_scan = c.rss_mib();
+    let status = c.request("lode/status", json!(null))?;
 
     // didSave → committed, observed by the next request (which waits for the save).
     let note = vault.join("bench-lsp-note.md");
     let body: String = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(180);
     let mut save_ms = Vec::new();
-    for i in 0..saves {
+    for i in 0..opts.saves {
         let text = format!("# Bench {i}\n\n{body}\n\nEdit number {i}.\n");
         let t = Instant::now();
         c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}, "text": text}))?;
         c.request("textDocument/hover", json!({"textDocument": {"uri": uri(&note)}, "position": {"line": 0, "character": 0}}))?;
         save_ms.push(t.elapsed().as_secs_f64() * 1000.0);
     }
+    // …and findable: the last edit answers a question.
+    let a = c.request("lode/ask", json!({"question": "Edit number"}))?;
+    let last = format!("Edit number {}", opts.saves.saturating_sub(1));
+    if !a["result"]["claims"].to_string().contains(&last) {
+        return Err(anyhow!("the last save is not findable: {a}"));
+    }
 
     // Hover on a citation.
-    let a = c.request("lode/ask", json!({"question": "Edit number"}))?;
     let cit = &a["result"]["claims"][0]["citations"][0];
     let (vid, s, e) = (cit["version_id"].as_str().unwrap_or_default(), cit["start"].as_u64().unwrap_or(0), cit["end"].as_u64().unwrap_or(0));
     let doc = vault.join("bench-lsp-citing.md");
@@ -74,9 +90,39 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
             return Err(anyhow!("hover found no citation: {h}"));
         }
     }
+
+    // Diagnostics: a note citing 50 passages, opened → its diagnostics published.
+    let many: String = (0..50).map(|i| format!("- claim {i} [x.md:1](x.md#L1 \"lode {vid}:{s}-{e}\")\n")).collect();
+    let diag_doc = vault.join("bench-lsp-diagnostics.md");
+    let mut diag_ms = Vec::new();
+    for round in 0..40 {
+        let t = Instant::now();
+        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&diag_doc), "languageId": "markdown", "version": round, "text": many}}))?;
+        c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri(&diag_doc) && m["params"]["version"] == round)?;
+        diag_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&diag_doc)}}))?;
+    }
+
+    // workspace/symbol, one request per keystroke.
+    let mut symbol_ms = Vec::new();
+    let mut symbol_hits = 0usize;
+    for h in &opts.symbol_headings {
+        let chars: Vec<char> = h.chars().collect();
+        for n in 1..=chars.len().min(16) {
+            let q: String = chars[..n].iter().collect();
+            let t = Instant::now();
+            let r = c.request("workspace/symbol", json!({"query": q}))?;
+            symbol_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            if n == chars.len().min(16) && r["result"].as_array().is_some_and(|x| !x.is_empty()) {
+                symbol_hits += 1;
+            }
+        }
+    }
+    c.seen.clear();
     c.stop()?;
 
-    // Restart over the indexed vault: how soon does a question find its passage?
+    // Restart over the indexed vault: how soon does a question find its passage, and how long
+    // the restart's scan takes when nothing changed (files skipped by size + mtime).
     let t = Instant::now();
     let mut c = spawn(exe, vault)?;
     init(&mut c, vault)?;
@@ -86,18 +132,38 @@ pub fn run(exe: &Path, vault: &Path, saves: usize) -> Result<Value> {
             break t.elapsed().as_secs_f64() * 1000.0;
         }
     };
+    let restart_end = c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
+    let restart_scan_s = t.elapsed().as_secs_f64();
+    let restart_message = end_message(&restart_end);
+    let rss_after_restart = c.rss_mib();
+    let peak_rss_restart = c.peak_rss_mib();
     c.stop()?;
     let _ = std::fs::remove_file(&note);
     std::fs::remove_file(state.join("config.toml"))?;
 
     Ok(json!({
+        "notes": status["result"]["notes"], "passages": status["result"]["passages"],
         "initialize_ms_with_process_start": initialize_ms,
         "cold_scan_s": cold_scan_s,
+        "cold_scan_message": end_message(&end),
+        "peak_rss_mib_cold_scan": peak_rss_scan,
         "rss_mib_after_scan_no_models": rss_after_scan,
         "did_save_10kb_committed_ms": super::bench::stats(save_ms),
         "hover_citation_ms": super::bench::stats(hover_ms),
+        "diagnostics_50_citations_open_to_publish_ms": super::bench::stats(diag_ms),
+        "workspace_symbol_per_keystroke_ms": super::bench::stats(symbol_ms),
+        "workspace_symbol_full_headings_found": format!("{symbol_hits}/{}", opts.symbol_headings.len()),
         "restart_to_searchable_ms": restart_searchable_ms,
+        "restart_scan_unchanged_s": restart_scan_s,
+        "restart_scan_message": restart_message,
+        "rss_mib_after_restart_scan": rss_after_restart,
+        "peak_rss_mib_restart": peak_rss_restart,
+        "db_mib": std::fs::metadata(state.join("lode.db")).map(|m| m.len() as f64 / 1048576.0).ok(),
     }))
+}
+
+fn end_message(end: &Value) -> Value {
+    end["params"]["value"]["message"].clone()
 }
 
 pub fn vault_of(work: &Path) -> PathBuf {

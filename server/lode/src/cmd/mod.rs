@@ -9,6 +9,7 @@ pub mod index;
 pub mod search;
 pub mod serve;
 pub mod stats;
+pub mod synth;
 
 use std::path::PathBuf;
 
