@@ -107,18 +107,25 @@ impl LlmConfig {
         if cancel.load(Ordering::SeqCst) {
             return Err(LlmError::Cancelled);
         }
+        self.validate()?;
         let (tx, rx) = std::sync::mpsc::channel();
-        let (cfg, body) = (self.clone(), body.to_owned());
+        let agent = self.agent();
+        let (cfg, body, request_agent) = (self.clone(), body.to_owned(), agent.clone());
         std::thread::Builder::new()
             .name("lode-llm".into())
             .spawn(move || {
-                let _ = tx.send(cfg.complete(&body));
+                let _ = tx.send(cfg.complete_with(&request_agent, &body));
             })
             .map_err(|e| LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 0, detail: e.to_string() })?;
         loop {
             match rx.recv_timeout(Duration::from_millis(25)) {
                 Ok(r) => return r,
-                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if cancel.load(Ordering::SeqCst) => return Err(LlmError::Cancelled),
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) if cancel.load(Ordering::SeqCst) => {
+                    // Closes the connection: the endpoint sees the client go away and can stop
+                    // generating; the request thread ends with an I/O error nobody waits for.
+                    agent.shutdown();
+                    return Err(LlmError::Cancelled);
+                }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
                     return Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 0, detail: "the request thread ended".into() })
@@ -130,12 +137,19 @@ impl LlmConfig {
     /// Posts a request body and returns the assistant message content.
     pub fn complete(&self, body: &str) -> Result<String, LlmError> {
         self.validate()?;
-        let agent = ureq::Agent::new_with_config(
+        self.complete_with(&self.agent(), body)
+    }
+
+    fn agent(&self) -> ureq::Agent {
+        ureq::Agent::new_with_config(
             ureq::Agent::config_builder()
                 .timeout_global(Some(Duration::from_secs(self.timeout_secs.max(1))))
                 .http_status_as_error(false)
                 .build(),
-        );
+        )
+    }
+
+    fn complete_with(&self, agent: &ureq::Agent, body: &str) -> Result<String, LlmError> {
         let key = self.api_key_env.as_ref().and_then(|v| std::env::var(v).ok());
         let attempts = self.retries + 1;
         let mut last = String::new();

@@ -885,7 +885,10 @@ impl LanguageServer for Backend {
     }
 
     async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
+        // A note saved just before is among the symbols (the ticket is read before the first await).
+        let barrier = self.state().await.map(|s| s.writer.barrier());
         let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
         let readers = state.readers.clone();
         let root = state.root.clone();
         let q = params.query.to_lowercase();

@@ -374,7 +374,7 @@ fn files_that_are_not_notes_are_never_indexed() {
 }
 
 /// An OpenAI-style endpoint on loopback that takes `delay` to answer every request with no
-/// claims; counts the connections it saw close.
+/// claims; counts the connections the client closed before the answer was ready.
 fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -399,10 +399,17 @@ fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::Atomi
                 }
                 let mut body = vec![0; len];
                 let _ = r.read_exact(&mut body);
-                std::thread::sleep(delay);
+                // "Generating": watch for the client going away meanwhile.
+                let _ = conn.set_read_timeout(Some(Duration::from_millis(20)));
+                let until = Instant::now() + delay;
+                while Instant::now() < until {
+                    if let Ok(0) = conn.read(&mut [0u8; 1]) {
+                        count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        return;
+                    }
+                }
                 let content = serde_json::json!({"choices": [{"message": {"content": "{\"claims\": []}"}}]}).to_string();
                 let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}", content.len());
-                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             });
         }
     });
@@ -452,6 +459,33 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
     let a = lsp.response(json!(4242));
     assert!(started.elapsed() >= Duration::from_secs(5), "{a}");
     assert_eq!(a["result"]["abstained"], true, "the slow model proposed nothing: {a}");
+}
+
+#[test]
+fn cancelling_an_ask_closes_the_model_connection() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let (endpoint, closed) = slow_llm(Duration::from_secs(30));
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    index_lexical(&vault);
+    let mut lsp = start_on(&vault, json!({}));
+    lsp.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    std::thread::sleep(Duration::from_millis(800)); // the request is with the model
+    let t = Instant::now();
+    lsp.notify("$/cancelRequest", json!({"id": 77}));
+    let r = lsp.response(json!(77));
+    assert_eq!(r["error"]["code"], -32800, "{r}");
+    while closed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(5), "the model connection stayed open after the cancel");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Nothing is held: a save and a question right after go through.
+    let n = vault.join("ibis.md");
+    std::fs::write(&n, "# Ibis\n\nThe ibis count runs every 19 days.\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}}));
+    let s = lsp.request("workspace/symbol", json!({"query": "Ibis"}));
+    assert_eq!(s["result"][0]["name"], "Ibis", "{s}");
 }
 
 /// The protocol fuzzer, short version (the long one is `LODE_FUZZ_MESSAGES=20000`): generated
@@ -727,4 +761,128 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
         assert!(t.elapsed() < Duration::from_secs(20), "the server did not notice the deletion");
         std::thread::sleep(Duration::from_millis(200));
     }
+}
+
+/// The soak, short version (the long one: `LODE_SOAK_SECS=600`): rounds of pipelined asks,
+/// hovers, symbol queries and status requests in flight at once, edits and saves of an open
+/// note, and file storms on disk (notes created, rewritten, deleted, a folder renamed) seen
+/// by the server's own watcher and by client events. Every round checks that the note saved
+/// in it is answerable; at the end nothing panicked and `lode stats --check` is clean.
+#[test]
+fn soak_concurrent_requests_saves_and_file_storms() {
+    let secs: u64 = std::env::var("LODE_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15);
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let log = tmp.path().join("server.log");
+    let mut lsp = Lsp(StdioClient::spawn_with(
+        env!("CARGO_BIN_EXE_lode"),
+        ["serve"],
+        [("RUST_LOG", "lode=warn")],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .unwrap());
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+
+    // An open note with a citation to hover.
+    let hit = lsp.request("lode/ask", json!({"question": "How often are staging certificates rotated?"}));
+    let cit = &hit["result"]["claims"][0]["citations"][0];
+    let link = lode_core::citation::render(
+        "soak.md",
+        cit["path"].as_str().unwrap(),
+        1,
+        cit["version_id"].as_str().unwrap(),
+        cit["start"].as_u64().unwrap() as usize..cit["end"].as_u64().unwrap() as usize,
+    );
+    let open = vault.join("soak.md");
+    let mut version = 1;
+    let head = format!("# Soak\n\n- rotated {link}\n");
+    std::fs::write(&open, &head).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&open), "languageId": "markdown", "version": version, "text": head}}));
+    let hover_at = json!({"textDocument": {"uri": uri(&open)}, "position": {"line": 2, "character": head.lines().nth(2).unwrap().find("](").unwrap()}});
+
+    let words = ["aardvark", "bison", "caracal", "dingo", "eland", "fossa", "gerenuk", "hyrax", "impala", "jerboa"];
+    let started = Instant::now();
+    let mut round = 0usize;
+    let mut next_id = 10_000;
+    while started.elapsed() < Duration::from_secs(secs) {
+        round += 1;
+        let word = words[round % words.len()];
+        // File storm: a folder of notes created, rewritten, some deleted, and the folder renamed
+        // every few rounds; half of the events are also reported by the client.
+        let storm = vault.join(format!("storm-{}", round % 3));
+        std::fs::create_dir_all(&storm).unwrap();
+        let mut events = Vec::new();
+        for i in 0..12 {
+            let p = storm.join(format!("s{i}.md"));
+            std::fs::write(&p, format!("# Storm {i}\n\nRound {round} wrote note {i} about the {word}.\n")).unwrap();
+            events.push(json!({"uri": uri(&p), "type": 2}));
+        }
+        for i in (0..12).step_by(4) {
+            let p = storm.join(format!("s{i}.md"));
+            std::fs::remove_file(&p).unwrap();
+            events.push(json!({"uri": uri(&p), "type": 3}));
+        }
+        if round % 4 == 0 {
+            let moved = vault.join(format!("moved-{round}"));
+            std::fs::rename(&storm, &moved).unwrap();
+            events.push(json!({"uri": uri(&storm), "type": 3}));
+            events.push(json!({"uri": uri(&moved), "type": 1}));
+        }
+        if round % 2 == 0 {
+            lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": events}));
+        }
+        // Edit and save the open note with this round's fact.
+        version += 1;
+        let fact = format!("The {word} tally for round {round} is {} units.\n", round * 7);
+        let text = format!("{head}\n{fact}");
+        lsp.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri(&open), "version": version}, "contentChanges": [{"text": text}]}),
+        );
+        std::fs::write(&open, &text).unwrap();
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&open)}}));
+        // Many requests in flight at once.
+        let mut ids = Vec::new();
+        for k in 0..16 {
+            next_id += 1;
+            let query = ["Storm", "Soak", "st", "Incident"][k / 4];
+            let (method, params) = match k % 4 {
+                0 => ("lode/ask", json!({"question": format!("What is the {word} tally for round {round}?")})),
+                1 => ("textDocument/hover", hover_at.clone()),
+                2 => ("workspace/symbol", json!({"query": query})),
+                _ => ("lode/status", json!(null)),
+            };
+            lsp.send(&json!({"jsonrpc": "2.0", "id": next_id, "method": method, "params": params}));
+            ids.push((next_id, method));
+        }
+        for (id, method) in ids {
+            let r = lsp.response(json!(id));
+            assert!(r.get("result").is_some(), "round {round}: {method} failed: {r}");
+            match method {
+                "lode/ask" => assert!(
+                    r["result"]["claims"].to_string().contains(&format!("{} units", round * 7)),
+                    "round {round}: the saved fact is not answerable: {r}"
+                ),
+                "textDocument/hover" => assert!(r["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("every 60 days")), "{r}"),
+                _ => {}
+            }
+        }
+    }
+    assert!(round >= 3, "only {round} rounds");
+    // Quiet again: the index matches the disk.
+    std::thread::sleep(Duration::from_millis(500));
+    let st = lsp.request("lode/status", json!(null));
+    assert!(st["result"]["notes"].as_u64().unwrap() > 13, "{st}");
+    lsp.0.stop().unwrap();
+    let log_text = std::fs::read_to_string(&log).unwrap();
+    assert!(!log_text.contains("panicked"), "{log_text}");
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // And a fresh scan finds nothing the live index missed.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--json", "--quiet", "--vault"]).arg(&vault).output().unwrap();
+    let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!((r["created"].as_u64(), r["updated"].as_u64(), r["deleted"].as_u64()), (Some(0), Some(0), Some(0)), "{r}");
+    eprintln!("soak: {round} rounds in {:?}", started.elapsed());
 }
