@@ -1,0 +1,252 @@
+//! `lode/ask`, the "Ask lode" code actions and the `lode.ask` command that inserts a verified
+//! answer under the question.
+
+use super::*;
+
+#[derive(Deserialize)]
+pub(super) struct AskParams {
+    question: String,
+    pinned: Option<Uri>,
+    limit: Option<usize>,
+}
+
+pub(super) fn is_question_line(line: &str) -> bool {
+    let t = line.trim();
+    !t.is_empty() && t.ends_with('?')
+}
+
+impl Backend {
+    pub(super) async fn lode_ask(&self, params: Value) -> Result<Value> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let p: AskParams = serde_json::from_value(params).map_err(|e| invalid(format!("lode/ask params: {e}")))?;
+        crate::isolation::fault("ask-async");
+        if p.question.trim().is_empty() {
+            return Err(invalid("lode/ask: the question is empty"));
+        }
+        if p.question.len() > 4096 {
+            return Err(invalid(format!("lode/ask: the question is {} bytes; at most 4096", p.question.len())));
+        }
+        let pinned = match &p.pinned {
+            Some(u) => Some(Self::rel(&state, u).ok_or_else(|| invalid(format!("{} is not a note in this vault", u.as_str())))?),
+            None => None,
+        };
+        let answer = self.answer(&state, p.question, None, pinned, p.limit).await?;
+        let enc = self.enc();
+        let partial = state.scanning.load(Ordering::SeqCst);
+        let readers = state.readers.clone();
+        let root = state.root.clone();
+        let mut v = serde_json::to_value(&answer).map_err(internal)?;
+        // Every citation also gets its note's URI and an LSP range in the cited version.
+        let claims = answer.claims.clone();
+        let ranges = blocking(move || {
+            let store = readers.get()?;
+            let mut out = Vec::new();
+            for c in &claims {
+                let mut per = Vec::new();
+                for cit in &c.citations {
+                    let body = store.version_body(&cit.version_id).map_err(|e| e.to_string())?.unwrap_or_default();
+                    let rope = Rope::from_str(&String::from_utf8_lossy(&body));
+                    let r = position::range(&rope, cit.start..cit.end, enc);
+                    let uri = Uri::from_file_path(root.join(&cit.path)).map(|u| u.as_str().to_owned());
+                    per.push(json!({"uri": uri, "range": r}));
+                }
+                out.push(per);
+            }
+            Ok(out)
+        })
+        .await?;
+        if let Some(list) = v["claims"].as_array_mut() {
+            for (c, per) in list.iter_mut().zip(ranges) {
+                if let Some(cits) = c["citations"].as_array_mut() {
+                    for (cit, extra) in cits.iter_mut().zip(per) {
+                        cit["uri"] = extra["uri"].clone();
+                        cit["range"] = extra["range"].clone();
+                    }
+                }
+            }
+        }
+        v["index_partial"] = json!(partial);
+        Ok(v)
+    }
+
+    pub(super) async fn answer(
+        &self,
+        state: &Arc<State>,
+        question: String,
+        origin: Option<String>,
+        pinned: Option<String>,
+        limit: Option<usize>,
+    ) -> Result<lode_answer::Answer> {
+        // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
+        // tells the blocking work to stop, and the LLM wait is abandoned at once.
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        let st = state.clone();
+        blocking(move || {
+            let store = st.readers.get()?;
+            // Injected while a read connection is held (with one shared, locked connection, this
+            // used to poison it for every later request).
+            crate::isolation::fault("ask");
+            // While the vector thread is embedding, answer lexically rather than wait for it.
+            let mut dense = st.dense.try_lock();
+            let models = match dense.as_mut().and_then(|g| g.as_mut()) {
+                Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
+                None => lode_retrieval::Models::default(),
+            };
+            let mut cfg = st.settings.ask.clone();
+            cfg.vault_root = Some(st.root.clone());
+            cfg.cancel = Some(cancel);
+            if let Some(l) = limit {
+                cfg.context_limit = l.clamp(1, 50);
+            }
+            lode_answer::ask_from(
+                &store,
+                &question,
+                origin.as_deref(),
+                pinned.as_deref(),
+                &cfg,
+                &st.settings.rules,
+                &st.settings.synthesizer,
+                models,
+                &mut ScorerSlot::None,
+            )
+            .map_err(|e| e.to_string())
+        })
+        .await
+    }
+
+    pub(super) async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
+        let state = self.state().await?;
+        let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} is not open", uri.as_str())))?;
+        let enc = self.enc();
+        let bytes = position::byte_range(&rope, range, enc);
+        let mut question = rope.byte_slice(bytes.clone()).to_string();
+        if question.trim().is_empty() {
+            let line = rope.byte_to_line(bytes.start);
+            question = rope.line(line).to_string();
+        }
+        // The whole line the question ends on, to find it again when the answer arrives.
+        let question_text = rope.line(rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start).min(rope.len_bytes()))).to_string();
+        let question = lode_core::extractive::plain(question.trim()).trim_start_matches('#').trim().to_owned();
+        if question.is_empty() {
+            return Err(invalid("no question on that line"));
+        }
+        let rel = Self::rel(&state, &uri).unwrap_or_else(|| "untitled.md".into());
+        let pinned_path = if pinned { Some(rel.clone()) } else { None };
+        // The question is text of this note: egress rules for the note apply to it.
+        let answer = self.answer(&state, question, Some(rel.clone()), pinned_path, None).await?;
+        let md = lode_answer::render::markdown(&answer, &rel);
+        // Insert after the question's line *as the buffer is now*: the user may have typed while
+        // the answer was made, so the question is found again (nearest line with its text).
+        let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} was closed", uri.as_str())))?;
+        let version = self.doc_version(&uri);
+        let asked_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start).min(rope.len_bytes()));
+        let question_line = question_text.trim();
+        let end_line = (0..rope.len_lines())
+            .filter(|&l| rope.line(l).to_string().trim() == question_line)
+            .min_by_key(|&l| l.abs_diff(asked_line))
+            .unwrap_or_else(|| asked_line.min(rope.len_lines().saturating_sub(1)));
+        let insert_at = Position { line: end_line as u32 + 1, character: 0 };
+        let needs_newline = end_line + 1 >= rope.len_lines() && !rope.to_string().ends_with('\n');
+        let text = format!("{}\n{md}\n", if needs_newline { "\n" } else { "" });
+        let edit_one = TextEdit { range: Range { start: insert_at, end: insert_at }, new_text: text };
+        let edit = if self.document_changes.load(Ordering::SeqCst) {
+            WorkspaceEdit {
+                document_changes: Some(DocumentChanges::Edits(vec![TextDocumentEdit {
+                    text_document: OptionalVersionedTextDocumentIdentifier { uri, version },
+                    edits: vec![OneOf::Left(edit_one)],
+                }])),
+                ..Default::default()
+            }
+        } else {
+            WorkspaceEdit { changes: Some(HashMap::from([(uri, vec![edit_one])])), ..Default::default() }
+        };
+        let applied = self.client.apply_edit(edit).await.map_err(internal)?;
+        Ok(Some(json!({"applied": applied.applied, "answer": answer})))
+    }
+
+    pub(super) async fn on_code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        let uri = params.text_document.uri;
+        let Some((rope, _)) = self.doc_text(&uri) else { return Ok(None) };
+        let enc = self.enc();
+        let r = position::byte_range(&rope, params.range, enc);
+        let selected = rope.byte_slice(r.clone()).to_string();
+        let line = rope.line(rope.byte_to_line(r.start)).to_string();
+        let mut actions = Vec::new();
+        if !selected.trim().is_empty() || is_question_line(&line) {
+            for (title, pinned) in [("Ask lode", false), ("Ask lode about this note", true)] {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: title.into(),
+                    kind: Some(CodeActionKind::new("lode.ask")),
+                    command: Some(Command {
+                        title: title.into(),
+                        command: "lode.ask".into(),
+                        arguments: Some(vec![json!({"uri": uri.as_str(), "range": params.range, "pinned": pinned})]),
+                    }),
+                    ..Default::default()
+                }));
+            }
+        }
+        let rel = self.state().await.ok().and_then(|st| Self::rel(&st, &uri));
+        for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
+            if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
+                if code == "lode.older-version" {
+                    let (Some(head), Some(path), Some(start), Some(end), Some(line)) = (
+                        data["head"].as_str(),
+                        data["path"].as_str(),
+                        data["start"].as_u64(),
+                        data["end"].as_u64(),
+                        data["line"].as_u64(),
+                    ) else {
+                        continue;
+                    };
+                    let link = lode_core::citation::render(from, path, line as usize, head, start as usize..end as usize);
+                    actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                        title: "Re-pin the citation to the note's current version".into(),
+                        kind: Some(CodeActionKind::QUICKFIX),
+                        diagnostics: Some(vec![d.clone()]),
+                        edit: Some(WorkspaceEdit {
+                            changes: Some(HashMap::from([(uri.clone(), vec![TextEdit { range: d.range, new_text: link }])])),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }));
+                }
+            }
+            if d.code == Some(NumberOrString::String("lode.drifted".into())) {
+                actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                    title: "Re-ask lode (the quoted text drifted)".into(),
+                    kind: Some(CodeActionKind::QUICKFIX),
+                    diagnostics: Some(vec![d.clone()]),
+                    command: Some(Command {
+                        title: "Re-ask lode".into(),
+                        command: "lode.ask".into(),
+                        arguments: Some(vec![json!({"uri": uri.as_str(), "range": d.range, "pinned": false})]),
+                    }),
+                    ..Default::default()
+                }));
+            }
+        }
+        Ok((!actions.is_empty()).then_some(actions))
+    }
+
+    pub(super) async fn on_execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        if params.command != "lode.ask" {
+            return Err(invalid(format!("unknown command {}", params.command)));
+        }
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        self.state().await?.writer.wait(barrier.unwrap_or(0)).await;
+        #[derive(Deserialize)]
+        struct Args {
+            uri: Uri,
+            range: Range,
+            #[serde(default)]
+            pinned: bool,
+        }
+        let arg = params.arguments.into_iter().next().ok_or_else(|| invalid("lode.ask needs {uri, range, pinned?}"))?;
+        let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
+        self.ask_and_insert(a.uri, a.range, a.pinned).await
+    }
+}

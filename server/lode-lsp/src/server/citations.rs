@@ -1,0 +1,189 @@
+//! Citations in open notes: hover (the quoted span and its status), goto (the cited text, in
+//! the head or the cited version), drift diagnostics.
+
+use super::*;
+
+impl Backend {
+    /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
+    /// finds the citation link under the cursor of an open document.
+    pub(super) async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
+        let offset = position::offset(&rope, at.position, self.enc());
+        Ok(lode_core::citation::at(&text, offset).map(|c| (state, rope, c)))
+    }
+
+    /// Diagnostics for the citations in an open document: a quote no longer in its note's head
+    /// has drifted (warning); one still there but pinned to an older version is noted (hint).
+    pub(super) async fn publish_citation_diagnostics(&self, uri: Uri) {
+        let Ok(state) = self.state().await else { return };
+        let Some((rope, text)) = self.doc_text(&uri) else { return };
+        let version = self.doc_version(&uri);
+        let enc = self.enc();
+        let readers = state.readers.clone();
+        let diags = blocking(move || {
+            let store = readers.get()?;
+            let mut out = Vec::new();
+            for c in lode_core::citation::find_all(&text) {
+                let range = position::range(&rope, c.range.clone(), enc);
+                let Ok(Some(body)) = store.version_body(&c.version_id) else {
+                    out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::WARNING),
+                        code: Some(NumberOrString::String("lode.unknown-version".into())),
+                        source: Some("lode".into()),
+                        message: format!("cited version {} is not in this vault's history", &c.version_id[..12]),
+                        ..Default::default()
+                    });
+                    continue;
+                };
+                let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+                let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
+                    continue;
+                };
+                if head == c.version_id {
+                    continue;
+                }
+                let head_body = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
+                let head_text = String::from_utf8_lossy(&head_body);
+                match lode_core::gate::locate(&head_text, &quote) {
+                    None => out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::WARNING),
+                        code: Some(NumberOrString::String("lode.drifted".into())),
+                        source: Some("lode".into()),
+                        message: format!("drifted: the quoted text is no longer in {path} (cited version {})", &c.version_id[..12]),
+                        data: Some(json!({"version_id": c.version_id, "path": path})),
+                        ..Default::default()
+                    }),
+                    Some((r, _)) => out.push(Diagnostic {
+                        range,
+                        severity: Some(DiagnosticSeverity::HINT),
+                        code: Some(NumberOrString::String("lode.older-version".into())),
+                        source: Some("lode".into()),
+                        message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
+                        data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path,
+                                          "line": lode_core::text::line_of(&head_body, r.start)})),
+                        ..Default::default()
+                    }),
+                }
+            }
+            Ok(out)
+        })
+        .await
+        .unwrap_or_default();
+        // Only for the text they were computed on: if the buffer changed meanwhile, the next
+        // publication (after the change is saved) replaces them.
+        if self.doc_version(&uri) == version {
+            self.client.publish_diagnostics(uri, diags, version).await;
+        }
+    }
+
+    pub(super) async fn refresh_open_diagnostics(&self) {
+        let uris: Vec<String> = self.docs.lock().keys().cloned().collect();
+        for u in uris {
+            if let Ok(uri) = u.parse::<Uri>() {
+                self.publish_citation_diagnostics(uri).await;
+            }
+        }
+    }
+
+    pub(super) async fn on_hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
+        let enc = self.enc();
+        let range = position::range(&rope, c.range.clone(), enc);
+        // The rung of the answer item this citation belongs to, from the label on its line.
+        let line = rope.line(rope.byte_to_line(c.range.start.min(rope.len_bytes()))).to_string();
+        let rung = if line.contains(lode_core::gate::EVIDENCE_ONLY_LABEL) {
+            "evidence only: this quote is shown as evidence; the model's wording could not be verified"
+        } else if line.contains("quoted & coupled") || line.contains("*(entailed (") {
+            "verified: the claim on this line is carried by this quote"
+        } else {
+            ""
+        };
+        let readers = state.readers.clone();
+        crate::isolation::fault("hover-async");
+        let md = blocking(move || {
+            let store = readers.get()?;
+            crate::isolation::fault("hover");
+            let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
+                return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
+            };
+            let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+            let info = store.version_info(&c.version_id).map_err(|e| e.to_string())?;
+            let (path, title, saved) = info.unwrap_or_default();
+            let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
+            let status = match head {
+                Some((_, h)) if h == c.version_id => "the note's current version".to_owned(),
+                Some((p, h)) => {
+                    let hb = store.version_body(&h).map_err(|e| e.to_string())?.unwrap_or_default();
+                    let ht = String::from_utf8_lossy(&hb);
+                    match lode_core::gate::locate(&ht, &quote) {
+                        Some((r, _)) => format!("still in the current version of {p}, line {}", lode_core::text::line_of(&hb, r.start)),
+                        None => format!("**drifted**: no longer in the current version of {p}"),
+                    }
+                }
+                None => "the note has been deleted".to_owned(),
+            };
+            let quoted: String = quote.lines().map(|l| format!("> {l}\n")).collect();
+            let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
+            Ok(format!(
+                "**{title}** — `{path}`\n\n{quoted}\nversion `{}` saved {saved} · {status}{rung}",
+                &c.version_id[..12]
+            ))
+        })
+        .await?;
+        Ok(Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: md }), range: Some(range) }))
+    }
+
+    pub(super) async fn on_goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
+        let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
+        let enc = self.enc();
+        let readers = state.readers.clone();
+        let root = state.root.clone();
+        let docs = self.docs.clone();
+        let loc = blocking(move || {
+            let store = readers.get()?;
+            let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
+                return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
+            };
+            let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+            // In the current head, when the quote is still there (the open buffer if the note is open).
+            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
+                let abs = root.join(&path);
+                let target = Uri::from_file_path(&abs).ok_or("bad path")?;
+                let open = docs.lock().get(target.as_str()).map(|d| d.rope.clone());
+                let (rope, text) = match open {
+                    Some(r) => {
+                        let t = r.to_string();
+                        (r, t)
+                    }
+                    None => {
+                        let hb = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
+                        let t = String::from_utf8_lossy(&hb).into_owned();
+                        (Rope::from_str(&t), t)
+                    }
+                };
+                if let Some((r, _)) = lode_core::gate::locate(&text, &quote) {
+                    return Ok(Location { uri: target, range: position::range(&rope, r, enc) });
+                }
+            }
+            // Otherwise the cited version itself, materialized read-only.
+            let dir = store.path().parent().map(|d| d.join("versions")).ok_or("no state folder")?;
+            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+            let file = dir.join(format!("{}.md", c.version_id));
+            if !file.exists() {
+                std::fs::write(&file, &body).map_err(|e| e.to_string())?;
+                let mut perms = std::fs::metadata(&file).map_err(|e| e.to_string())?.permissions();
+                perms.set_readonly(true);
+                let _ = std::fs::set_permissions(&file, perms);
+            }
+            let rope = Rope::from_str(&String::from_utf8_lossy(&body));
+            Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&rope, c.span.clone(), enc) })
+        })
+        .await?;
+        Ok(Some(GotoDefinitionResponse::Scalar(loc)))
+    }
+}

@@ -1,0 +1,409 @@
+//! The LSP server: its state (stores, writer, readers, documents), lifecycle and document sync;
+//! each feature's handlers live in their own module and are thin — convert params (positions →
+//! bytes), call the store / answer pipeline off the message loop (`spawn_blocking`), convert
+//! the result back. Files → index is `crate::files`.
+
+mod ask;
+mod citations;
+mod status;
+mod symbols;
+mod vectors;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+// parking_lot locks do not poison: a panic in one request cannot make every later request fail.
+use parking_lot::{Mutex, RwLock};
+
+use lode_answer::egress::EgressRules;
+use lode_answer::{AskConfig, Synthesizer};
+use lode_core::gate::ScorerSlot;
+use lode_store::vault::IndexOptions;
+use lode_store::{Store, StoreOptions};
+use ropey::Rope;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tower_lsp_server::jsonrpc::{Error, ErrorCode, Result};
+use tower_lsp_server::ls_types::*;
+use tower_lsp_server::{Client, LanguageServer, LspService};
+
+use crate::position::{self, Encoding};
+use crate::writer::{Done, Job, Writer};
+use vectors::{start_vectors, Dense};
+
+/// What the server needs from the vault's configuration (built by the `lode` binary).
+pub struct Settings {
+    pub db: PathBuf,
+    pub store: StoreOptions,
+    pub index: IndexOptions,
+    pub ask: AskConfig,
+    pub rules: EgressRules,
+    pub synthesizer: Synthesizer,
+    /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
+    pub vectors: Option<VectorSettings>,
+}
+
+#[derive(Clone)]
+pub struct VectorSettings {
+    pub embedder: PathBuf,
+    pub runtime: Option<PathBuf>,
+    pub threads: usize,
+    pub dir: PathBuf,
+}
+
+pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
+
+struct Doc {
+    rope: Rope,
+    /// The editor's version of the buffer (from didOpen / didChange).
+    version: i32,
+}
+
+pub(crate) struct State {
+    pub(crate) root: PathBuf,
+    pub(crate) settings: Settings,
+    pub(crate) writer: Writer,
+    pub(crate) readers: Arc<crate::readers::Readers>,
+    /// A scan is running; `scan_again`: run one more when it ends (see `files::request_scan`).
+    pub(crate) scanning: Arc<AtomicBool>,
+    pub(crate) scan_again: AtomicBool,
+    /// Scans started, for unique progress tokens.
+    pub(crate) scans: std::sync::atomic::AtomicU64,
+    dense: Dense,
+    kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
+}
+
+impl State {
+    /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
+    pub(crate) fn kick(&self) {
+        if let Some(k) = &self.kick {
+            let _ = k.lock().send(());
+        }
+    }
+}
+
+pub struct Backend {
+    client: Client,
+    settings_fn: SettingsFn,
+    vault_override: Option<PathBuf>,
+    enc: RwLock<Encoding>,
+    /// Whether the client applies versioned `documentChanges` (else plain `changes`).
+    document_changes: std::sync::atomic::AtomicBool,
+    docs: Arc<Mutex<HashMap<String, Doc>>>,
+    /// The workspace `initialize` named; the state (stores, writer) is opened from it on first
+    /// use, so `initialize` itself answers at once.
+    root: Mutex<Option<Option<PathBuf>>>,
+    state: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
+    /// Whether the client registers file watchers for us (else the server watches the vault).
+    client_watches: AtomicBool,
+}
+
+pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
+    LspService::build(|client| Backend {
+        client,
+        settings_fn: settings,
+        vault_override: vault,
+        enc: RwLock::new(Encoding::Utf16),
+        document_changes: std::sync::atomic::AtomicBool::new(false),
+        docs: Arc::new(Mutex::new(HashMap::new())),
+        root: Mutex::new(None),
+        state: tokio::sync::OnceCell::new(),
+        client_watches: AtomicBool::new(false),
+    })
+    .custom_method("lode/ask", Backend::lode_ask)
+    .custom_method("lode/status", Backend::lode_status)
+    .finish()
+}
+
+fn internal(msg: impl std::fmt::Display) -> Error {
+    Error { code: ErrorCode::InternalError, message: msg.to_string().into(), data: None }
+}
+
+fn invalid(msg: impl std::fmt::Display) -> Error {
+    Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
+}
+
+/// Opens the stores and starts the writer for the workspace `initialize` named (blocking: it runs
+/// migrations; called off the message loop).
+fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<State>, String> {
+    match root {
+        None => Err("no workspace folder: open a folder of notes".to_owned()),
+        Some(root) => (|| {
+            let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
+            let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
+            let (kick, dense) = match settings.vectors.clone() {
+                Some(vs) => {
+                    let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                    (Some(Mutex::new(k)), d)
+                }
+                None => (None, Arc::new(Mutex::new(None))),
+            };
+            let kick_writer = kick.as_ref().map(|k| k.lock().clone());
+            let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
+                match d {
+                    Done::Failed(e) => tracing::warn!("write failed: {e}"),
+                    Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                    other => tracing::debug!("written: {other:?}"),
+                }
+                if let Some(k) = &kick_writer {
+                    let _ = k.send(());
+                }
+            });
+            Ok(Arc::new(State {
+                root,
+                settings,
+                writer,
+                readers: crate::readers::Readers::new(settings_db, settings_store, read),
+                scanning: Arc::new(AtomicBool::new(false)),
+                scan_again: AtomicBool::new(false),
+                scans: std::sync::atomic::AtomicU64::new(0),
+                dense,
+                kick,
+            }))
+        })(),
+    }
+}
+
+/// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
+/// Runs blocking work off the message loop; a panic becomes an error answer, not a dead server.
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static) -> Result<T> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(internal(e)),
+        Err(e) if e.is_panic() => {
+            tracing::error!("a request panicked: {e}");
+            Err(internal("internal error: the request panicked (logged); the server keeps serving"))
+        }
+        Err(e) => Err(internal(e)),
+    }
+}
+
+impl Backend {
+    /// The stores and writer, opened on first use — off the message loop (`spawn_blocking`:
+    /// opening runs migrations). Once open this returns without suspending, so a handler that
+    /// takes a writer ticket right after it still takes it before its first real await.
+    async fn state(&self) -> Result<Arc<State>> {
+        let opened = match self.state.get() {
+            Some(r) => r,
+            None => {
+                let Some(root) = self.root.lock().clone() else {
+                    return Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None });
+                };
+                let settings_fn = self.settings_fn.clone();
+                self.state
+                    .get_or_init(|| async move {
+                        tokio::task::spawn_blocking(move || open_state(&settings_fn, root))
+                            .await
+                            .unwrap_or_else(|e| Err(format!("opening the vault failed: {e}")))
+                    })
+                    .await
+            }
+        };
+        match opened {
+            Ok(s) => Ok(s.clone()),
+            Err(e) => Err(internal(format!("lode is not available in this workspace: {e}"))),
+        }
+    }
+
+    fn enc(&self) -> Encoding {
+        *self.enc.read()
+    }
+
+    /// The vault-relative path of a document, if it is a markdown file inside the vault.
+    /// The vault-relative path of a note URI, if it is a note at all: the one
+    /// [`lode_store::vault::indexable`] rule the scan uses too (markdown, inside the vault, not
+    /// hidden — so never `.lode/versions/` —, not gitignored, not a symlink).
+    fn rel(state: &State, uri: &Uri) -> Option<String> {
+        let path = uri.to_file_path()?;
+        match lode_store::vault::indexable(&state.root, &path) {
+            Ok(rel) => Some(rel),
+            Err(why) => {
+                tracing::debug!("not a note: {why}");
+                None
+            }
+        }
+    }
+
+    fn doc_version(&self, uri: &Uri) -> Option<i32> {
+        self.docs.lock().get(uri.as_str()).map(|d| d.version)
+    }
+
+    fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
+        let docs = self.docs.lock();
+        docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string()))
+    }
+
+}
+
+impl LanguageServer for Backend {
+    async fn initialize(&self, params: InitializeParams) -> Result<InitializeResult> {
+        let utf8 = params
+            .capabilities
+            .general
+            .as_ref()
+            .and_then(|g| g.position_encodings.as_ref())
+            .is_some_and(|e| e.contains(&PositionEncodingKind::UTF8));
+        *self.enc.write() = if utf8 { Encoding::Utf8 } else { Encoding::Utf16 };
+        let versioned = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.workspace_edit.as_ref())
+            .and_then(|e| e.document_changes)
+            .unwrap_or(false);
+        self.document_changes.store(versioned, Ordering::SeqCst);
+        let watches = params
+            .capabilities
+            .workspace
+            .as_ref()
+            .and_then(|w| w.did_change_watched_files.as_ref())
+            .and_then(|d| d.dynamic_registration)
+            .unwrap_or(false);
+        self.client_watches.store(watches, Ordering::SeqCst);
+        #[allow(deprecated)]
+        let root = self
+            .vault_override
+            .clone()
+            .or_else(|| params.workspace_folders.as_ref().and_then(|f| f.first()).and_then(|f| f.uri.to_file_path().map(|p| p.into_owned())))
+            .or_else(|| params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())));
+        *self.root.lock() = Some(root);
+
+        Ok(InitializeResult {
+            server_info: Some(ServerInfo { name: "lode".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
+            capabilities: ServerCapabilities {
+                position_encoding: Some(if utf8 { PositionEncodingKind::UTF8 } else { PositionEncodingKind::UTF16 }),
+                text_document_sync: Some(TextDocumentSyncCapability::Options(TextDocumentSyncOptions {
+                    open_close: Some(true),
+                    change: Some(TextDocumentSyncKind::INCREMENTAL),
+                    save: Some(TextDocumentSyncSaveOptions::SaveOptions(SaveOptions { include_text: Some(true) })),
+                    ..Default::default()
+                })),
+                hover_provider: Some(HoverProviderCapability::Simple(true)),
+                definition_provider: Some(OneOf::Left(true)),
+                code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
+                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into()], ..Default::default() }),
+                workspace_symbol_provider: Some(OneOf::Left(true)),
+                ..Default::default()
+            },
+            offset_encoding: None,
+        })
+    }
+
+    async fn initialized(&self, _: InitializedParams) {
+        match self.state().await {
+            Ok(state) => {
+                if self.client_watches.load(Ordering::SeqCst) {
+                    // Notes (all changes), and what single-file events cannot describe: folders
+                    // created or deleted (renames), ignore files.
+                    let watch = Registration {
+                        id: "lode-watch".into(),
+                        method: "workspace/didChangeWatchedFiles".into(),
+                        register_options: Some(json!({"watchers": [
+                            {"globPattern": "**/*.{md,markdown}"},
+                            {"globPattern": "**/{.gitignore,.ignore}"},
+                            {"globPattern": "**/*", "kind": 5},
+                        ]})),
+                    };
+                    if let Err(e) = self.client.register_capability(vec![watch]).await {
+                        tracing::warn!("the client refused file watchers ({e}); lode watches the vault itself");
+                        crate::files::watch_vault(self.client.clone(), state.clone());
+                    }
+                } else {
+                    crate::files::watch_vault(self.client.clone(), state.clone());
+                }
+                crate::files::request_scan(self.client.clone(), state);
+            }
+            Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
+        }
+    }
+
+    async fn shutdown(&self) -> Result<()> {
+        Ok(())
+    }
+
+    async fn did_open(&self, params: DidOpenTextDocumentParams) {
+        let uri = params.text_document.uri;
+        let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version };
+        self.docs.lock().insert(uri.as_str().to_owned(), doc);
+        self.publish_citation_diagnostics(uri).await;
+    }
+
+    async fn did_change(&self, params: DidChangeTextDocumentParams) {
+        // Buffers only: no index work per keystroke.
+        let enc = self.enc();
+        let mut docs = self.docs.lock();
+        let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
+        doc.version = params.text_document.version;
+        position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
+    }
+
+    async fn did_save(&self, params: DidSaveTextDocumentParams) {
+        // The ticket is taken before the first await: see writer.rs.
+        let Ok(state) = self.state().await else { return };
+        let uri = params.text_document.uri;
+        let Some(rel) = Self::rel(&state, &uri) else { return };
+        // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
+        // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
+        let (_, done) = if state.root.join(&rel).is_file() {
+            state.writer.submit(Job::Refresh { path: rel })
+        } else {
+            match params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t)) {
+                Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
+                None => state.writer.submit(Job::Refresh { path: rel }),
+            }
+        };
+        if let Ok(Done::Failed(e)) = done.await {
+            self.client.show_message(MessageType::WARNING, format!("lode: could not index {}: {e}", uri.as_str())).await;
+        }
+        self.refresh_open_diagnostics().await;
+    }
+
+    async fn did_close(&self, params: DidCloseTextDocumentParams) {
+        self.docs.lock().remove(params.text_document.uri.as_str());
+        self.client.publish_diagnostics(params.text_document.uri, Vec::new(), None).await;
+    }
+
+    async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
+        // Jobs are queued before the first real await (the state is open by now): see writer.rs.
+        let Ok(state) = self.state().await else { return };
+        // Open documents too: disk is the truth for the index (a checkout changes the file
+        // under the buffer; the buffer itself is the editor's).
+        let paths = params.changes.into_iter().filter_map(|c| c.uri.to_file_path().map(|p| p.into_owned()));
+        if let Some(done) = crate::files::on_paths(&self.client, &state, paths) {
+            let _ = done.await;
+            self.refresh_open_diagnostics().await;
+        }
+    }
+
+    async fn hover(&self, params: HoverParams) -> Result<Option<Hover>> {
+        self.on_hover(params).await
+    }
+
+    async fn goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
+        self.on_goto_definition(params).await
+    }
+
+    async fn code_action(&self, params: CodeActionParams) -> Result<Option<CodeActionResponse>> {
+        self.on_code_action(params).await
+    }
+
+    async fn execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        self.on_execute_command(params).await
+    }
+
+    async fn symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
+        self.on_symbol(params).await
+    }
+}

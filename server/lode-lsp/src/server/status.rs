@@ -1,0 +1,35 @@
+//! `lode/status`: what the index holds and how fresh it is.
+
+use super::*;
+
+impl Backend {
+    /// What the index holds and how fresh it is: notes, passages, passages with vectors, whether
+    /// the first scan is still running and whether dense retrieval is on.
+    pub(super) async fn lode_status(&self, _: Value) -> Result<Value> {
+        let state = self.state().await?;
+        // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
+        // tells the blocking work to stop, and the LLM wait is abandoned at once.
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let _guard = CancelOnDrop(cancel.clone());
+        let st = state.clone();
+        blocking(move || {
+            let store = st.readers.get()?;
+            let stats = store.stats().map_err(|e| e.to_string())?;
+            let model = st.dense.try_lock().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
+            let fresh = match &model {
+                Some(m) => Some(store.vector_freshness(m).map_err(|e| e.to_string())?),
+                None => None,
+            };
+            Ok(json!({
+                "vault": st.root, "notes": stats.notes, "passages": stats.passages,
+                "scanning": st.scanning.load(Ordering::SeqCst),
+                "dense": match (&model, st.settings.vectors.is_some()) {
+                    (Some(m), _) => json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors)}),
+                    (None, true) => json!("loading, busy embedding, or unavailable (see the server log)"),
+                    (None, false) => json!("off (no embedder configured)"),
+                },
+            }))
+        })
+        .await
+    }
+}
