@@ -30,13 +30,16 @@ pub(crate) fn request_scan(client: Client, state: Arc<State>) {
     let handle = tokio::runtime::Handle::current();
     let spawned = std::thread::Builder::new().name("lode-scan".into()).spawn(move || loop {
         state.scan_again.store(false, Ordering::SeqCst);
-        scan_once(&client, &handle, &state);
-        if !state.scan_again.swap(false, Ordering::SeqCst) {
+        // Decided before the progress ends, so a client that sees the end sees `scanning` off.
+        let again = scan_once(&client, &handle, &state, || {
+            if state.scan_again.swap(false, Ordering::SeqCst) {
+                return true;
+            }
             state.scanning.store(false, Ordering::SeqCst);
             // A request that came in between the check and the store above is not lost.
-            if state.scan_again.load(Ordering::SeqCst) && !state.scanning.swap(true, Ordering::SeqCst) {
-                continue;
-            }
+            state.scan_again.load(Ordering::SeqCst) && !state.scanning.swap(true, Ordering::SeqCst)
+        });
+        if !again {
             return;
         }
     });
@@ -45,7 +48,9 @@ pub(crate) fn request_scan(client: Client, state: Arc<State>) {
     }
 }
 
-fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State>) {
+/// One scan with its progress; `finish` runs just before the progress ends and says whether to
+/// scan again (returned).
+fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State>, finish: impl FnOnce() -> bool) -> bool {
     let token = ProgressToken::String(format!("lode/scan/{}", state.scans.fetch_add(1, Ordering::SeqCst)));
     let c = client.clone();
     let t = token.clone();
@@ -67,13 +72,15 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
     // A panicking scan still ends its progress and clears `scanning` (the caller's loop).
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         crate::isolation::fault("scan");
-        scan_steps(state, |done, total| {
+        // Reading the folder is the first half of the bar, writing what changed the second.
+        let report = |phase: &str, done: usize, total: usize, base: usize| {
             send(WorkDoneProgress::Report(WorkDoneProgressReport {
-                message: Some(format!("{done}/{total} notes")),
-                percentage: Some(((done * 100) / total.max(1)) as u32),
+                message: Some(format!("{phase} {done}/{total} notes")),
+                percentage: Some((base + (done * 50) / total.max(1)) as u32),
                 ..Default::default()
             }))
-        })
+        };
+        scan_steps(state, |d, t| report("reading", d, t, 0), |d, t| report("indexing", d, t, 50))
     }))
     .unwrap_or_else(|_| Err("the scan panicked (logged); saved notes are still indexed on save".into()));
     state.kick();
@@ -84,15 +91,17 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
         ),
         Err(e) => format!("indexing failed: {e}"),
     };
+    let again = finish();
     send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message.clone()) }));
     if outcome.is_err() {
         let c = client.clone();
         handle.block_on(async move { c.show_message(MessageType::ERROR, format!("lode: {message}")).await });
     }
+    again
 }
 
 /// Plans on a read connection, then applies the steps through the writer in batches.
-fn scan_steps(state: &State, mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
+fn scan_steps(state: &State, mut reading: impl FnMut(usize, usize), mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
     let wait = |rx: oneshot::Receiver<Done>| rx.blocking_recv().map_err(|_| "the writer stopped".to_owned());
     let rechunk = state.readers.get()?.chunking_changed().map_err(|e| e.to_string())?;
     let mut rechunked = 0;
@@ -105,7 +114,7 @@ fn scan_steps(state: &State, mut progress: impl FnMut(usize, usize)) -> Result<I
     }
     let plan = {
         let reader = state.readers.get()?;
-        vault::plan(&reader, &state.root, &state.settings.index).map_err(|e| e.to_string())?
+        vault::plan(&reader, &state.root, &state.settings.index, |p| reading(p.done, p.total)).map_err(|e| e.to_string())?
     };
     let mut report = plan.report;
     report.rechunked = rechunked;

@@ -48,8 +48,10 @@ pub struct IndexReport {
     pub skipped: Vec<Skipped>,
 }
 
-/// Progress of a vault scan: `done` of `total` files, and the file just handled.
+/// Progress of a vault scan: `done` of `total` files in the current phase ("reading" the
+/// folder, then "indexing" what changed), and the file just handled.
 pub struct Progress<'a> {
+    pub phase: &'static str,
     pub done: usize,
     pub total: usize,
     pub path: &'a str,
@@ -240,7 +242,7 @@ pub struct Plan {
 
 /// Compares the vault folder with the store. Files whose size and mtime match what was recorded
 /// when their head was read are not opened; others are read and hashed. Writes nothing.
-pub fn plan(store: &Store, root: &Path, opts: &IndexOptions) -> Result<Plan, StoreError> {
+pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl FnMut(Progress<'_>)) -> Result<Plan, StoreError> {
     let mut report = IndexReport::default();
     let (files, problems) = walk(root);
     report.skipped.extend(problems);
@@ -249,8 +251,13 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions) -> Result<Plan, Sto
         store.heads_with_stat()?.into_iter().map(|(p, v, s)| (p, (v, s))).collect();
     let mut seen: HashSet<String> = HashSet::with_capacity(files.len());
     let mut changed: Vec<(String, String)> = Vec::new();
-    for abs in &files {
+    let mut last = std::time::Instant::now();
+    for (i, abs) in files.iter().enumerate() {
         let Some(rel) = relative_path(root, abs) else { continue };
+        if last.elapsed().as_millis() >= 100 {
+            last = std::time::Instant::now();
+            progress(Progress { phase: "reading", done: i, total: files.len(), path: &rel });
+        }
         seen.insert(rel.clone());
         let meta = match std::fs::metadata(abs) {
             Ok(m) => m,
@@ -447,9 +454,9 @@ pub fn index_vault(
 ) -> Result<IndexReport, StoreError> {
     let mut rechunked = 0;
     if store.chunking_changed()? {
-        rechunked = store.rechunk_heads(|done, total| progress(Progress { done, total, path: "" }))?;
+        rechunked = store.rechunk_heads(|done, total| progress(Progress { phase: "re-chunking", done, total, path: "" }))?;
     }
-    let Plan { steps, mut report } = plan(store, root, opts)?;
+    let Plan { steps, mut report } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
     let total = steps.len();
     for (i, step) in steps.iter().enumerate() {
@@ -459,7 +466,7 @@ pub fn index_vault(
             Step::Save { rel } | Step::Delete { rel } => rel,
             Step::Rename { to, .. } => to,
         };
-        progress(Progress { done: i + 1, total, path });
+        progress(Progress { phase: "indexing", done: i + 1, total, path });
     }
     finish(store, &report)?;
     Ok(report)
@@ -544,7 +551,7 @@ mod tests {
         // Same size and mtime: not read at all — so an edit that keeps both is not seen (the
         // documented trade-off, as git's); the scan plans nothing for it.
         write("a.md", "alpha two\n", old);
-        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        let p = plan(&store, &root, &IndexOptions::default(), |_| {}).unwrap();
         assert_eq!(p.report.unchanged, 1, "{:?}", p.steps);
         // The fresh file's mtime was too close to its read to be recorded: it is read again.
         assert!(matches!(&p.steps[..], [Step::Save { rel }] if rel == "fresh.md"), "{:?}", p.steps);
@@ -556,12 +563,12 @@ mod tests {
         assert_eq!(store.head_of("a.md").unwrap(), Some(crate::version_id(b"alpha two\n")));
         // A touch without a change costs a read, then is recorded again.
         write("a.md", "alpha two\n", old + std::time::Duration::from_secs(2));
-        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        let p = plan(&store, &root, &IndexOptions::default(), |_| {}).unwrap();
         assert_eq!(p.steps.len(), 2, "{:?}", p.steps);
         for s in &p.steps {
             apply(&mut store, &root, &IndexOptions::default(), s).unwrap();
         }
-        let p = plan(&store, &root, &IndexOptions::default()).unwrap();
+        let p = plan(&store, &root, &IndexOptions::default(), |_| {}).unwrap();
         assert!(matches!(&p.steps[..], [Step::Save { rel }] if rel == "fresh.md"), "{:?}", p.steps);
     }
 }

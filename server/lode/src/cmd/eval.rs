@@ -303,7 +303,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
     let mut progress = Progress::new(!args.json);
     let report = index_vault(&mut store, &vault, &IndexOptions::default(), |p| {
-        progress.update("indexing", p.done, p.total, p.path)
+        progress.update(p.phase, p.done, p.total, p.path)
     })?;
     progress.finish();
     let mut opts = config.search_options();
@@ -535,7 +535,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     let config = Config::load(&vault)?;
     let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
     let mut progress = Progress::new(!args.json);
-    index_vault(&mut store, &vault, &IndexOptions::default(), |p| progress.update("indexing", p.done, p.total, p.path))?;
+    index_vault(&mut store, &vault, &IndexOptions::default(), |p| progress.update(p.phase, p.done, p.total, p.path))?;
     progress.finish();
     let rules = config.egress_rules()?;
     let mut ask_cfg = config.ask_config();

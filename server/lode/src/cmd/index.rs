@@ -29,7 +29,7 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
     let mut store = vault.open_for_write()?;
     let opts = IndexOptions { max_file_bytes: vault.config.index.max_file_mb * 1_000_000, ..Default::default() };
     let mut progress = Progress::new(!args.quiet && !args.vault.json);
-    let report = index_vault(&mut store, &vault.root, &opts, |p| progress.update("indexing", p.done, p.total, p.path))?;
+    let report = index_vault(&mut store, &vault.root, &opts, |p| progress.update(p.phase, p.done, p.total, p.path))?;
     progress.finish();
     let lexical_secs = started.elapsed().as_secs_f64();
 
