@@ -8,6 +8,7 @@ pub mod frontmatter;
 pub mod fusion;
 pub mod gate;
 pub mod links;
+pub mod nav;
 pub mod query;
 pub mod text;
 

@@ -32,9 +32,29 @@ struct Harness {
 
 impl Harness {
     async fn new() -> Harness {
+        Harness::on("fixtures/vault").await.0
+    }
+
+    /// A server on a copy of the fixture vault `dir`, whose `‸N` cursor markers are taken out of
+    /// the notes (before indexing) and returned as `N → (path, LSP position)`.
+    async fn on(dir: &str) -> (Harness, std::collections::BTreeMap<u32, (String, Value)>) {
         let tmp = tempfile::tempdir().unwrap();
         let vault = tmp.path().join("vault");
-        copy_dir(&root().join("fixtures/vault"), &vault);
+        copy_dir(&root().join(dir), &vault);
+        let mut markers = std::collections::BTreeMap::new();
+        let (files, _) = lode_store::vault::walk(&vault);
+        for f in files {
+            let mut text = std::fs::read_to_string(&f).unwrap();
+            let rel = lode_store::vault::relative_path(&vault, &f).unwrap();
+            while let Some(at) = text.find('‸') {
+                let digits: String = text[at + '‸'.len_utf8()..].chars().take_while(char::is_ascii_digit).collect();
+                let before = &text[..at];
+                let pos = json!({"line": before.matches('\n').count(), "character": before.rsplit('\n').next().unwrap().encode_utf16().count()});
+                markers.insert(digits.parse::<u32>().unwrap(), (rel.clone(), pos));
+                text.replace_range(at..at + '‸'.len_utf8() + digits.len(), "");
+            }
+            std::fs::write(&f, text).unwrap();
+        }
         let db = vault.join(".lode/lode.db");
         // Index before the server starts, so the fixtures' citations resolve.
         let mut store = Store::open(&db, StoreOptions::default()).unwrap();
@@ -66,7 +86,7 @@ impl Harness {
         let mut h = Harness { _tmp: tmp, vault, service, next: 1, seen };
         h.request("initialize", json!({"processId": null, "capabilities": {}})).await;
         h.notify("initialized", json!({})).await;
-        h
+        (h, markers)
     }
 
     async fn request(&mut self, method: &'static str, params: Value) -> Value {
@@ -142,9 +162,10 @@ async fn hover_goto_and_actions_from_fixtures() {
             version `6f28d94244f8` saved …"#]],
     );
 
-    // An ordinary link (the `$0` cursor) is not a citation.
+    // An ordinary link (the `$0` cursor) is not a citation: it gets a link hover.
     let hover = h.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 3, "character": 40}})).await;
-    assert!(hover["result"].is_null(), "{hover}");
+    let md = hover["result"]["contents"]["value"].as_str().unwrap_or_default();
+    assert!(md.contains("adr-007") && !md.contains("version `"), "{hover}");
 
     let def = h.request("textDocument/definition", json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": 60}})).await;
     let target = def["result"]["uri"].as_str().unwrap().replace(&vault, "<vault>");
@@ -173,4 +194,178 @@ async fn hover_goto_and_actions_from_fixtures() {
     let status = h.request("lode/status", json!({})).await;
     assert_eq!(status["result"]["notes"], 13, "{status}");
     assert_eq!(status["result"]["dense"], "off (no embedder configured)");
+}
+
+/// Shows a workspace edit's `changes` as `path:line:col→text`, sorted.
+fn edits(v: &Value, vault: &Path) -> String {
+    let mut all = Vec::new();
+    for (uri, list) in v["changes"].as_object().into_iter().flatten() {
+        let path = uri.replace(&format!("file://{}/", vault.display()), "");
+        for e in list.as_array().unwrap() {
+            all.push(format!("{path}:{}:{}→{}", e["range"]["start"]["line"], e["range"]["start"]["character"], e["newText"].as_str().unwrap()));
+        }
+    }
+    all.sort();
+    all.join(" ")
+}
+
+/// Shows locations as `path:line:col` (0-based, as LSP), vault-relative, sorted.
+fn locations(v: &Value, vault: &Path) -> String {
+    let one = |l: &Value| {
+        let path = l["uri"].as_str().unwrap_or("?").replace(&format!("file://{}/", vault.display()), "");
+        format!("{path}:{}:{}", l["range"]["start"]["line"], l["range"]["start"]["character"])
+    };
+    let mut all: Vec<String> = match v {
+        Value::Array(a) => a.iter().map(one).collect(),
+        Value::Null => vec!["(none)".into()],
+        l => vec![one(l)],
+    };
+    all.sort();
+    all.join(" ")
+}
+
+/// Navigation over a vault with every link form (`fixtures/nav-vault`, `‸N` markers): each
+/// request at a marker, and what it answers, as one snapshot.
+#[tokio::test]
+async fn navigation_from_fixtures() {
+    let (mut h, m) = Harness::on("fixtures/nav-vault").await;
+    let vault = h.vault.clone();
+    for rel in ["index.md", "garden.md"] {
+        let text = std::fs::read_to_string(vault.join(rel)).unwrap();
+        let uri = h.uri(rel);
+        h.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}})).await;
+    }
+    let at = |h: &Harness, n: u32| {
+        let (rel, pos) = &m[&n];
+        json!({"textDocument": {"uri": h.uri(rel)}, "position": pos})
+    };
+    let mut out = String::new();
+    for n in [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 13] {
+        let r = h.request("textDocument/definition", at(&h, n)).await;
+        out += &format!("definition ‸{n}: {}\n", locations(&r["result"], &vault));
+    }
+    for n in [11, 12, 10, 7] {
+        let mut p = at(&h, n);
+        p["context"] = json!({"includeDeclaration": false});
+        let r = h.request("textDocument/references", p).await;
+        out += &format!("references ‸{n}: {}\n", locations(&r["result"], &vault));
+    }
+    for n in [1, 8, 9, 10] {
+        let r = h.request("textDocument/hover", at(&h, n)).await;
+        let md = r["result"]["contents"]["value"].as_str().unwrap_or("(none)").lines().next().unwrap_or("").to_owned();
+        out += &format!("hover ‸{n}: {md}\n");
+    }
+    // Diagnostics published on open: broken and ambiguous links, duplicate headings.
+    let index_uri = h.uri("index.md");
+    let diags = h
+        .seen
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == index_uri)
+        .cloned()
+        .expect("diagnostics for index.md");
+    for d in diags["params"]["diagnostics"].as_array().unwrap() {
+        out += &format!("diagnostic {}:{} {} {}\n", d["range"]["start"]["line"], d["range"]["start"]["character"], d["code"].as_str().unwrap(), d["message"].as_str().unwrap());
+    }
+    // The broken link's quick fix creates the note.
+    let broken: Vec<Value> = diags["params"]["diagnostics"].as_array().unwrap().iter().filter(|d| d["code"] == "lode.broken-link").cloned().collect();
+    let fix = h.request("textDocument/codeAction", json!({"textDocument": {"uri": index_uri}, "range": broken[0]["range"], "context": {"diagnostics": broken}})).await;
+    let create = fix["result"].as_array().unwrap().iter().find(|a| a["title"].as_str().is_some_and(|t| t.starts_with("Create note"))).cloned().unwrap_or_else(|| panic!("{fix}"));
+    let ops = &create["edit"]["documentChanges"];
+    out += &format!("quick fix: {} → create {} with {:?}\n", create["title"].as_str().unwrap(),
+        ops[0]["uri"].as_str().unwrap().rsplit('/').next().unwrap(), ops[1]["edits"][0]["newText"].as_str().unwrap());
+
+    // Completion while typing in a new note.
+    let scratch = h.uri("scratch.md");
+    for (i, typed) in ["See [[gar", "See [[garden#", "See [[Ho", "Tag #pro", "A [link](gui", "See [[#Lo"].iter().enumerate() {
+        let text = format!("# Scratch\n\n{typed}\n\n## Local one\n");
+        h.notify("textDocument/didOpen", json!({"textDocument": {"uri": scratch, "languageId": "markdown", "version": i + 1, "text": text}})).await;
+        let r = h.request("textDocument/completion", json!({"textDocument": {"uri": scratch}, "position": {"line": 2, "character": typed.chars().count()}})).await;
+        let items: Vec<String> = r["result"]["items"].as_array().unwrap().iter().map(|it| format!("{}→{}", it["label"].as_str().unwrap(), it["textEdit"]["newText"].as_str().unwrap())).collect();
+        out += &format!("complete {typed:?}: {}\n", items.join(", "));
+        h.notify("textDocument/didClose", json!({"textDocument": {"uri": scratch}})).await;
+    }
+
+    // Outline, folding and document links of index.md.
+    let syms = h.request("textDocument/documentSymbol", json!({"textDocument": {"uri": index_uri}})).await;
+    let mut names = Vec::new();
+    fn walk(v: &Value, depth: usize, out: &mut Vec<String>) {
+        for s in v.as_array().unwrap() {
+            out.push(format!("{}{}", "  ".repeat(depth), s["name"].as_str().unwrap()));
+            if let Some(c) = s.get("children") {
+                walk(c, depth + 1, out);
+            }
+        }
+    }
+    walk(&syms["result"], 0, &mut names);
+    out += &format!("outline: {}\n", names.join(" | "));
+    let folds = h.request("textDocument/foldingRange", json!({"textDocument": {"uri": index_uri}})).await;
+    let f: Vec<String> = folds["result"].as_array().unwrap().iter().map(|f| format!("{}-{}", f["startLine"], f["endLine"])).collect();
+    out += &format!("folds: {}\n", f.join(" "));
+    let links = h.request("textDocument/documentLink", json!({"textDocument": {"uri": index_uri}})).await;
+    let l: Vec<String> = links["result"].as_array().unwrap().iter().map(|l| l["target"].as_str().unwrap().rsplit('/').next().unwrap().to_owned()).collect();
+    out += &format!("document links: {}\n", l.join(" "));
+
+    // Renames: a heading (every link to it follows), then a note file.
+    let prep = h.request("textDocument/prepareRename", at(&h, 11)).await;
+    out += &format!("prepare rename ‸11: {}\n", prep["result"]["placeholder"]);
+    let refused = h.request("textDocument/prepareRename", at(&h, 7)).await;
+    out += &format!("prepare rename ‸7: {}\n", refused["error"]["message"]);
+    let mut p = at(&h, 11);
+    p["newName"] = json!("Red tomatoes");
+    let edit = h.request("textDocument/rename", p).await;
+    out += &format!("rename heading: {}\n", edits(&edit["result"], &vault));
+    let edit = h
+        .request(
+            "workspace/willRenameFiles",
+            json!({"files": [{"oldUri": h.uri("guides/Guide%20One.md"), "newUri": h.uri("guides/Guide%20Two.md")}]}),
+        )
+        .await;
+    out += &format!("rename file: {}\n", edits(&edit["result"], &vault));
+    check(
+        &out,
+        expect![[r##"
+            definition ‸1: garden.md:0:0
+            definition ‸2: garden.md:2:0
+            definition ‸3: index.md:11:0
+            definition ‸4: guides/Guide%20One.md:2:0
+            definition ‸5: guides/Guide%20One.md:2:0
+            definition ‸6: index.md:23:0
+            definition ‸7: index.md:24:0
+            definition ‸8: (none)
+            definition ‸9: garden.md:0:0
+            definition ‸10: garden.md:4:26 index.md:9:7
+            definition ‸13: index.md:0:0
+            references ‸11: guides/Guide%20One.md:4:32 index.md:6:19
+            references ‸12: guides/Guide%20One.md:4:32 index.md:6:19 index.md:6:4 index.md:8:29
+            references ‸10: garden.md:4:26 index.md:9:7
+            references ‸7: index.md:7:88
+            hover ‸1: `garden.md`
+            hover ‸8: **Unresolved link**: no note `No Such Note` in this vault
+            hover ‸9: `garden.md` — **no heading** `No Such Heading` in this note
+            hover ‸10: **#project/alpha** — 2 notes
+            diagnostic 6:4 lode.ambiguous-link several notes match: garden.md (chosen), notes/garden.md
+            diagnostic 6:19 lode.ambiguous-link several notes match: garden.md (chosen), notes/garden.md
+            diagnostic 8:8 lode.broken-link no note `No Such Note` in this vault
+            diagnostic 8:29 lode.ambiguous-link several notes match: garden.md (chosen), notes/garden.md
+            diagnostic 8:29 lode.broken-heading no heading `No Such Heading` in garden.md
+            diagnostic 19:3 lode.duplicate-heading same heading as line 12: links to it reach the first one
+            quick fix: Create note “No Such Note” → create No%20Such%20Note.md with "# No Such Note\n\n"
+            complete "See [[gar": garden→garden]], notes/garden→notes/garden]]
+            complete "See [[garden#": Garden→Garden]], Tomatoes→Tomatoes]], Beans→Beans]]
+            complete "See [[Ho": Home→index|Home]]
+            complete "Tag #pro": project/alpha→project/alpha
+            complete "A [link](gui": guides/Guide%20One.md→guides/Guide%20One.md
+            complete "See [[#Lo": Local one→Local one]]
+            outline: Index |   Local part |   Local part
+            folds: 0-3 4-24 11-17 15-17 19-24
+            document links: garden.md garden.md Guide%20One.md garden.md index.md
+            prepare rename ‸11: "Tomatoes"
+            prepare rename ‸7: "only a heading can be renamed here (rename a note by renaming its file)"
+            rename heading: garden.md:2:3→Red tomatoes guides/Guide%20One.md:4:58→red-tomatoes index.md:6:28→Red tomatoes
+            rename file: caf%C3%A9.md:2:33→Guide Two index.md:23:9→guides/Guide%20Two.md index.md:7:17→guides/Guide%20Two.md
+        "##]],
+    );
 }

@@ -9,6 +9,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (2, include_str!("../../../migrations/0002_egress_log.sql")),
     (3, include_str!("../../../migrations/0003_vectors.sql")),
     (4, include_str!("../../../migrations/0004_stat_symbols.sql")),
+    (5, include_str!("../../../migrations/0005_nav.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -195,8 +195,11 @@ impl Store {
                 }
                 Outcome::UpToDate => {}
                 Outcome::Migrated => {
-                    if found < 4 {
+                    if found >= 1 && found < 4 {
                         backfill_sections(&mut conn).map_err(err)?;
+                    }
+                    if found >= 1 && found < 5 {
+                        backfill_nav(&mut conn, &opts.chunk).map_err(err)?;
                     }
                 }
             }
@@ -298,6 +301,8 @@ impl Store {
         .map_err(e)?;
         tx.execute("DELETE FROM passages WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
+        tx.execute("DELETE FROM tags WHERE note_id = ?1", [id]).map_err(e)?;
+        tx.execute("DELETE FROM aliases WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
         tx.commit().map_err(e)?;
         Ok(true)
@@ -402,6 +407,113 @@ impl Store {
                 |r| r.get(0),
             )
             .map_err(|e| self.err(e))
+    }
+
+    /// Live notes carrying a tag (case-insensitive): `(path, head version, start, end)` of every
+    /// occurrence, by path.
+    pub fn tagged(&self, tag: &str, limit: usize) -> Result<Vec<(String, String, usize, usize)>, StoreError> {
+        self.rows(
+            "SELECT n.path, n.head_version, t.start, t.end FROM tags t JOIN notes n ON n.id = t.note_id
+              WHERE t.folded = ?1 AND n.head_version IS NOT NULL ORDER BY n.path, t.start LIMIT ?2",
+            params![tag.to_lowercase(), limit as i64],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as usize, r.get::<_, i64>(3)? as usize)),
+        )
+    }
+
+    /// Tags in use that start with `prefix` (case-insensitive), most used first: `(tag, notes)`.
+    pub fn tags_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, usize)>, StoreError> {
+        self.rows(
+            "SELECT min(tag), count(DISTINCT note_id) AS n FROM tags
+              WHERE folded >= ?1 AND folded < ?1 || char(1114111) GROUP BY folded ORDER BY n DESC, folded LIMIT ?2",
+            params![prefix.to_lowercase(), limit as i64],
+            |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)),
+        )
+    }
+
+    /// Candidates for a wiki-link target: live notes whose file stem, title or an alias equals
+    /// `name` (case-insensitive): `(path, title, aliases)`.
+    pub fn wiki_candidates(&self, name: &str) -> Result<Vec<(String, String, Vec<String>)>, StoreError> {
+        let folded = name.trim().to_lowercase();
+        let stem = folded.rsplit('/').next().unwrap_or(&folded).trim_end_matches(".md").to_owned();
+        let rows: Vec<(i64, String, String)> = self.rows(
+            "SELECT id, path, title FROM notes WHERE head_version IS NOT NULL AND (stem = ?1 OR lower(title) = ?2
+                 OR id IN (SELECT note_id FROM aliases WHERE folded = ?2)) ORDER BY length(path), path LIMIT 200",
+            params![stem, folded],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, path, title) in rows {
+            let aliases = self.rows("SELECT alias FROM aliases WHERE note_id = ?1", [id], |r| r.get(0))?;
+            out.push((path, title, aliases));
+        }
+        Ok(out)
+    }
+
+    /// Notes for link completion: whose stem, title or an alias starts with `prefix`, or (three
+    /// characters or more) whose title contains it; `(path, title, matched alias)`, best first.
+    pub fn complete_notes(&self, prefix: &str, limit: usize) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
+        let folded = prefix.trim().to_lowercase();
+        let mut out: Vec<(String, String, Option<String>)> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let cap = limit as i64;
+        let mut push = |out: &mut Vec<_>, path: String, title: String, alias: Option<String>| {
+            if seen.insert(path.clone()) {
+                out.push((path, title, alias));
+            }
+        };
+        for (p, t) in self.rows(
+            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND stem >= ?1 AND stem < ?1 || char(1114111)
+              ORDER BY stem, length(path) LIMIT ?2",
+            params![folded, cap],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )? {
+            push(&mut out, p, t, None);
+        }
+        for (p, t) in self.rows(
+            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) >= ?1
+                AND lower(title) < ?1 || char(1114111) ORDER BY lower(title) LIMIT ?2",
+            params![folded, cap],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+        )? {
+            push(&mut out, p, t, None);
+        }
+        for (p, t, a) in self.rows(
+            "SELECT n.path, n.title, a.alias FROM aliases a JOIN notes n ON n.id = a.note_id
+              WHERE a.folded >= ?1 AND a.folded < ?1 || char(1114111) AND n.head_version IS NOT NULL LIMIT ?2",
+            params![folded, cap],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)),
+        )? {
+            push(&mut out, p, t, Some(a));
+        }
+        if folded.chars().count() >= 3 && out.len() < limit {
+            let phrase = format!("\"{}\"", prefix.trim().replace('"', "\"\""));
+            for (p, t) in self.rows(
+                "SELECT n.path, n.title FROM titles_tri x JOIN notes n ON n.id = x.rowid
+                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL LIMIT ?2",
+                params![phrase, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )? {
+                push(&mut out, p, t, None);
+            }
+        }
+        out.truncate(limit);
+        Ok(out)
+    }
+
+    /// Live notes with a link to the note at `path` (resolved by the store): `(path, head version)`.
+    pub fn linking_notes(&self, path: &str) -> Result<Vec<(String, String)>, StoreError> {
+        self.rows(
+            "SELECT DISTINCT s.path, s.head_version FROM notes t JOIN links l ON l.target_note = t.id
+               JOIN notes s ON s.id = l.src_note
+              WHERE t.path = ?1 AND s.head_version IS NOT NULL ORDER BY s.path",
+            [path],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+    }
+
+    /// Whether a live note exists at `path`.
+    pub fn note_exists(&self, path: &str) -> Result<bool, StoreError> {
+        Ok(self.head_of(path)?.is_some())
     }
 
     /// The stored bytes of a version.
@@ -557,6 +669,61 @@ fn backfill_sections(conn: &mut Connection) -> rusqlite::Result<usize> {
     Ok(rows.len())
 }
 
+/// Tags and aliases of a note's head (replacing what it had). Tags need the text's own byte
+/// ranges, so a note that is not valid UTF-8 has none.
+fn write_nav(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM tags WHERE note_id = ?1")?.execute([id])?;
+    tx.prepare_cached("DELETE FROM aliases WHERE note_id = ?1")?.execute([id])?;
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        // `#` is the cheap test: most notes have no tags at all.
+        if text.contains('#') || text.starts_with("---") || text.starts_with("+++") {
+            let mut ins = tx.prepare_cached("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+            for l in lode_core::nav::links(text) {
+                if !matches!(l.kind, lode_core::nav::NavKind::Tag | lode_core::nav::NavKind::FrontmatterTag) {
+                    continue;
+                }
+                let Some(label) = &l.label else { continue };
+                ins.execute(params![id, label.text, label.text.to_lowercase(), l.range.start as i64, l.range.end as i64])?;
+            }
+        }
+    }
+    let mut ins = tx.prepare_cached("INSERT INTO aliases (note_id, alias, folded) VALUES (?1, ?2, ?3)")?;
+    for (k, v) in &note.meta {
+        if k == "aliases" || k == "alias" {
+            for a in meta_list(v) {
+                ins.execute(params![id, a, a.to_lowercase()])?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The items of a frontmatter value: `[a, "b c"]` or a single scalar.
+fn meta_list(v: &str) -> Vec<String> {
+    let v = v.trim();
+    let inner = v.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(v);
+    inner
+        .split(',')
+        .map(|a| a.trim().trim_matches(|c| c == '"' || c == '\'').trim().to_owned())
+        .filter(|a| !a.is_empty())
+        .collect()
+}
+
+/// Fills tags and aliases for heads written before schema v5.
+fn backfill_nav(conn: &mut Connection, chunk: &lode_core::chunk::ChunkConfig) -> rusqlite::Result<()> {
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let heads: Vec<(i64, Vec<u8>)> = {
+        let mut st = tx.prepare("SELECT n.id, v.body FROM notes n JOIN versions v ON v.id = n.head_version")?;
+        let it = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        it.collect::<Result<_, _>>()?
+    };
+    for (id, body) in heads {
+        let note = chunk_note(&body, chunk);
+        write_nav(&tx, id, &body, &note)?;
+    }
+    tx.commit()
+}
+
 fn write_note(
     tx: &Connection,
     path: &str,
@@ -694,6 +861,7 @@ fn write_note(
         let target = if l.is_external() { None } else { resolve_key(tx, l.kind, &key)? };
         ins.execute(params![id, l.kind.as_str(), l.target, key, target, l.range.start as i64, l.range.end as i64])?;
     }
+    write_nav(tx, id, bytes, note)?;
     if created {
         resolve_incoming(tx, id, path)?;
     }

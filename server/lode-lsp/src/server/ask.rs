@@ -215,6 +215,35 @@ impl Backend {
                     }));
                 }
             }
+            if d.code == Some(NumberOrString::String("lode.broken-link".into())) {
+                let state = self.state().await?;
+                let create = d.data.as_ref().and_then(|x| x["create"].as_str()).map(str::to_owned);
+                let title = d.data.as_ref().and_then(|x| x["title"].as_str()).unwrap_or("").to_owned();
+                // Only inside the vault, and only where a note may be (never `.lode/`, never `..`).
+                if let Some(new_uri) = create
+                    .filter(|c| lode_store::vault::indexable(&state.root, &state.root.join(c)).is_ok())
+                    .and_then(|c| Uri::from_file_path(state.root.join(c)))
+                {
+                    let ops = vec![
+                        DocumentChangeOperation::Op(ResourceOp::Create(CreateFile {
+                            uri: new_uri.clone(),
+                            options: Some(CreateFileOptions { overwrite: Some(false), ignore_if_exists: Some(true) }),
+                            annotation_id: None,
+                        })),
+                        DocumentChangeOperation::Edit(TextDocumentEdit {
+                            text_document: OptionalVersionedTextDocumentIdentifier { uri: new_uri, version: None },
+                            edits: vec![OneOf::Left(TextEdit { range: Range::default(), new_text: format!("# {title}\n\n") })],
+                        }),
+                    ];
+                    actions.push(CodeActionOrCommand::CodeAction(CodeAction {
+                        title: format!("Create note “{title}”"),
+                        kind: Some(CodeActionKind::QUICKFIX),
+                        diagnostics: Some(vec![d.clone()]),
+                        edit: Some(WorkspaceEdit { document_changes: Some(DocumentChanges::Operations(ops)), ..Default::default() }),
+                        ..Default::default()
+                    }));
+                }
+            }
             if d.code == Some(NumberOrString::String("lode.drifted".into())) {
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: "Re-ask lode (the quoted text drifted)".into(),

@@ -23,9 +23,14 @@ impl Backend {
         let version = self.doc_version(&uri);
         let enc = self.enc();
         let readers = state.readers.clone();
+        let (rel, root, docs) = (Self::rel(&state, &uri), state.root.clone(), self.docs.clone());
         let diags = blocking(move || {
             let store = readers.get()?;
             let mut out = Vec::new();
+            // Links that lead nowhere (only for notes of the vault: links are relative to them).
+            if let Some(rel) = &rel {
+                out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, enc));
+            }
             for c in lode_core::citation::find_all(&text) {
                 let range = position::range(&rope, c.range.clone(), enc);
                 let Ok(Some(body)) = store.version_body(&c.version_id) else {
@@ -91,7 +96,11 @@ impl Backend {
     }
 
     pub(super) async fn on_hover(&self, params: HoverParams) -> Result<Option<Hover>> {
-        let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
+        let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else {
+            // Not a citation: a link, tag or footnote, perhaps.
+            let state = self.state().await?;
+            return self.nav_hover(state, &params.text_document_position_params).await;
+        };
         let enc = self.enc();
         let range = position::range(&rope, c.range.clone(), enc);
         // The rung of the answer item this citation belongs to, from the label on its line.
@@ -139,7 +148,10 @@ impl Backend {
     }
 
     pub(super) async fn on_goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
-        let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else { return Ok(None) };
+        let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else {
+            let state = self.state().await?;
+            return self.nav_definition(state, &params.text_document_position_params).await;
+        };
         let enc = self.enc();
         let readers = state.readers.clone();
         let root = state.root.clone();

@@ -1,0 +1,734 @@
+//! Note navigation over the store and `lode_core::nav`: go to definition of links, footnotes,
+//! references and tags; references (backlinks) of notes, headings, tags and footnotes; link
+//! hover; completion of notes, headings, paths and tags; outline, folding, document links;
+//! broken-link diagnostics; heading and note renames.
+
+use std::ops::Range as Bytes;
+
+use lode_core::nav::{self, Dest, NavItem, NavKind, NavLink, NoteKey, Section};
+use lode_store::Store;
+
+use super::*;
+
+/// Where a link leads, in vault terms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Target {
+    /// A note of the vault, and the heading fragment the link names (if any).
+    Note { path: String, fragment: Option<String>, ambiguous: Vec<String> },
+    /// A heading of the same note.
+    Here { fragment: String },
+    /// A file that is not a note (exists or not).
+    File { path: String },
+    External,
+    /// No note by that name or path.
+    Missing { name: String },
+    /// Nothing to resolve (tags, footnotes, definitions: handled by their own rules).
+    None,
+}
+
+/// Resolves a link of the note at `src` through the store.
+pub(super) fn resolve(store: &Store, src: &str, link: &NavLink) -> Target {
+    let fragment = link.heading.as_ref().map(|h| h.text.clone()).filter(|h| !h.trim().is_empty());
+    match (link.kind, link.dest) {
+        (_, Dest::External) => Target::External,
+        (NavKind::WikiLink, _) => {
+            let Some(name) = link.note.as_ref().map(|n| n.text.trim().to_owned()).filter(|n| !n.is_empty()) else {
+                return match fragment {
+                    Some(f) => Target::Here { fragment: f },
+                    None => Target::None,
+                };
+            };
+            let candidates = store.wiki_candidates(&name).unwrap_or_default();
+            let keys: Vec<NoteKey> =
+                candidates.into_iter().map(|(path, title, aliases)| NoteKey { path, title, aliases }).collect();
+            let r = nav::resolve_wiki(&name, &keys);
+            match r.note {
+                Some(i) => Target::Note {
+                    path: keys[i].path.clone(),
+                    fragment,
+                    ambiguous: r.others.iter().map(|&o| keys[o].path.clone()).collect(),
+                },
+                None => Target::Missing { name },
+            }
+        }
+        (NavKind::InlineLink | NavKind::RefDef, Dest::Note) => {
+            let Some(raw) = link.note.as_ref().map(|n| n.text.clone()).filter(|n| !n.trim().is_empty()) else {
+                return match fragment {
+                    Some(f) => Target::Here { fragment: f },
+                    None => Target::None,
+                };
+            };
+            let path = nav::resolve_markdown(src, &raw, false);
+            for p in [path.clone(), format!("{path}.md")] {
+                if store.note_exists(&p).unwrap_or(false) {
+                    return Target::Note { path: p, fragment, ambiguous: Vec::new() };
+                }
+            }
+            Target::Missing { name: path }
+        }
+        (NavKind::InlineLink | NavKind::RefDef, Dest::File) => match &link.note {
+            Some(raw) => Target::File { path: nav::resolve_markdown(src, &raw.text, false) },
+            None => Target::None,
+        },
+        (NavKind::InlineLink | NavKind::RefDef, Dest::SameNote) => match fragment {
+            Some(f) => Target::Here { fragment: f },
+            None => Target::None,
+        },
+        _ => Target::None,
+    }
+}
+
+/// A note's text for navigation: the open buffer if the editor has it, else the head version.
+pub(super) fn text_of(store: &Store, docs: &Mutex<HashMap<String, Doc>>, root: &Path, path: &str) -> Option<String> {
+    if let Some(uri) = Uri::from_file_path(root.join(path)) {
+        if let Some(d) = docs.lock().get(uri.as_str()) {
+            return Some(d.rope.to_string());
+        }
+    }
+    let head = store.head_of(path).ok()??;
+    let body = store.version_body(&head).ok()??;
+    Some(String::from_utf8_lossy(&body).into_owned())
+}
+
+fn loc(root: &Path, path: &str, text: &str, r: Bytes<usize>, enc: Encoding) -> Option<Location> {
+    let rope = Rope::from_str(text);
+    Some(Location { uri: Uri::from_file_path(root.join(path))?, range: position::range(&rope, r, enc) })
+}
+
+/// The section a fragment names in `text`.
+fn section(text: &str, fragment: &str) -> Option<Section> {
+    let sections = nav::outline(text);
+    nav::find_section(&sections, fragment).map(|i| sections[i].clone())
+}
+
+/// Whether `link` (in the note at `src`) leads to the note at `path`, and to `heading` when given.
+fn links_to(store: &Store, src: &str, link: &NavLink, path: &str, heading: Option<&Section>, cache: &mut HashMap<String, Target>) -> bool {
+    let key = format!("{:?}|{}|{}", link.kind, link.note.as_ref().map_or("", |n| n.text.as_str()), src);
+    let target = match cache.get(&key) {
+        Some(t) => t.clone(),
+        None => {
+            let t = resolve(store, src, link);
+            cache.insert(key, t.clone());
+            t
+        }
+    };
+    let (to_path, fragment) = match (&target, link.heading.as_ref()) {
+        (Target::Note { path: p, .. }, h) => (p.as_str(), h.map(|h| h.text.clone())),
+        (Target::Here { fragment }, _) => (src, Some(fragment.clone())),
+        _ => return false,
+    };
+    if to_path != path {
+        return false;
+    }
+    match heading {
+        None => true,
+        Some(s) => fragment.is_some_and(|f| {
+            let one = [s.clone()];
+            nav::find_section(&one, &f).is_some()
+        }),
+    }
+}
+
+fn tag_name(link: &NavLink) -> Option<String> {
+    matches!(link.kind, NavKind::Tag | NavKind::FrontmatterTag).then(|| link.label.as_ref().map(|l| l.text.clone())).flatten()
+}
+
+/// Every link in the vault to the note at `path` (to one of its sections when `heading` is
+/// given), with the linking note and range; the note's own links to itself included.
+fn backlinks(store: &Store, docs: &Mutex<HashMap<String, Doc>>, root: &Path, path: &str, heading: Option<&Section>) -> Vec<(String, String, Bytes<usize>)> {
+    let mut sources: Vec<String> = store.linking_notes(path).unwrap_or_default().into_iter().map(|(p, _)| p).collect();
+    if !sources.iter().any(|s| s == path) {
+        sources.push(path.to_owned());
+    }
+    let mut out = Vec::new();
+    let mut cache = HashMap::new();
+    for src in sources {
+        let Some(text) = text_of(store, docs, root, &src) else { continue };
+        for l in nav::links(&text) {
+            if matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) && links_to(store, &src, &l, path, heading, &mut cache) {
+                out.push((src.clone(), text.clone(), l.range.clone()));
+            }
+        }
+    }
+    out
+}
+
+impl Backend {
+    /// The note's text and its vault path for a document URI.
+    fn nav_doc(&self, state: &State, uri: &Uri) -> Option<(Rope, String, String)> {
+        let (rope, text) = self.doc_text(uri)?;
+        let rel = Self::rel(state, uri).unwrap_or_default();
+        Some((rope, text, rel))
+    }
+
+    /// Go to definition for navigation items (citations are handled before this).
+    pub(super) async fn nav_definition(&self, state: Arc<State>, at: &TextDocumentPositionParams) -> Result<Option<GotoDefinitionResponse>> {
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, at.position, enc);
+        let Some(NavItem::Link { link, .. }) = nav::at(&text, offset) else { return Ok(None) };
+        let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
+        blocking(move || {
+            let store = readers.get()?;
+            let here = |r: Bytes<usize>| Location { uri: uri.clone(), range: position::range(&rope, r, enc) };
+            let one = |l: Option<Location>| Ok(l.map(GotoDefinitionResponse::Scalar));
+            match link.kind {
+                NavKind::RefLink => {
+                    let key = link.label.as_ref().map(|l| nav::normalize_label(&l.text));
+                    let def = nav::links(&text).into_iter().find(|d| d.kind == NavKind::RefDef && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
+                    return one(def.map(|d| here(d.range)));
+                }
+                NavKind::FootnoteRef | NavKind::FootnoteDef => {
+                    let want = if link.kind == NavKind::FootnoteRef { NavKind::FootnoteDef } else { NavKind::FootnoteRef };
+                    let key = link.label.as_ref().map(|l| nav::normalize_label(&l.text));
+                    let found = nav::links(&text).into_iter().find(|d| d.kind == want && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
+                    return one(found.map(|d| here(d.range)));
+                }
+                NavKind::Tag | NavKind::FrontmatterTag => {
+                    let Some(tag) = tag_name(&link) else { return Ok(None) };
+                    let mut locs = Vec::new();
+                    for (path, vid, s, e) in store.tagged(&tag, 500).map_err(|e| e.to_string())? {
+                        let Some(body) = store.version_body(&vid).map_err(|e| e.to_string())? else { continue };
+                        if let Some(l) = loc(&root, &path, &String::from_utf8_lossy(&body), s..e, enc) {
+                            locs.push(l);
+                        }
+                    }
+                    return Ok((!locs.is_empty()).then_some(GotoDefinitionResponse::Array(locs)));
+                }
+                _ => {}
+            }
+            match resolve(&store, &rel, &link) {
+                Target::Note { path, fragment, .. } => {
+                    let body = text_of(&store, &docs, &root, &path).unwrap_or_default();
+                    let r = fragment.and_then(|f| section(&body, &f)).map_or(0..0, |s| s.heading);
+                    one(loc(&root, &path, &body, r, enc))
+                }
+                Target::Here { fragment } => one(section(&text, &fragment).map(|s| here(s.heading))),
+                Target::File { path } if root.join(&path).exists() => {
+                    one(Uri::from_file_path(root.join(&path)).map(|u| Location { uri: u, range: Range::default() }))
+                }
+                _ => Ok(None),
+            }
+        })
+        .await
+    }
+
+    /// Hover on a link: a preview of what it leads to, or why it leads nowhere.
+    pub(super) async fn nav_hover(&self, state: Arc<State>, at: &TextDocumentPositionParams) -> Result<Option<Hover>> {
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, at.position, enc);
+        let Some(NavItem::Link { link, .. }) = nav::at(&text, offset) else { return Ok(None) };
+        let range = position::range(&rope, link.range.clone(), enc);
+        let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
+        let md = blocking(move || {
+            let store = readers.get()?;
+            if let Some(tag) = tag_name(&link) {
+                let n = store.tagged(&tag, 10_000).map_err(|e| e.to_string())?.iter().map(|t| t.0.clone()).collect::<std::collections::BTreeSet<_>>().len();
+                return Ok(Some(format!("**#{tag}** — {n} note{}", if n == 1 { "" } else { "s" })));
+            }
+            let preview = |path: &str, body: &str, fragment: Option<String>| -> String {
+                let (title, part) = match fragment.as_deref().and_then(|f| section(body, f)) {
+                    Some(s) => (s.text.clone(), body[s.range.clone()].to_owned()),
+                    None if fragment.is_some() => {
+                        return format!("`{path}` — **no heading** `{}` in this note", fragment.unwrap_or_default());
+                    }
+                    None => (String::new(), body.to_owned()),
+                };
+                let lines: Vec<&str> = part.lines().take(12).collect();
+                let more = if part.lines().count() > 12 { "\n…" } else { "" };
+                let head = if title.is_empty() { format!("`{path}`") } else { format!("`{path}` › **{title}**") };
+                format!("{head}\n\n---\n\n{}{more}", lines.join("\n"))
+            };
+            Ok(match resolve(&store, &rel, &link) {
+                Target::Note { path, fragment, ambiguous } => {
+                    let body = text_of(&store, &docs, &root, &path).unwrap_or_default();
+                    let mut md = preview(&path, &body, fragment);
+                    if !ambiguous.is_empty() {
+                        md.push_str(&format!("\n\n*Ambiguous: also {}*", ambiguous.join(", ")));
+                    }
+                    Some(md)
+                }
+                Target::Here { fragment } => Some(preview(&rel, &text, Some(fragment))),
+                Target::Missing { name } => Some(format!("**Unresolved link**: no note `{name}` in this vault")),
+                Target::File { path } if root.join(&path).exists() => Some(format!("`{path}` (not a note)")),
+                Target::File { path } => Some(format!("**Unresolved link**: no file `{path}`")),
+                _ => None,
+            })
+        })
+        .await?;
+        Ok(md.map(|value| Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value }), range: Some(range) }))
+    }
+
+    /// References: to the note (on its title), a heading, a tag or a footnote.
+    pub(super) async fn on_references(&self, params: ReferenceParams) -> Result<Option<Vec<Location>>> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let at = params.text_document_position;
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, at.position, enc);
+        let item = nav::at(&text, offset);
+        let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
+        let include_decl = params.context.include_declaration;
+        blocking(move || {
+            let store = readers.get()?;
+            let mut out = Vec::new();
+            match item {
+                Some(NavItem::Heading { index, section }) => {
+                    // The first top-level heading stands for the note itself.
+                    let is_title = index == 0 && section.level == 1;
+                    let heading = (!is_title).then_some(&section);
+                    for (src, body, r) in backlinks(&store, &docs, &root, &rel, heading) {
+                        out.extend(loc(&root, &src, &body, r, enc));
+                    }
+                    if include_decl {
+                        out.insert(0, Location { uri: uri.clone(), range: position::range(&rope, section.heading.clone(), enc) });
+                    }
+                }
+                Some(NavItem::Link { link, .. }) => {
+                    if let Some(tag) = tag_name(&link) {
+                        for (path, vid, s, e) in store.tagged(&tag, 5000).map_err(|e| e.to_string())? {
+                            let Some(body) = store.version_body(&vid).map_err(|e| e.to_string())? else { continue };
+                            out.extend(loc(&root, &path, &String::from_utf8_lossy(&body), s..e, enc));
+                        }
+                    } else if matches!(link.kind, NavKind::FootnoteRef | NavKind::FootnoteDef | NavKind::RefLink | NavKind::RefDef) {
+                        let key = link.label.as_ref().map(|l| nav::normalize_label(&l.text));
+                        let footnote = matches!(link.kind, NavKind::FootnoteRef | NavKind::FootnoteDef);
+                        for l in nav::links(&text) {
+                            let same_family = if footnote {
+                                matches!(l.kind, NavKind::FootnoteRef | NavKind::FootnoteDef)
+                            } else {
+                                matches!(l.kind, NavKind::RefLink | NavKind::RefDef)
+                            };
+                            let is_decl = matches!(l.kind, NavKind::FootnoteDef | NavKind::RefDef);
+                            if same_family && l.label.as_ref().map(|x| nav::normalize_label(&x.text)) == key && (include_decl || !is_decl) {
+                                out.push(Location { uri: uri.clone(), range: position::range(&rope, l.range, enc) });
+                            }
+                        }
+                    } else if let Target::Note { path, fragment, .. } = resolve(&store, &rel, &link) {
+                        // On a link: the references of what it leads to.
+                        let body = text_of(&store, &docs, &root, &path).unwrap_or_default();
+                        let heading = fragment.and_then(|f| section(&body, &f));
+                        for (src, b, r) in backlinks(&store, &docs, &root, &path, heading.as_ref()) {
+                            out.extend(loc(&root, &src, &b, r, enc));
+                        }
+                    }
+                }
+                None => {
+                    // Anywhere else: references to this note.
+                    for (src, body, r) in backlinks(&store, &docs, &root, &rel, None) {
+                        out.extend(loc(&root, &src, &body, r, enc));
+                    }
+                }
+            }
+            Ok(Some(out))
+        })
+        .await
+    }
+
+    pub(super) async fn on_document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
+        let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let sections = nav::outline(&text);
+        // Children before parents are attached: build bottom-up.
+        let mut nodes: Vec<Option<DocumentSymbol>> = sections
+            .iter()
+            .map(|s| {
+                #[allow(deprecated)]
+                Some(DocumentSymbol {
+                    name: if s.text.trim().is_empty() { "(empty heading)".into() } else { s.text.clone() },
+                    detail: Some("#".repeat(s.level as usize)),
+                    kind: if s.level == 1 { SymbolKind::FILE } else { SymbolKind::STRING },
+                    tags: None,
+                    deprecated: None,
+                    range: position::range(&rope, s.range.clone(), enc),
+                    selection_range: position::range(&rope, s.name.clone(), enc),
+                    children: None,
+                })
+            })
+            .collect();
+        for i in (0..sections.len()).rev() {
+            if let Some(p) = sections[i].parent {
+                if let Some(child) = nodes[i].take() {
+                    if let Some(parent) = nodes[p].as_mut() {
+                        parent.children.get_or_insert_with(Vec::new).insert(0, child);
+                    }
+                }
+            }
+        }
+        Ok(Some(DocumentSymbolResponse::Nested(nodes.into_iter().flatten().collect())))
+    }
+
+    pub(super) async fn on_folding_range(&self, params: FoldingRangeParams) -> Result<Option<Vec<FoldingRange>>> {
+        let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
+        let line = |b: usize| rope.byte_to_line(b.min(rope.len_bytes())) as u32;
+        let folds = nav::folding_ranges(&text)
+            .into_iter()
+            .filter_map(|f| {
+                let (start, end) = (line(f.range.start), line(f.range.end.saturating_sub(1).max(f.range.start)));
+                (end > start).then(|| FoldingRange {
+                    start_line: start,
+                    start_character: None,
+                    end_line: end,
+                    end_character: None,
+                    kind: Some(match f.kind {
+                        nav::FoldKind::Frontmatter | nav::FoldKind::Comment => FoldingRangeKind::Comment,
+                        _ => FoldingRangeKind::Region,
+                    }),
+                    collapsed_text: None,
+                })
+            })
+            .collect();
+        Ok(Some(folds))
+    }
+
+    pub(super) async fn on_document_link(&self, params: DocumentLinkParams) -> Result<Option<Vec<DocumentLink>>> {
+        let state = self.state().await?;
+        let Some((rope, text, rel)) = self.nav_doc(&state, &params.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let (root, readers) = (state.root.clone(), state.readers.clone());
+        blocking(move || {
+            let store = readers.get()?;
+            let mut out = Vec::new();
+            for l in nav::links(&text) {
+                if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink) || l.embed && l.dest == Dest::File {
+                    continue;
+                }
+                let target = match resolve(&store, &rel, &l) {
+                    Target::Note { path, .. } => Uri::from_file_path(root.join(path)),
+                    Target::File { path } => Uri::from_file_path(root.join(path)),
+                    Target::External => l.note.as_ref().and_then(|n| n.text.parse::<Uri>().ok()),
+                    _ => None,
+                };
+                if let Some(target) = target {
+                    out.push(DocumentLink { range: position::range(&rope, l.range, enc), target: Some(target), tooltip: None, data: None });
+                }
+            }
+            Ok(Some(out))
+        })
+        .await
+    }
+
+    pub(super) async fn on_completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
+        let state = self.state().await?;
+        let at = params.text_document_position;
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, at.position, enc);
+        let Some(ctx) = nav::completion_context(&text, offset) else { return Ok(None) };
+        let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
+        blocking(move || {
+            let store = readers.get()?;
+            let replace = position::range(&rope, ctx.replace.start..ctx.rest.end, enc);
+            let item = |label: String, insert: String, kind: CompletionItemKind, detail: Option<String>| CompletionItem {
+                label,
+                kind: Some(kind),
+                detail,
+                filter_text: None,
+                text_edit: Some(CompletionTextEdit::Edit(TextEdit { range: replace, new_text: insert })),
+                ..Default::default()
+            };
+            let mut items = Vec::new();
+            match &ctx.kind {
+                nav::CompletionKind::WikiNote => {
+                    let close = if ctx.closing.is_some() { "" } else { "]]" };
+                    let found = store.complete_notes(&ctx.prefix, 50).map_err(|e| e.to_string())?;
+                    for (path, title, alias) in found {
+                        let stem = stem(&path);
+                        // A bare name reaches the note with the shortest path among those with
+                        // that file name; the others need their path.
+                        let name = match store.wiki_candidates(&stem) {
+                            Ok(c) if c.iter().filter(|(p, _, _)| self::stem(p).eq_ignore_ascii_case(&stem)).count() > 1
+                                && c.first().is_some_and(|(p, _, _)| *p != path) =>
+                            {
+                                path.trim_end_matches(".md").trim_end_matches(".markdown").to_owned()
+                            }
+                            _ => stem.clone(),
+                        };
+                        let label = alias.clone().unwrap_or_else(|| name.clone());
+                        let insert = match &alias {
+                            Some(a) => format!("{name}|{a}{close}"),
+                            None => format!("{name}{close}"),
+                        };
+                        items.push(item(label, insert, CompletionItemKind::FILE, Some(format!("{title} — {path}"))));
+                    }
+                }
+                nav::CompletionKind::WikiHeading { note } | nav::CompletionKind::MarkdownHeading { path: note } => {
+                    let wiki = matches!(ctx.kind, nav::CompletionKind::WikiHeading { .. });
+                    let body = if note.trim().is_empty() {
+                        Some(text.clone())
+                    } else {
+                        let fake = NavLink {
+                            kind: if wiki { NavKind::WikiLink } else { NavKind::InlineLink },
+                            note: Some(nav::Part { text: note.clone(), range: 0..0 }),
+                            dest: Dest::Note,
+                            ..nav_link_default()
+                        };
+                        match resolve(&store, &rel, &fake) {
+                            Target::Note { path, .. } => text_of(&store, &docs, &root, &path),
+                            _ => None,
+                        }
+                    };
+                    let close = if ctx.closing.is_some() || !wiki { "" } else { "]]" };
+                    let typed = ctx.prefix.to_lowercase();
+                    for s in nav::outline(&body.unwrap_or_default()).into_iter().filter(|s| s.text.to_lowercase().contains(&typed)) {
+                        let insert = if wiki { format!("{}{close}", s.text) } else { s.slug.clone() };
+                        items.push(item(s.text.clone(), insert, CompletionItemKind::REFERENCE, Some("#".repeat(s.level as usize))));
+                    }
+                }
+                nav::CompletionKind::MarkdownPath => {
+                    let typed = ctx.prefix.rsplit('/').next().unwrap_or(&ctx.prefix).to_owned();
+                    for (path, title, _) in store.complete_notes(&typed, 50).map_err(|e| e.to_string())? {
+                        let insert = relative(&rel, &path);
+                        items.push(item(insert.clone(), insert, CompletionItemKind::FILE, Some(title)));
+                    }
+                }
+                nav::CompletionKind::Tag => {
+                    for (tag, n) in store.tags_with_prefix(&ctx.prefix, 50).map_err(|e| e.to_string())? {
+                        items.push(item(tag.clone(), tag, CompletionItemKind::KEYWORD, Some(format!("{n} notes"))));
+                    }
+                }
+            }
+            Ok(Some(CompletionResponse::List(CompletionList { is_incomplete: true, items })))
+        })
+        .await
+    }
+
+    /// Navigation diagnostics for an open note: links to no note or no heading, ambiguous wiki
+    /// links. Computed with the citation diagnostics (open, save, file events).
+    pub(super) fn nav_diagnostics(store: &Store, root: &Path, docs: &Mutex<HashMap<String, Doc>>, rel: &str, rope: &Rope, text: &str, enc: Encoding) -> Vec<Diagnostic> {
+        let mut out = Vec::new();
+        let diag = |r: Bytes<usize>, sev: DiagnosticSeverity, code: &str, message: String, data: Option<Value>| Diagnostic {
+            range: position::range(rope, r, enc),
+            severity: Some(sev),
+            code: Some(NumberOrString::String(code.into())),
+            source: Some("lode".into()),
+            message,
+            data,
+            ..Default::default()
+        };
+        for l in nav::links(text) {
+            if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) || l.embed {
+                continue;
+            }
+            match resolve(store, rel, &l) {
+                Target::Missing { name } => {
+                    let create = if l.kind == NavKind::WikiLink {
+                        let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
+                        let file = if name.ends_with(".md") { name.clone() } else { format!("{name}.md") };
+                        if dir.is_empty() || name.contains('/') { file } else { format!("{dir}/{file}") }
+                    } else if name.ends_with(".md") {
+                        name.clone()
+                    } else {
+                        format!("{name}.md")
+                    };
+                    out.push(diag(
+                        l.range.clone(),
+                        DiagnosticSeverity::WARNING,
+                        "lode.broken-link",
+                        format!("no note `{name}` in this vault"),
+                        Some(json!({"create": create, "title": name.rsplit('/').next().unwrap_or(&name).trim_end_matches(".md")})),
+                    ));
+                }
+                Target::Note { path, fragment, ambiguous } => {
+                    if !ambiguous.is_empty() {
+                        out.push(diag(
+                            l.range.clone(),
+                            DiagnosticSeverity::INFORMATION,
+                            "lode.ambiguous-link",
+                            format!("several notes match: {path} (chosen), {}", ambiguous.join(", ")),
+                            None,
+                        ));
+                    }
+                    if let Some(f) = fragment {
+                        let body = text_of(store, docs, root, &path).unwrap_or_default();
+                        if section(&body, &f).is_none() {
+                            out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{f}` in {path}"), None));
+                        }
+                    }
+                }
+                Target::Here { fragment } if section(text, &fragment).is_none() => {
+                    out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{fragment}` in this note"), None));
+                }
+                _ => {}
+            }
+        }
+        // Duplicate headings make `#slug` links ambiguous (GitHub numbers them: `-1`, `-2`).
+        let sections = nav::outline(text);
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for s in &sections {
+            let key = nav::normalize_label(&s.text);
+            if let Some(&first) = seen.get(&key) {
+                out.push(diag(
+                    s.name.clone(),
+                    DiagnosticSeverity::INFORMATION,
+                    "lode.duplicate-heading",
+                    format!("same heading as line {}: links to it reach the first one", rope.byte_to_line(sections[first].heading.start) + 1),
+                    None,
+                ));
+            } else {
+                seen.insert(key, sections.iter().position(|x| std::ptr::eq(x, s)).unwrap_or(0));
+            }
+        }
+        out
+    }
+
+    pub(super) async fn on_prepare_rename(&self, params: TextDocumentPositionParams) -> Result<Option<PrepareRenameResponse>> {
+        let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, params.position, enc);
+        match nav::at(&text, offset) {
+            Some(NavItem::Heading { section, .. }) => Ok(Some(PrepareRenameResponse::RangeWithPlaceholder {
+                range: position::range(&rope, section.name.clone(), enc),
+                placeholder: section.text.clone(),
+            })),
+            _ => Err(invalid("only a heading can be renamed here (rename a note by renaming its file)")),
+        }
+    }
+
+    /// Renames a heading: the heading itself and every link to it in the vault, in one edit.
+    pub(super) async fn on_rename(&self, params: RenameParams) -> Result<Option<WorkspaceEdit>> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let at = params.text_document_position;
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let enc = self.enc();
+        let offset = position::offset(&rope, at.position, enc);
+        let Some(NavItem::Heading { section, .. }) = nav::at(&text, offset) else {
+            return Err(invalid("only a heading can be renamed here (rename a note by renaming its file)"));
+        };
+        let new_name = params.new_name.trim().to_owned();
+        if new_name.is_empty() || new_name.contains('\n') || new_name.contains("]]") || new_name.contains('|') || new_name.contains('#') {
+            return Err(invalid("a heading cannot be empty or contain a line break, `]]`, `|` or `#`"));
+        }
+        let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
+        let new_slug = nav::slug(&new_name);
+        blocking(move || {
+            let store = readers.get()?;
+            let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
+            changes.entry(uri.clone()).or_default().push(TextEdit { range: position::range(&rope, section.name.clone(), enc), new_text: new_name.clone() });
+            let mut sources: Vec<String> = store.linking_notes(&rel).map_err(|e| e.to_string())?.into_iter().map(|(p, _)| p).collect();
+            if !sources.contains(&rel) {
+                sources.push(rel.clone());
+            }
+            let mut cache = HashMap::new();
+            for src in sources {
+                let Some(body) = text_of(&store, &docs, &root, &src) else { continue };
+                let src_rope = Rope::from_str(&body);
+                let Some(src_uri) = Uri::from_file_path(root.join(&src)) else { continue };
+                for l in nav::links(&body) {
+                    if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) {
+                        continue;
+                    }
+                    let Some(h) = &l.heading else { continue };
+                    if !links_to(&store, &src, &l, &rel, Some(&section), &mut cache) {
+                        continue;
+                    }
+                    let new_text = if l.kind == NavKind::WikiLink { new_name.clone() } else { new_slug.clone() };
+                    changes.entry(src_uri.clone()).or_default().push(TextEdit { range: position::range(&src_rope, h.range.clone(), enc), new_text });
+                }
+            }
+            Ok(Some(WorkspaceEdit { changes: Some(changes), ..Default::default() }))
+        })
+        .await
+    }
+
+    /// `workspace/willRenameFiles`: every link to a renamed note follows it, in one edit.
+    pub(super) async fn on_will_rename_files(&self, params: RenameFilesParams) -> Result<Option<WorkspaceEdit>> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let enc = self.enc();
+        let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
+        let renames: Vec<(String, String)> = params
+            .files
+            .iter()
+            .filter_map(|f| {
+                let from = Uri::from_str(&f.old_uri).ok()?.to_file_path()?.into_owned();
+                let to = Uri::from_str(&f.new_uri).ok()?.to_file_path()?.into_owned();
+                Some((lode_store::vault::relative_path(&root, &from)?, lode_store::vault::relative_path(&root, &to)?))
+            })
+            .filter(|(f, t)| lode_store::vault::is_markdown(Path::new(f)) && lode_store::vault::is_markdown(Path::new(t)))
+            .collect();
+        if renames.is_empty() {
+            return Ok(None);
+        }
+        blocking(move || {
+            let store = readers.get()?;
+            let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
+            for (from, to) in &renames {
+                let mut cache = HashMap::new();
+                for (src, _) in store.linking_notes(from).map_err(|e| e.to_string())? {
+                    let Some(body) = text_of(&store, &docs, &root, &src) else { continue };
+                    let src_rope = Rope::from_str(&body);
+                    let Some(src_uri) = Uri::from_file_path(root.join(&src)) else { continue };
+                    // A link written from a note that moves too is relative to its new folder.
+                    let src_after = renames.iter().find(|(f, _)| *f == src).map_or(src.clone(), |(_, t)| t.clone());
+                    for l in nav::links(&body) {
+                        if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) || !links_to(&store, &src, &l, from, None, &mut cache) {
+                            continue;
+                        }
+                        let Some(note) = &l.note else { continue };
+                        let new_text = if l.kind == NavKind::WikiLink {
+                            let old_stem = stem(from);
+                            let new_stem = stem(to);
+                            // Keep the link's own style: a bare name stays a bare name.
+                            if note.text.contains('/') { to.trim_end_matches(".md").to_owned() } else if note.text.eq_ignore_ascii_case(&old_stem) { new_stem } else { note.text.clone() }
+                        } else {
+                            let r = relative(&src_after, to);
+                            if note.text.ends_with(".md") { r } else { r.trim_end_matches(".md").to_owned() }
+                        };
+                        if new_text != note.text {
+                            changes.entry(src_uri.clone()).or_default().push(TextEdit { range: position::range(&src_rope, note.range.clone(), enc), new_text });
+                        }
+                    }
+                }
+            }
+            Ok((!changes.is_empty()).then(|| WorkspaceEdit { changes: Some(changes), ..Default::default() }))
+        })
+        .await
+    }
+}
+
+fn stem(path: &str) -> String {
+    path.rsplit('/').next().unwrap_or(path).trim_end_matches(".md").trim_end_matches(".markdown").to_owned()
+}
+
+/// `to` relative to the folder of `from` (both vault-relative), with `../` as needed.
+pub(super) fn relative(from: &str, to: &str) -> String {
+    let from_dir: Vec<&str> = from.split('/').collect::<Vec<_>>().split_last().map_or(Vec::new(), |(_, d)| d.to_vec());
+    let to_parts: Vec<&str> = to.split('/').collect();
+    let common = from_dir.iter().zip(&to_parts).take_while(|(a, b)| a == b).count();
+    let mut parts: Vec<String> = vec!["..".to_owned(); from_dir.len() - common];
+    parts.extend(to_parts[common..].iter().map(|p| p.replace(' ', "%20")));
+    parts.join("/")
+}
+
+fn nav_link_default() -> NavLink {
+    NavLink {
+        kind: NavKind::WikiLink,
+        range: 0..0,
+        edit: 0..0,
+        note: None,
+        heading: None,
+        label: None,
+        text: None,
+        title: None,
+        dest: Dest::Note,
+        embed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn relative_paths_between_notes() {
+        assert_eq!(super::relative("a/b/x.md", "a/c/y.md"), "../c/y.md");
+        assert_eq!(super::relative("x.md", "a/y.md"), "a/y.md");
+        assert_eq!(super::relative("a/x.md", "y.md"), "../y.md");
+        assert_eq!(super::relative("a/x.md", "a/my note.md"), "my%20note.md");
+    }
+}
