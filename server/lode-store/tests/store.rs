@@ -303,12 +303,23 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(include_str!("../../../migrations/0001_init.sql")).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
-        conn.execute("INSERT INTO versions VALUES ('v', x'41', 1, 0, 0)", []).unwrap();
+        let body = "# A\n\n## Sub part\n\nText #topic here.\n";
+        conn.execute("INSERT INTO versions VALUES ('v', ?1, 1, 0, 0)", [body.as_bytes()]).unwrap();
         conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('a.md', 'a', 'A', 'v', 0, 0)", []).unwrap();
+        conn.execute(
+            "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id, parent_start, parent_end, text, body)
+             VALUES (1, 'v', 0, 16, 33, 5, 'paragraph', 'A › Sub part', 'v:0-33', 0, 33, 'Text #topic here.', 'Text #topic here.')",
+            [],
+        )
+        .unwrap();
     }
     let store = Store::open(&db, StoreOptions::default()).unwrap();
     assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
     assert_eq!(store.notes().unwrap()[0].path, "a.md");
+    // Filled by the upgrade: section names (symbols) and tags of existing heads.
+    let names: Vec<String> = store.symbols("sub p", 10).unwrap().into_iter().map(|s| s.1).collect();
+    assert_eq!(names, ["Sub part"]);
+    assert_eq!(store.tagged("TOPIC", 10).unwrap().len(), 1);
     store.log_egress("api.example.com:443", "synthesis", &[1, 2], 10, 0).unwrap();
     assert_eq!(store.egress_log().unwrap()[0].passages, [1, 2]);
 }
