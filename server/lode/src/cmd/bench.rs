@@ -249,7 +249,7 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
     let mut rng = super::synth::Rng::new(42);
-    let (vault, symbol_headings) = match (&a.beir_dir, a.notes) {
+    let (vault, symbol_headings, nav_notes) = match (&a.beir_dir, a.notes) {
         (_, Some(n)) => {
             let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("lode-bench-lsp-{n}")));
             let vault = super::bench_lsp::vault_of(&work);
@@ -265,7 +265,8 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
                     headings.push(h.to_owned());
                 }
             }
-            (vault, headings)
+            let nav = (0..30).map(|_| super::synth::note_path(rng.below(n))).collect();
+            (vault, headings, nav)
         }
         (Some(dir), None) => {
             let beir = load_beir(dir)?;
@@ -273,12 +274,13 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
             let vault = super::bench_lsp::vault_of(&work);
             write_vault(&beir, &vault)?;
             let headings = (0..a.symbols).map(|_| beir.docs[rng.below(beir.docs.len())].1.clone()).collect();
+            let nav = super::bench_lsp::some_notes(&vault, 30)?;
             drop(beir);
-            (vault, headings)
+            (vault, headings, nav)
         }
         (None, None) => bail!("give a BEIR corpus folder or --notes N"),
     };
-    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings };
+    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings, nav_notes };
     let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, &opts)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)

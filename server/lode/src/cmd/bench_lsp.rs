@@ -32,6 +32,8 @@ pub struct Options {
     pub saves: usize,
     /// `workspace/symbol` queries: each heading typed one keystroke at a time.
     pub symbol_headings: Vec<String>,
+    /// Navigation: vault-relative paths of notes to link to, complete and find references of.
+    pub nav_notes: Vec<String>,
 }
 
 pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
@@ -118,6 +120,7 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
             }
         }
     }
+    let nav = if opts.nav_notes.is_empty() { Value::Null } else { nav_figures(&mut c, vault, &opts.nav_notes)? };
     c.seen.clear();
     c.stop()?;
 
@@ -158,12 +161,85 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
         "restart_scan_message": restart_message,
         "rss_mib_after_restart_scan": rss_after_restart,
         "peak_rss_mib_restart": peak_rss_restart,
+        "navigation": nav,
         "db_mib": std::fs::metadata(state.join("lode.db")).map(|m| m.len() as f64 / 1048576.0).ok(),
+    }))
+}
+
+/// Definition, references, completion per keystroke and heading rename, over `notes`.
+fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Value> {
+    let stem = |p: &str| p.rsplit('/').next().unwrap_or(p).trim_end_matches(".md").to_owned();
+    let doc = vault.join("bench-nav.md");
+    let text: String = notes.iter().map(|n| format!("- see [[{}]] and [it](/{n})\n", stem(n))).collect();
+    c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&doc), "languageId": "markdown", "version": 1, "text": text}}))?;
+    let (mut def_ms, mut resolved) = (Vec::new(), 0);
+    for (line, _) in notes.iter().enumerate() {
+        for character in [10, 30] {
+            let t = Instant::now();
+            let r = c.request("textDocument/definition", json!({"textDocument": {"uri": uri(&doc)}, "position": {"line": line, "character": character}}))?;
+            def_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            resolved += usize::from(!r["result"].is_null());
+        }
+    }
+    let (mut ref_ms, mut refs) = (Vec::new(), 0);
+    for n in notes {
+        let body = std::fs::read_to_string(vault.join(n))?;
+        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}))?;
+        let t = Instant::now();
+        let r = c.request("textDocument/references", json!({"textDocument": {"uri": uri(&vault.join(n))}, "position": {"line": 0, "character": 0}, "context": {"includeDeclaration": false}}))?;
+        ref_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        refs += r["result"].as_array().map_or(0, |a| a.len());
+        c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&vault.join(n))}}))?;
+    }
+    // Completion: `[[` and the note's name typed one keystroke at a time.
+    let scratch = vault.join("bench-complete.md");
+    let mut complete_ms = Vec::new();
+    let mut found = 0;
+    for (v, n) in notes.iter().enumerate() {
+        let name = stem(n);
+        for k in 0..=name.chars().count().min(10) {
+            let typed: String = format!("[[{}", name.chars().take(k).collect::<String>());
+            c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&scratch), "languageId": "markdown", "version": v * 20 + k, "text": typed}}))?;
+            let t = Instant::now();
+            let r = c.request("textDocument/completion", json!({"textDocument": {"uri": uri(&scratch)}, "position": {"line": 0, "character": typed.chars().count()}}))?;
+            complete_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            if k == name.chars().count().min(10) && r["result"]["items"].to_string().contains(&name) {
+                found += 1;
+            }
+            c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&scratch)}}))?;
+        }
+    }
+    // Heading rename: the edit for every link to a section (computed, not applied).
+    let mut rename_ms = Vec::new();
+    for n in notes.iter().take(20) {
+        let body = std::fs::read_to_string(vault.join(n))?;
+        let Some(line) = body.lines().position(|l| l.starts_with("## ")) else { continue };
+        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}))?;
+        let t = Instant::now();
+        let r = c.request("textDocument/rename", json!({"textDocument": {"uri": uri(&vault.join(n))}, "position": {"line": line, "character": 4}, "newName": "Renamed section"}))?;
+        rename_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        if r["result"].is_null() {
+            return Err(anyhow!("rename gave no edit: {r}"));
+        }
+        c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&vault.join(n))}}))?;
+    }
+    Ok(json!({
+        "definition_ms": super::bench::stats(def_ms), "definitions_resolved": format!("{resolved}/{}", notes.len() * 2),
+        "references_ms": super::bench::stats(ref_ms), "references_found": refs,
+        "completion_per_keystroke_ms": super::bench::stats(complete_ms), "completion_found": format!("{found}/{}", notes.len()),
+        "rename_heading_ms": super::bench::stats(rename_ms),
     }))
 }
 
 fn end_message(end: &Value) -> Value {
     end["params"]["value"]["message"].clone()
+}
+
+/// `n` markdown files of the vault (every k-th, sorted), vault-relative.
+pub fn some_notes(vault: &Path, n: usize) -> Result<Vec<String>> {
+    let (files, _) = lode_store::vault::walk(vault);
+    let step = (files.len() / n.max(1)).max(1);
+    Ok(files.iter().step_by(step).take(n).filter_map(|f| lode_store::vault::relative_path(vault, f)).collect())
 }
 
 pub fn vault_of(work: &Path) -> PathBuf {
