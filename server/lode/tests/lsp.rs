@@ -889,3 +889,121 @@ fn soak_concurrent_requests_saves_and_file_storms() {
     assert_eq!((r["created"].as_u64(), r["updated"].as_u64(), r["deleted"].as_u64()), (Some(0), Some(0), Some(0)), "{r}");
     eprintln!("soak: {round} rounds in {:?}", started.elapsed());
 }
+
+/// A `file://` URI with everything but unreserved characters and `/` percent-encoded, as
+/// editors send them.
+fn encoded_uri(p: &Path) -> String {
+    let mut out = String::from("file://");
+    for b in p.display().to_string().bytes() {
+        if b.is_ascii_alphanumeric() || b"/-._~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Applies LSP text edits (UTF-16 positions) to a text, as a client does.
+fn apply_edits(text: &str, edits: &[Value]) -> String {
+    let offset = |pos: &Value| {
+        let (line, ch) = (pos["line"].as_u64().unwrap() as usize, pos["character"].as_u64().unwrap() as usize);
+        let start: usize = text.split_inclusive('\n').take(line).map(str::len).sum();
+        let mut units = 0;
+        for (i, c) in text[start..].char_indices() {
+            if units >= ch || c == '\n' {
+                return start + i;
+            }
+            units += c.len_utf16();
+        }
+        text.len()
+    };
+    let mut spans: Vec<(usize, usize, String)> =
+        edits.iter().map(|e| (offset(&e["range"]["start"]), offset(&e["range"]["end"]), e["newText"].as_str().unwrap().to_owned())).collect();
+    spans.sort_by_key(|s| std::cmp::Reverse(s.0));
+    let mut out = text.to_owned();
+    for (s, e, t) in spans {
+        out.replace_range(s..e, &t);
+    }
+    out
+}
+
+#[test]
+fn renames_applied_by_the_client_leave_no_broken_link() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nav-vault"), &vault);
+    let (files, _) = lode_store::vault::walk(&vault);
+    for f in &files {
+        // The fixture's `‸N` cursor markers are not part of the notes.
+        let text = std::fs::read_to_string(f).unwrap();
+        let clean: String = text.split('‸').enumerate().map(|(i, p)| if i == 0 { p } else { p.trim_start_matches(|c: char| c.is_ascii_digit()) }).collect();
+        std::fs::write(f, clean).unwrap();
+    }
+    let mut lsp = start_on(&vault, json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}}));
+    let broken = |lsp: &mut Lsp| -> Vec<String> {
+        let (files, _) = lode_store::vault::walk(&vault);
+        let mut out = Vec::new();
+        for f in files {
+            let rel = lode_store::vault::relative_path(&vault, &f).unwrap();
+            let u = encoded_uri(&f);
+            let text = std::fs::read_to_string(&f).unwrap();
+            lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}}));
+            let d = lsp.wait_for(|m| {
+                m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"].as_str().map(lode_core::nav::percent_decode) == Some(uri(&f))
+            });
+            for x in d["params"]["diagnostics"].as_array().unwrap() {
+                let code = x["code"].as_str().unwrap_or("");
+                if code == "lode.broken-link" || code == "lode.broken-heading" {
+                    out.push(format!("{rel}: {}", x["message"].as_str().unwrap()));
+                }
+            }
+            lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": u}}));
+            lsp.0.seen.clear();
+        }
+        out.sort();
+        out
+    };
+    let before = broken(&mut lsp);
+    assert_eq!(before.len(), 2, "the fixture's two deliberate broken links: {before:?}");
+    let apply = |lsp: &mut Lsp, edit: &Value| {
+        let mut changed = Vec::new();
+        for (u, edits) in edit["changes"].as_object().unwrap() {
+            let path = PathBuf::from(lode_core::nav::percent_decode(u.strip_prefix("file://").unwrap()));
+            let text = std::fs::read_to_string(&path).unwrap();
+            std::fs::write(&path, apply_edits(&text, edits.as_array().unwrap())).unwrap();
+            changed.push(json!({"uri": u, "type": 2}));
+        }
+        lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": changed}));
+    };
+
+    // A heading renamed: the heading and every link to it.
+    let garden = vault.join("garden.md");
+    let text = std::fs::read_to_string(&garden).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&garden), "languageId": "markdown", "version": 1, "text": text}}));
+    let at = json!({"textDocument": {"uri": uri(&garden)}, "position": {"line": 2, "character": 5}});
+    let prep = lsp.request("textDocument/prepareRename", at.clone());
+    assert_eq!(prep["result"]["placeholder"], "Tomatoes", "{prep}");
+    let mut p = at.clone();
+    p["newName"] = json!("Red tomatoes");
+    let edit = lsp.request("textDocument/rename", p);
+    lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&garden)}}));
+    apply(&mut lsp, &edit["result"]);
+    assert!(std::fs::read_to_string(vault.join("index.md")).unwrap().contains("[[garden#Red tomatoes|the tomatoes]]"));
+    assert!(std::fs::read_to_string(vault.join("guides/Guide One.md")).unwrap().contains("(../garden.md#red-tomatoes)"));
+
+    // A note file renamed: every link to it follows.
+    let (old, new) = (vault.join("guides/Guide One.md"), vault.join("guides/Guide Two.md"));
+    let edit = lsp.request(
+        "workspace/willRenameFiles",
+        json!({"files": [{"oldUri": encoded_uri(&old), "newUri": encoded_uri(&new)}]}),
+    );
+    apply(&mut lsp, &edit["result"]);
+    std::fs::rename(&old, &new).unwrap();
+    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [
+        {"uri": encoded_uri(&old), "type": 3}, {"uri": encoded_uri(&new), "type": 1}]}));
+    let _ = lsp.request("workspace/symbol", json!({"query": "x"})); // waits for the indexing of the events
+    assert_eq!(broken(&mut lsp), before, "no link broke");
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+}
