@@ -95,6 +95,19 @@ fn loc(root: &Path, path: &str, text: &str, r: Bytes<usize>, enc: Encoding) -> O
     Some(Location { uri: Uri::from_file_path(root.join(path))?, range: position::range(&rope, r, enc) })
 }
 
+/// `L12` or `L12-L14`: a line anchor (GitHub's, and lode's citation links), not a heading.
+fn line_anchor(fragment: &str) -> Option<usize> {
+    let first = fragment.split('-').next()?;
+    let n: usize = first.strip_prefix('L')?.parse().ok()?;
+    (n > 0).then_some(n)
+}
+
+/// Byte range of the start of 1-based line `n` of `text` (clamped to its end).
+fn line_start(text: &str, n: usize) -> Bytes<usize> {
+    let at: usize = text.split_inclusive('\n').take(n.saturating_sub(1)).map(str::len).sum();
+    at..at
+}
+
 /// The section a fragment names in `text`.
 fn section(text: &str, fragment: &str) -> Option<Section> {
     let sections = nav::outline(text);
@@ -200,7 +213,11 @@ impl Backend {
             match resolve(&store, &rel, &link) {
                 Target::Note { path, fragment, .. } => {
                     let body = text_of(&store, &docs, &root, &path).unwrap_or_default();
-                    let r = fragment.and_then(|f| section(&body, &f)).map_or(0..0, |s| s.heading);
+                    let r = match fragment {
+                        Some(f) if line_anchor(&f).is_some() => line_start(&body, line_anchor(&f).unwrap_or(1)),
+                        Some(f) => section(&body, &f).map_or(0..0, |s| s.heading),
+                        None => 0..0,
+                    };
                     one(loc(&root, &path, &body, r, enc))
                 }
                 Target::Here { fragment } => one(section(&text, &fragment).map(|s| here(s.heading))),
@@ -513,6 +530,10 @@ impl Backend {
             if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) || l.embed {
                 continue;
             }
+            // Citation links have their own diagnostics (drift, older version).
+            if l.title.as_deref().is_some_and(|t| t.starts_with("lode ")) {
+                continue;
+            }
             match resolve(store, rel, &l) {
                 Target::Missing { name } => {
                     let create = if l.kind == NavKind::WikiLink {
@@ -542,14 +563,14 @@ impl Backend {
                             None,
                         ));
                     }
-                    if let Some(f) = fragment {
+                    if let Some(f) = fragment.filter(|f| line_anchor(f).is_none()) {
                         let body = text_of(store, docs, root, &path).unwrap_or_default();
                         if section(&body, &f).is_none() {
                             out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{f}` in {path}"), None));
                         }
                     }
                 }
-                Target::Here { fragment } if section(text, &fragment).is_none() => {
+                Target::Here { fragment } if line_anchor(&fragment).is_none() && section(text, &fragment).is_none() => {
                     out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{fragment}` in this note"), None));
                 }
                 _ => {}
@@ -724,6 +745,16 @@ fn nav_link_default() -> NavLink {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn line_anchors_are_not_headings() {
+        assert_eq!(super::line_anchor("L5"), Some(5));
+        assert_eq!(super::line_anchor("L5-L9"), Some(5));
+        assert_eq!(super::line_anchor("Lead"), None);
+        assert_eq!(super::line_anchor("L0"), None);
+        assert_eq!(super::line_start("a\nbb\nc", 3), 5..5);
+        assert_eq!(super::line_start("a", 9), 1..1);
+    }
+
     #[test]
     fn relative_paths_between_notes() {
         assert_eq!(super::relative("a/b/x.md", "a/c/y.md"), "../c/y.md");
