@@ -317,6 +317,10 @@ async fn navigation_from_fixtures() {
     p["newName"] = json!("Red tomatoes");
     let edit = h.request("textDocument/rename", p).await;
     out += &format!("rename heading: {}\n", edits(&edit["result"], &vault));
+    let mut p = at(&h, 10);
+    p["newName"] = json!("programme");
+    let edit = h.request("textDocument/rename", p).await;
+    out += &format!("rename tag ‸10 → programme: {}\n", edits(&edit["result"], &vault));
     let edit = h
         .request(
             "workspace/willRenameFiles",
@@ -363,8 +367,9 @@ async fn navigation_from_fixtures() {
             folds: 0-3 4-24 11-17 15-17 19-24
             document links: garden.md garden.md Guide%20One.md garden.md index.md
             prepare rename ‸11: "Tomatoes"
-            prepare rename ‸7: "only a heading can be renamed here (rename a note by renaming its file)"
+            prepare rename ‸7: "only a heading or a tag can be renamed here (rename a note by renaming its file)"
             rename heading: garden.md:2:3→Red tomatoes guides/Guide%20One.md:4:58→red-tomatoes index.md:6:28→Red tomatoes
+            rename tag ‸10 → programme: garden.md:4:27→programme index.md:9:8→programme
             rename file: caf%C3%A9.md:2:33→Guide Two index.md:23:9→guides/Guide%20Two.md index.md:7:17→guides/Guide%20Two.md
         "##]],
     );

@@ -420,6 +420,17 @@ impl Store {
         )
     }
 
+    /// Live notes carrying `tag` or a tag nested under it (`tag/…`), case-insensitive, by path.
+    pub fn notes_tagged_under(&self, tag: &str) -> Result<Vec<String>, StoreError> {
+        self.rows(
+            "SELECT DISTINCT n.path FROM tags t JOIN notes n ON n.id = t.note_id
+              WHERE (t.folded = ?1 OR (t.folded >= ?1 || '/' AND t.folded < ?1 || '0')) AND n.head_version IS NOT NULL
+              ORDER BY n.path",
+            [tag.to_lowercase()],
+            |r| r.get(0),
+        )
+    }
+
     /// Tags in use that start with `prefix` (case-insensitive), most used first: `(tag, notes)`.
     pub fn tags_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, usize)>, StoreError> {
         self.rows(

@@ -605,7 +605,11 @@ impl Backend {
                 range: position::range(&rope, section.name.clone(), enc),
                 placeholder: section.text.clone(),
             })),
-            _ => Err(invalid("only a heading can be renamed here (rename a note by renaming its file)")),
+            Some(NavItem::Link { link, .. }) if tag_name(&link).is_some() => {
+                let label = link.label.clone().unwrap_or(nav::Part { text: String::new(), range: link.edit.clone() });
+                Ok(Some(PrepareRenameResponse::RangeWithPlaceholder { range: position::range(&rope, label.range, enc), placeholder: label.text }))
+            }
+            _ => Err(invalid("only a heading or a tag can be renamed here (rename a note by renaming its file)")),
         }
     }
 
@@ -618,8 +622,12 @@ impl Backend {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, at.position, enc);
-        let Some(NavItem::Heading { section, .. }) = nav::at(&text, offset) else {
-            return Err(invalid("only a heading can be renamed here (rename a note by renaming its file)"));
+        let section = match nav::at(&text, offset) {
+            Some(NavItem::Heading { section, .. }) => section,
+            Some(NavItem::Link { link, .. }) if tag_name(&link).is_some() => {
+                return self.rename_tag(&state, tag_name(&link).unwrap_or_default(), params.new_name).await;
+            }
+            _ => return Err(invalid("only a heading or a tag can be renamed here (rename a note by renaming its file)")),
         };
         let new_name = params.new_name.trim().to_owned();
         if new_name.is_empty() || new_name.contains('\n') || new_name.contains("]]") || new_name.contains('|') || new_name.contains('#') {
@@ -653,6 +661,42 @@ impl Backend {
                 }
             }
             Ok(Some(WorkspaceEdit { changes: Some(changes), ..Default::default() }))
+        })
+        .await
+    }
+
+    /// Renames a tag and the tags nested under it (`#a` → `#b` makes `#a/x` `#b/x`) in every note.
+    async fn rename_tag(&self, state: &Arc<State>, old: String, new_name: String) -> Result<Option<WorkspaceEdit>> {
+        let new = new_name.trim().trim_start_matches('#').to_owned();
+        let probe = format!("#{new}");
+        let valid = nav::links(&probe).iter().any(|l| l.kind == NavKind::Tag && l.label.as_ref().is_some_and(|x| x.text == new));
+        if !valid {
+            return Err(invalid(format!("`{new}` is not a valid tag (letters, digits, `_`, `-`, `/`; not only digits)")));
+        }
+        let enc = self.enc();
+        let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
+        blocking(move || {
+            let store = readers.get()?;
+            let folded = old.to_lowercase();
+            let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
+            for path in store.notes_tagged_under(&old).map_err(|e| e.to_string())? {
+                let Some(body) = text_of(&store, &docs, &root, &path) else { continue };
+                let rope = Rope::from_str(&body);
+                let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
+                for l in nav::links(&body) {
+                    let Some(label) = l.label.as_ref().filter(|_| tag_name(&l).is_some()) else { continue };
+                    let lower = label.text.to_lowercase();
+                    let rest = if lower == folded {
+                        ""
+                    } else if lower.starts_with(&format!("{folded}/")) {
+                        &label.text[old.len()..]
+                    } else {
+                        continue;
+                    };
+                    changes.entry(uri.clone()).or_default().push(TextEdit { range: position::range(&rope, label.range.clone(), enc), new_text: format!("{new}{rest}") });
+                }
+            }
+            Ok((!changes.is_empty()).then(|| WorkspaceEdit { changes: Some(changes), ..Default::default() }))
         })
         .await
     }
