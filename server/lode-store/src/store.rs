@@ -126,33 +126,14 @@ fn stem_of(path: &str) -> String {
     stem.to_lowercase()
 }
 
-/// Resolves `target` relative to the directory of `src` into a normalised vault-relative path.
-fn join_relative(src: &str, target: &str) -> String {
-    let mut parts: Vec<&str> = if target.starts_with('/') {
-        Vec::new()
-    } else {
-        src.split('/').collect::<Vec<_>>()
-    };
-    parts.pop(); // the source file name (no-op for absolute targets)
-    for seg in target.split('/') {
-        match seg {
-            "" | "." => {}
-            ".." => {
-                parts.pop();
-            }
-            s => parts.push(s),
-        }
-    }
-    parts.join("/")
-}
-
 /// The key a link is resolved by: see `links.target_key` in the schema.
 fn link_key(src_path: &str, kind: LinkKind, target: &str) -> String {
     if target.contains("://") || target.starts_with("mailto:") {
         return target.to_owned();
     }
     match kind {
-        LinkKind::Markdown => join_relative(src_path, target),
+        // The navigation rule, so the index and goto agree (percent escapes decoded too).
+        LinkKind::Markdown => lode_core::nav::resolve_markdown(src_path, target, false),
         LinkKind::Wiki => target.trim().trim_end_matches(".md").to_lowercase(),
     }
 }

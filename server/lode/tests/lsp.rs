@@ -491,14 +491,9 @@ fn cancelling_an_ask_closes_the_model_connection() {
     assert_eq!(s["result"][0]["name"], "Ibis", "{s}");
 }
 
-/// The protocol fuzzer, short version (the long one is `LODE_FUZZ_MESSAGES=20000`): generated
-/// and mutated JSON-RPC against the real binary — wrong types, huge and negative positions,
-/// unknown URIs, interleaved open/change/save/close of one document, malformed frames, requests
-/// after shutdown. Every request is answered, the server then answers correctly, nothing
-/// panicked, and `lode stats --check` is clean.
-#[test]
-fn protocol_fuzz_leaves_the_server_answering() {
-    let n: usize = std::env::var("LODE_FUZZ_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
+/// A server on a copy of the example vault, its log (warnings and up) in a file; after the
+/// first scan.
+fn logged_server() -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
     let log = tmp.path().join("server.log");
@@ -509,9 +504,21 @@ fn protocol_fuzz_leaves_the_server_answering() {
         std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
     )
     .unwrap());
-    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
     lsp.notify("initialized", json!({}));
     lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    (tmp, vault, log, lsp)
+}
+
+/// The protocol fuzzer, short version (the long one is `LODE_FUZZ_MESSAGES=20000`): generated
+/// and mutated JSON-RPC against the real binary — wrong types, huge and negative positions,
+/// unknown URIs, interleaved open/change/save/close of one document, malformed frames, requests
+/// after shutdown. Every request is answered, the server then answers correctly, nothing
+/// panicked, and `lode stats --check` is clean.
+#[test]
+fn protocol_fuzz_leaves_the_server_answering() {
+    let n: usize = std::env::var("LODE_FUZZ_MESSAGES").ok().and_then(|v| v.parse().ok()).unwrap_or(600);
+    let (_tmp, vault, log, mut lsp) = logged_server();
 
     let mut seed = 0x9E3779B97F4A7C15u64;
     let mut rnd = move |k: usize| {
@@ -777,19 +784,7 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
 #[test]
 fn soak_concurrent_requests_saves_and_file_storms() {
     let secs: u64 = std::env::var("LODE_SOAK_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(15);
-    let tmp = tempfile::tempdir().unwrap();
-    let vault = example_vault(tmp.path());
-    let log = tmp.path().join("server.log");
-    let mut lsp = Lsp(StdioClient::spawn_with(
-        env!("CARGO_BIN_EXE_lode"),
-        ["serve"],
-        [("RUST_LOG", "lode=warn")],
-        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
-    )
-    .unwrap());
-    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
-    lsp.notify("initialized", json!({}));
-    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let (_tmp, vault, log, mut lsp) = logged_server();
 
     // An open note with a citation to hover.
     let hit = lsp.request("lode/ask", json!({"question": "How often are staging certificates rotated?"}));

@@ -81,7 +81,8 @@ pub struct NavLink {
 }
 
 impl NavLink {
-    pub(crate) fn empty() -> NavLink {
+    /// An item with nothing set (a tag with empty ranges): a base to fill with struct update.
+    pub fn empty() -> NavLink {
         NavLink {
             kind: NavKind::Tag,
             range: 0..0,

@@ -136,7 +136,7 @@ pub fn resolve_markdown(src_path: &str, target: &str, add_md: bool) -> String {
     joined
 }
 
-/// Same semantics as lode-store's `join_relative`.
+/// `target` joined to the folder of `src` (or the root for `/…`), `.` and `..` normalised.
 fn join_relative(src: &str, target: &str) -> String {
     let mut parts: Vec<&str> = if target.starts_with('/') { Vec::new() } else { src.split('/').collect() };
     parts.pop();

@@ -174,6 +174,17 @@ impl Backend {
         Some((rope, text, rel))
     }
 
+    /// For requests that read other notes: waits for earlier saves (ticket read before the
+    /// first await: see writer.rs), then the document, its vault path and the cursor's offset.
+    async fn nav_request(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, String, String, usize)>> {
+        let barrier = self.state().await.map(|s| s.writer.barrier());
+        let state = self.state().await?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let offset = position::offset(&rope, at.position, self.enc());
+        Ok(Some((state, rope, text, rel, offset)))
+    }
+
     /// Go to definition for navigation items (citations are handled before this).
     pub(super) async fn nav_definition(&self, state: Arc<State>, at: &TextDocumentPositionParams) -> Result<Option<GotoDefinitionResponse>> {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
@@ -279,13 +290,9 @@ impl Backend {
 
     /// References: to the note (on its title), a heading, a tag or a footnote.
     pub(super) async fn on_references(&self, params: ReferenceParams) -> Result<Option<Vec<Location>>> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
         let at = params.text_document_position;
-        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let Some((state, rope, text, rel, offset)) = self.nav_request(&at).await? else { return Ok(None) };
         let enc = self.enc();
-        let offset = position::offset(&rope, at.position, enc);
         let item = nav::at(&text, offset);
         let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
         let include_decl = params.context.include_declaration;
@@ -481,7 +488,7 @@ impl Backend {
                             kind: if wiki { NavKind::WikiLink } else { NavKind::InlineLink },
                             note: Some(nav::Part { text: note.clone(), range: 0..0 }),
                             dest: Dest::Note,
-                            ..nav_link_default()
+                            ..NavLink::empty()
                         };
                         match resolve(&store, &rel, &fake) {
                             Target::Note { path, .. } => text_of(&store, &docs, &root, &path),
@@ -615,13 +622,9 @@ impl Backend {
 
     /// Renames a heading: the heading itself and every link to it in the vault, in one edit.
     pub(super) async fn on_rename(&self, params: RenameParams) -> Result<Option<WorkspaceEdit>> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
         let at = params.text_document_position;
-        let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
+        let Some((state, rope, text, rel, offset)) = self.nav_request(&at).await? else { return Ok(None) };
         let enc = self.enc();
-        let offset = position::offset(&rope, at.position, enc);
         let section = match nav::at(&text, offset) {
             Some(NavItem::Heading { section, .. }) => section,
             Some(NavItem::Link { link, .. }) if tag_name(&link).is_some() => {
@@ -770,21 +773,6 @@ pub(super) fn relative(from: &str, to: &str) -> String {
     let mut parts: Vec<String> = vec!["..".to_owned(); from_dir.len() - common];
     parts.extend(to_parts[common..].iter().map(|p| p.replace(' ', "%20")));
     parts.join("/")
-}
-
-fn nav_link_default() -> NavLink {
-    NavLink {
-        kind: NavKind::WikiLink,
-        range: 0..0,
-        edit: 0..0,
-        note: None,
-        heading: None,
-        label: None,
-        text: None,
-        title: None,
-        dest: Dest::Note,
-        embed: false,
-    }
 }
 
 #[cfg(test)]
