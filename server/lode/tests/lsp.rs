@@ -1005,3 +1005,56 @@ fn renames_applied_by_the_client_leave_no_broken_link() {
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+#[test]
+fn several_workspace_folders_are_several_vaults() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = example_vault(tmp.path());
+    let b = tmp.path().join("garden");
+    std::fs::create_dir_all(&b).unwrap();
+    std::fs::write(b.join("beds.md"), "# Beds\n\nThe raised beds are watered every 3 days.\n\nSee [[compost]].\n").unwrap();
+    std::fs::write(b.join("compost.md"), "# Compost\n\n## Turning\n\nTurn the heap weekly.\n").unwrap();
+    let mut lsp = Lsp::start();
+    let init = lsp.request(
+        "initialize",
+        json!({"processId": null, "capabilities": {}, "workspaceFolders": [{"uri": uri(&a), "name": "a"}, {"uri": uri(&b), "name": "b"}]}),
+    );
+    assert_eq!(init["result"]["capabilities"]["workspace"]["workspaceFolders"]["supported"], true, "{init}");
+    lsp.notify("initialized", json!({}));
+    for _ in 0..2 {
+        lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+        lsp.0.seen.retain(|m| !(m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end"));
+    }
+    // Each vault has its own store; symbols come from both.
+    assert!(b.join(".lode/lode.db").exists() && a.join(".lode/lode.db").exists());
+    let s = lsp.request("workspace/symbol", json!({"query": "turning"}));
+    assert_eq!(s["result"][0]["name"], "Turning", "{s}");
+    let s = lsp.request("workspace/symbol", json!({"query": "redis failover"}));
+    assert!(s["result"].as_array().is_some_and(|r| !r.is_empty()), "{s}");
+    // A link in vault b resolves in vault b.
+    let beds = b.join("beds.md");
+    let text = std::fs::read_to_string(&beds).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&beds), "languageId": "markdown", "version": 1, "text": text}}));
+    let d = lsp.request("textDocument/definition", json!({"textDocument": {"uri": uri(&beds)}, "position": {"line": 4, "character": 7}}));
+    assert_eq!(d["result"]["uri"], uri(&b.join("compost.md")), "{d}");
+    // A question pinned to a note of vault b is answered from vault b.
+    let q = lsp.request("lode/ask", json!({"question": "How often are the raised beds watered?", "pinned": uri(&beds)}));
+    assert!(q["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 3 days")), "{q}");
+    // A save in vault b lands in vault b's store.
+    std::fs::write(b.join("seeds.md"), "# Seeds\n\nSeeds are sown in March.\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&b.join("seeds.md"))}}));
+    let s = lsp.request("workspace/symbol", json!({"query": "seeds"}));
+    assert_eq!(s["result"][0]["location"]["uri"], uri(&b.join("seeds.md")), "{s}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["vaults"].as_array().map(Vec::len), Some(2), "{st}");
+    // Folders come and go.
+    let c = tmp.path().join("kitchen");
+    std::fs::create_dir_all(&c).unwrap();
+    std::fs::write(c.join("bread.md"), "# Bread\n\n## Proofing\n\nProof the dough overnight.\n").unwrap();
+    lsp.notify("workspace/didChangeWorkspaceFolders", json!({"event": {"added": [{"uri": uri(&c), "name": "c"}], "removed": [{"uri": uri(&b), "name": "b"}]}}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let s = lsp.request("workspace/symbol", json!({"query": "proofing"}));
+    assert_eq!(s["result"][0]["name"], "Proofing", "{s}");
+    let s = lsp.request("workspace/symbol", json!({"query": "turning"}));
+    assert_eq!(s["result"].as_array().map(Vec::len), Some(0), "the removed vault is gone: {s}");
+}

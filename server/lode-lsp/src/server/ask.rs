@@ -17,10 +17,17 @@ pub(super) fn is_question_line(line: &str) -> bool {
 
 impl Backend {
     pub(super) async fn lode_ask(&self, params: Value) -> Result<Value> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
+        // Parsed before the ticket is read (synchronous): a pinned note picks its vault.
+        let p: std::result::Result<AskParams, _> = serde_json::from_value(params);
+        let pinned_uri = p.as_ref().ok().and_then(|p| p.pinned.clone());
+        let state = match &pinned_uri {
+            Some(u) => self.state_for(u).await,
+            None => self.state().await,
+        };
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        let state = state?;
         state.writer.wait(barrier.unwrap_or(0)).await;
-        let p: AskParams = serde_json::from_value(params).map_err(|e| invalid(format!("lode/ask params: {e}")))?;
+        let p = p.map_err(|e| invalid(format!("lode/ask params: {e}")))?;
         crate::isolation::fault("ask-async");
         if p.question.trim().is_empty() {
             return Err(invalid("lode/ask: the question is empty"));
@@ -118,7 +125,7 @@ impl Backend {
     }
 
     pub(super) async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
-        let state = self.state().await?;
+        let state = self.state_for(&uri).await?;
         let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} is not open", uri.as_str())))?;
         let enc = self.enc();
         let bytes = position::byte_range(&rope, range, enc);
@@ -189,7 +196,7 @@ impl Backend {
                 }));
             }
         }
-        let rel = self.state().await.ok().and_then(|st| Self::rel(&st, &uri));
+        let rel = self.state_for(&uri).await.ok().and_then(|st| Self::rel(&st, &uri));
         for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
             if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
                 if code == "lode.older-version" {
@@ -216,7 +223,7 @@ impl Backend {
                 }
             }
             if d.code == Some(NumberOrString::String("lode.broken-link".into())) {
-                let state = self.state().await?;
+                let state = self.state_for(&uri).await?;
                 let create = d.data.as_ref().and_then(|x| x["create"].as_str()).map(str::to_owned);
                 let title = d.data.as_ref().and_then(|x| x["title"].as_str()).unwrap_or("").to_owned();
                 // Only inside the vault, and only where a note may be (never `.lode/`, never `..`).
@@ -265,8 +272,6 @@ impl Backend {
         if params.command != "lode.ask" {
             return Err(invalid(format!("unknown command {}", params.command)));
         }
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        self.state().await?.writer.wait(barrier.unwrap_or(0)).await;
         #[derive(Deserialize)]
         struct Args {
             uri: Uri,
@@ -276,6 +281,9 @@ impl Backend {
         }
         let arg = params.arguments.into_iter().next().ok_or_else(|| invalid("lode.ask needs {uri, range, pinned?}"))?;
         let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
+        let state = self.state_for(&a.uri).await;
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        state?.writer.wait(barrier.unwrap_or(0)).await;
         self.ask_and_insert(a.uri, a.range, a.pinned).await
     }
 }

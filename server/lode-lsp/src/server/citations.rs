@@ -7,8 +7,9 @@ impl Backend {
     /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
     /// finds the citation link under the cursor of an open document.
     pub(super) async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
+        let state = self.state_for(&at.text_document.uri).await;
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        let state = state?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
@@ -18,7 +19,7 @@ impl Backend {
     /// Diagnostics for the citations in an open document: a quote no longer in its note's head
     /// has drifted (warning); one still there but pinned to an older version is noted (hint).
     pub(super) async fn publish_citation_diagnostics(&self, uri: Uri) {
-        let Ok(state) = self.state().await else { return };
+        let Ok(state) = self.state_for(&uri).await else { return };
         let Some((rope, text)) = self.doc_text(&uri) else { return };
         let version = self.doc_version(&uri);
         let enc = self.enc();
@@ -98,7 +99,7 @@ impl Backend {
     pub(super) async fn on_hover(&self, params: HoverParams) -> Result<Option<Hover>> {
         let Some((state, rope, c)) = self.citation_under(&params.text_document_position_params).await? else {
             // Not a citation: a link, tag or footnote, perhaps.
-            let state = self.state().await?;
+            let state = self.state_for(&params.text_document_position_params.text_document.uri).await?;
             return self.nav_hover(state, &params.text_document_position_params).await;
         };
         let enc = self.enc();
@@ -149,7 +150,7 @@ impl Backend {
 
     pub(super) async fn on_goto_definition(&self, params: GotoDefinitionParams) -> Result<Option<GotoDefinitionResponse>> {
         let Some((state, _, c)) = self.citation_under(&params.text_document_position_params).await? else {
-            let state = self.state().await?;
+            let state = self.state_for(&params.text_document_position_params.text_document.uri).await?;
             return self.nav_definition(state, &params.text_document_position_params).await;
         };
         let enc = self.enc();

@@ -86,6 +86,8 @@ impl State {
     }
 }
 
+type StateCell = tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>;
+
 pub struct Backend {
     client: Client,
     settings_fn: SettingsFn,
@@ -94,10 +96,11 @@ pub struct Backend {
     /// Whether the client applies versioned `documentChanges` (else plain `changes`).
     document_changes: std::sync::atomic::AtomicBool,
     docs: Arc<Mutex<HashMap<String, Doc>>>,
-    /// The workspace `initialize` named; the state (stores, writer) is opened from it on first
-    /// use, so `initialize` itself answers at once.
-    root: Mutex<Option<Option<PathBuf>>>,
-    state: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
+    /// The workspace folders, in the client's order (the first is the primary vault); `None`
+    /// until `initialize`. Each folder is a vault with its own state (stores, writer), opened on
+    /// first use, so `initialize` itself answers at once.
+    folders: Mutex<Option<Vec<PathBuf>>>,
+    states: Mutex<HashMap<PathBuf, Arc<StateCell>>>,
     /// Whether the client registers file watchers for us (else the server watches the vault).
     client_watches: AtomicBool,
 }
@@ -110,8 +113,8 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         enc: RwLock::new(Encoding::Utf16),
         document_changes: std::sync::atomic::AtomicBool::new(false),
         docs: Arc::new(Mutex::new(HashMap::new())),
-        root: Mutex::new(None),
-        state: tokio::sync::OnceCell::new(),
+        folders: Mutex::new(None),
+        states: Mutex::new(HashMap::new()),
         client_watches: AtomicBool::new(false),
     })
     .custom_method("lode/ask", Backend::lode_ask)
@@ -193,29 +196,66 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::result::Result<T, 
 }
 
 impl Backend {
-    /// The stores and writer, opened on first use — off the message loop (`spawn_blocking`:
-    /// opening runs migrations). Once open this returns without suspending, so a handler that
-    /// takes a writer ticket right after it still takes it before its first real await.
+    /// The primary vault's stores and writer (the first workspace folder): for requests that
+    /// name no document. See [`Backend::state_of`].
     async fn state(&self) -> Result<Arc<State>> {
-        let opened = match self.state.get() {
+        let Some(folders) = self.folders.lock().clone() else {
+            return Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None });
+        };
+        match folders.first() {
+            Some(root) => self.state_of(root.clone()).await,
+            None => Err(internal("lode is not available in this workspace: no workspace folder: open a folder of notes")),
+        }
+    }
+
+    /// The state of the vault holding `uri` (the deepest workspace folder that contains it), else
+    /// the primary one.
+    async fn state_for(&self, uri: &Uri) -> Result<Arc<State>> {
+        let path = uri.to_file_path().map(|p| p.into_owned());
+        let folder = path.and_then(|p| {
+            let folders = self.folders.lock().clone().unwrap_or_default();
+            folders.into_iter().filter(|f| p.starts_with(f)).max_by_key(|f| f.components().count())
+        });
+        match folder {
+            Some(f) => self.state_of(f).await,
+            None => self.state().await,
+        }
+    }
+
+    /// The stores and writer of the vault at `root`, opened on first use — off the message loop
+    /// (`spawn_blocking`: opening runs migrations). Once open this returns without suspending,
+    /// so a handler that takes a writer ticket right after it still takes it before its first
+    /// real await.
+    async fn state_of(&self, root: PathBuf) -> Result<Arc<State>> {
+        let cell = self.states.lock().entry(root.clone()).or_insert_with(|| Arc::new(StateCell::new())).clone();
+        let opened = match cell.get() {
             Some(r) => r,
             None => {
-                let Some(root) = self.root.lock().clone() else {
-                    return Err(Error { code: ErrorCode::ServerError(-32002), message: "not initialized".into(), data: None });
-                };
                 let settings_fn = self.settings_fn.clone();
-                self.state
-                    .get_or_init(|| async move {
-                        tokio::task::spawn_blocking(move || open_state(&settings_fn, root))
-                            .await
-                            .unwrap_or_else(|e| Err(format!("opening the vault failed: {e}")))
-                    })
-                    .await
+                cell.get_or_init(|| async move {
+                    tokio::task::spawn_blocking(move || open_state(&settings_fn, Some(root)))
+                        .await
+                        .unwrap_or_else(|e| Err(format!("opening the vault failed: {e}")))
+                })
+                .await
             }
         };
         match opened {
             Ok(s) => Ok(s.clone()),
             Err(e) => Err(internal(format!("lode is not available in this workspace: {e}"))),
+        }
+    }
+
+    /// Opens a vault, watches it (unless the client watches for us) and scans it.
+    async fn start_vault(&self, root: PathBuf) {
+        match self.state_of(root).await {
+            Ok(state) => {
+                if !self.client_watches.load(Ordering::SeqCst) {
+                    crate::files::watch_vault(self.client.clone(), state.clone());
+                }
+                crate::files::request_scan(self.client.clone(), state);
+            }
+            Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
         }
     }
 
@@ -275,12 +315,23 @@ impl LanguageServer for Backend {
             .unwrap_or(false);
         self.client_watches.store(watches, Ordering::SeqCst);
         #[allow(deprecated)]
-        let root = self
-            .vault_override
-            .clone()
-            .or_else(|| params.workspace_folders.as_ref().and_then(|f| f.first()).and_then(|f| f.uri.to_file_path().map(|p| p.into_owned())))
-            .or_else(|| params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())));
-        *self.root.lock() = Some(root);
+        let folders: Vec<PathBuf> = match &self.vault_override {
+            Some(v) => vec![v.clone()],
+            None => {
+                let listed: Vec<PathBuf> = params
+                    .workspace_folders
+                    .iter()
+                    .flatten()
+                    .filter_map(|f| f.uri.to_file_path().map(|p| p.into_owned()))
+                    .collect();
+                if listed.is_empty() {
+                    params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())).into_iter().collect()
+                } else {
+                    listed
+                }
+            }
+        };
+        *self.folders.lock() = Some(folders);
 
         Ok(InitializeResult {
             server_info: Some(ServerInfo { name: "lode".into(), version: Some(env!("CARGO_PKG_VERSION").into()) }),
@@ -307,7 +358,10 @@ impl LanguageServer for Backend {
                 }),
                 rename_provider: Some(OneOf::Right(RenameOptions { prepare_provider: Some(true), work_done_progress_options: Default::default() })),
                 workspace: Some(WorkspaceServerCapabilities {
-                    workspace_folders: None,
+                    workspace_folders: Some(WorkspaceFoldersServerCapabilities {
+                        supported: Some(true),
+                        change_notifications: Some(OneOf::Left(true)),
+                    }),
                     file_operations: Some(WorkspaceFileOperationsServerCapabilities {
                         will_rename: Some(FileOperationRegistrationOptions {
                             filters: vec![FileOperationFilter {
@@ -325,30 +379,54 @@ impl LanguageServer for Backend {
     }
 
     async fn initialized(&self, _: InitializedParams) {
-        match self.state().await {
-            Ok(state) => {
-                if self.client_watches.load(Ordering::SeqCst) {
-                    // Notes (all changes), and what single-file events cannot describe: folders
-                    // created or deleted (renames), ignore files.
-                    let watch = Registration {
-                        id: "lode-watch".into(),
-                        method: "workspace/didChangeWatchedFiles".into(),
-                        register_options: Some(json!({"watchers": [
-                            {"globPattern": "**/*.{md,markdown}"},
-                            {"globPattern": "**/{.gitignore,.ignore}"},
-                            {"globPattern": "**/*", "kind": 5},
-                        ]})),
-                    };
-                    if let Err(e) = self.client.register_capability(vec![watch]).await {
-                        tracing::warn!("the client refused file watchers ({e}); lode watches the vault itself");
-                        crate::files::watch_vault(self.client.clone(), state.clone());
-                    }
-                } else {
-                    crate::files::watch_vault(self.client.clone(), state.clone());
-                }
-                crate::files::request_scan(self.client.clone(), state);
+        if let Err(e) = self.state().await {
+            self.client.show_message(MessageType::ERROR, e.message).await;
+            return;
+        }
+        if self.client_watches.load(Ordering::SeqCst) {
+            // Notes (all changes), and what single-file events cannot describe: folders created
+            // or deleted (renames), ignore files.
+            let watch = Registration {
+                id: "lode-watch".into(),
+                method: "workspace/didChangeWatchedFiles".into(),
+                register_options: Some(json!({"watchers": [
+                    {"globPattern": "**/*.{md,markdown}"},
+                    {"globPattern": "**/{.gitignore,.ignore}"},
+                    {"globPattern": "**/*", "kind": 5},
+                ]})),
+            };
+            if let Err(e) = self.client.register_capability(vec![watch]).await {
+                tracing::warn!("the client refused file watchers ({e}); lode watches the vaults itself");
+                self.client_watches.store(false, Ordering::SeqCst);
             }
-            Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
+        }
+        let roots = self.folders.lock().clone().unwrap_or_default();
+        for root in roots {
+            self.start_vault(root).await;
+        }
+    }
+
+    async fn did_change_workspace_folders(&self, params: DidChangeWorkspaceFoldersParams) {
+        if self.vault_override.is_some() {
+            return; // `--vault` pins one vault
+        }
+        let path = |f: &WorkspaceFolder| f.uri.to_file_path().map(|p| p.into_owned());
+        let removed: Vec<PathBuf> = params.event.removed.iter().filter_map(path).collect();
+        let added: Vec<PathBuf> = params.event.added.iter().filter_map(path).collect();
+        {
+            let mut folders = self.folders.lock();
+            let list = folders.get_or_insert_with(Vec::new);
+            list.retain(|f| !removed.contains(f));
+            for a in &added {
+                if !list.contains(a) {
+                    list.push(a.clone());
+                }
+            }
+        }
+        // A removed vault's threads end with the process; no request reaches it any more.
+        self.states.lock().retain(|root, _| !removed.contains(root));
+        for root in added {
+            self.start_vault(root).await;
         }
     }
 
@@ -374,8 +452,8 @@ impl LanguageServer for Backend {
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
         // The ticket is taken before the first await: see writer.rs.
-        let Ok(state) = self.state().await else { return };
         let uri = params.text_document.uri;
+        let Ok(state) = self.state_for(&uri).await else { return };
         let Some(rel) = Self::rel(&state, &uri) else { return };
         // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
         // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
@@ -400,12 +478,22 @@ impl LanguageServer for Backend {
 
     async fn did_change_watched_files(&self, params: DidChangeWatchedFilesParams) {
         // Jobs are queued before the first real await (the state is open by now): see writer.rs.
-        let Ok(state) = self.state().await else { return };
         // Open documents too: disk is the truth for the index (a checkout changes the file
-        // under the buffer; the buffer itself is the editor's).
-        let paths = params.changes.into_iter().filter_map(|c| c.uri.to_file_path().map(|p| p.into_owned()));
-        if let Some(done) = crate::files::on_paths(&self.client, &state, paths) {
-            let _ = done.await;
+        // under the buffer; the buffer itself is the editor's). Each change goes to its vault.
+        let mut by_vault: Vec<(Arc<State>, Vec<PathBuf>)> = Vec::new();
+        for c in params.changes {
+            let Ok(state) = self.state_for(&c.uri).await else { continue };
+            let Some(path) = c.uri.to_file_path().map(|p| p.into_owned()) else { continue };
+            match by_vault.iter_mut().find(|(s, _)| Arc::ptr_eq(s, &state)) {
+                Some((_, paths)) => paths.push(path),
+                None => by_vault.push((state, vec![path])),
+            }
+        }
+        let pending: Vec<_> = by_vault.iter().filter_map(|(state, paths)| crate::files::on_paths(&self.client, state, paths.clone())).collect();
+        if !pending.is_empty() {
+            for done in pending {
+                let _ = done.await;
+            }
             self.refresh_open_diagnostics().await;
         }
     }

@@ -177,8 +177,9 @@ impl Backend {
     /// For requests that read other notes: waits for earlier saves (ticket read before the
     /// first await: see writer.rs), then the document, its vault path and the cursor's offset.
     async fn nav_request(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, String, String, usize)>> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
+        let state = self.state_for(&at.text_document.uri).await;
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        let state = state?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
@@ -409,7 +410,7 @@ impl Backend {
     }
 
     pub(super) async fn on_document_link(&self, params: DocumentLinkParams) -> Result<Option<Vec<DocumentLink>>> {
-        let state = self.state().await?;
+        let state = self.state_for(&params.text_document.uri).await?;
         let Some((rope, text, rel)) = self.nav_doc(&state, &params.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let (root, readers) = (state.root.clone(), state.readers.clone());
@@ -436,7 +437,7 @@ impl Backend {
     }
 
     pub(super) async fn on_completion(&self, params: CompletionParams) -> Result<Option<CompletionResponse>> {
-        let state = self.state().await?;
+        let state = self.state_for(&params.text_document_position.text_document.uri).await?;
         let at = params.text_document_position;
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
@@ -706,8 +707,13 @@ impl Backend {
 
     /// `workspace/willRenameFiles`: every link to a renamed note follows it, in one edit.
     pub(super) async fn on_will_rename_files(&self, params: RenameFilesParams) -> Result<Option<WorkspaceEdit>> {
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
+        let first = params.files.first().and_then(|f| Uri::from_str(&f.old_uri).ok());
+        let state = match &first {
+            Some(u) => self.state_for(u).await,
+            None => self.state().await,
+        };
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        let state = state?;
         state.writer.wait(barrier.unwrap_or(0)).await;
         let enc = self.enc();
         let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());

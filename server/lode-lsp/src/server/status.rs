@@ -12,6 +12,7 @@ impl Backend {
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
+        let folders = self.folders.lock().clone().unwrap_or_default();
         blocking(move || {
             let store = st.readers.get()?;
             let stats = store.stats().map_err(|e| e.to_string())?;
@@ -21,7 +22,7 @@ impl Backend {
                 None => None,
             };
             Ok(json!({
-                "vault": st.root, "notes": stats.notes, "passages": stats.passages,
+                "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors)}),

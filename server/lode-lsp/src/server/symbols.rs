@@ -4,16 +4,24 @@ use super::*;
 
 impl Backend {
     pub(super) async fn on_symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
-        // A note saved just before is among the symbols (the ticket is read before the first await).
-        let barrier = self.state().await.map(|s| s.writer.barrier());
-        let state = self.state().await?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
-        let readers = state.readers.clone();
-        let root = state.root.clone();
+        // Every vault of the workspace. A note saved just before is among the symbols (each
+        // vault's ticket is read before the first real await).
+        let mut vaults = Vec::new();
+        let roots = self.folders.lock().clone().unwrap_or_default();
+        for root in roots {
+            let state = self.state_of(root).await?;
+            let barrier = state.writer.barrier();
+            vaults.push((state, barrier));
+        }
+        for (state, barrier) in &vaults {
+            state.writer.wait(*barrier).await;
+        }
         let q = params.query.to_lowercase();
         let syms = blocking(move || {
-            let store = readers.get()?;
             let mut out = Vec::new();
+            for (state, _) in &vaults {
+                let store = state.readers.get()?;
+                let root = &state.root;
             for (path, name, line, is_title) in store.symbols(&q, 200).map_err(|e| e.to_string())? {
                 let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
                 let pos = Position { line: line.saturating_sub(1) as u32, character: 0 };
@@ -27,6 +35,8 @@ impl Backend {
                     container_name: Some(path),
                 });
             }
+            }
+            out.truncate(200);
             Ok(out)
         })
         .await?;
