@@ -9,7 +9,8 @@ impl Backend {
         let mut vaults = Vec::new();
         let roots = self.folders.lock().clone().unwrap_or_default();
         for root in roots {
-            let state = self.state_of(root).await?;
+            // A vault that cannot open (its error was shown when it started) gives no symbols.
+            let Ok(state) = self.state_of(root).await else { continue };
             let barrier = state.writer.barrier();
             vaults.push((state, barrier));
         }
