@@ -10,6 +10,12 @@ use lode_store::Store;
 
 use super::*;
 
+/// Parses a note off the message loop (a note may be megabytes).
+async fn off_loop<T: Send + 'static>(text: &str, f: impl FnOnce(&str) -> T + Send + 'static) -> Result<T> {
+    let text = text.to_owned();
+    blocking(move || Ok(f(&text))).await
+}
+
 /// Where a link leads, in vault terms.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Target {
@@ -191,7 +197,7 @@ impl Backend {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, at.position, enc);
-        let Some(NavItem::Link { link, .. }) = nav::at(&text, offset) else { return Ok(None) };
+        let Some(NavItem::Link { link, .. }) = off_loop(&text, move |t| nav::at(t, offset)).await? else { return Ok(None) };
         let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
         blocking(move || {
             let store = readers.get()?;
@@ -247,7 +253,7 @@ impl Backend {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, at.position, enc);
-        let Some(NavItem::Link { link, .. }) = nav::at(&text, offset) else { return Ok(None) };
+        let Some(NavItem::Link { link, .. }) = off_loop(&text, move |t| nav::at(t, offset)).await? else { return Ok(None) };
         let range = position::range(&rope, link.range.clone(), enc);
         let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
         let md = blocking(move || {
@@ -294,7 +300,7 @@ impl Backend {
         let at = params.text_document_position;
         let Some((state, rope, text, rel, offset)) = self.nav_request(&at).await? else { return Ok(None) };
         let enc = self.enc();
-        let item = nav::at(&text, offset);
+        let item = off_loop(&text, move |t| nav::at(t, offset)).await?;
         let (docs, root, readers, uri) = (self.docs.clone(), state.root.clone(), state.readers.clone(), at.text_document.uri.clone());
         let include_decl = params.context.include_declaration;
         blocking(move || {
@@ -356,7 +362,7 @@ impl Backend {
     pub(super) async fn on_document_symbol(&self, params: DocumentSymbolParams) -> Result<Option<DocumentSymbolResponse>> {
         let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
-        let sections = nav::outline(&text);
+        let sections = off_loop(&text, nav::outline).await?;
         // Children before parents are attached: build bottom-up.
         let mut nodes: Vec<Option<DocumentSymbol>> = sections
             .iter()
@@ -389,7 +395,8 @@ impl Backend {
     pub(super) async fn on_folding_range(&self, params: FoldingRangeParams) -> Result<Option<Vec<FoldingRange>>> {
         let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
         let line = |b: usize| rope.byte_to_line(b.min(rope.len_bytes())) as u32;
-        let folds = nav::folding_ranges(&text)
+        let folds = off_loop(&text, nav::folding_ranges)
+            .await?
             .into_iter()
             .filter_map(|f| {
                 let (start, end) = (line(f.range.start), line(f.range.end.saturating_sub(1).max(f.range.start)));
@@ -442,7 +449,7 @@ impl Backend {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, at.position, enc);
-        let Some(ctx) = nav::completion_context(&text, offset) else { return Ok(None) };
+        let Some(ctx) = off_loop(&text, move |t| nav::completion_context(t, offset)).await? else { return Ok(None) };
         let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
         blocking(move || {
             let store = readers.get()?;
@@ -608,7 +615,7 @@ impl Backend {
         let Some((rope, text)) = self.doc_text(&params.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, params.position, enc);
-        match nav::at(&text, offset) {
+        match off_loop(&text, move |t| nav::at(t, offset)).await? {
             Some(NavItem::Heading { section, .. }) => Ok(Some(PrepareRenameResponse::RangeWithPlaceholder {
                 range: position::range(&rope, section.name.clone(), enc),
                 placeholder: section.text.clone(),
@@ -626,7 +633,7 @@ impl Backend {
         let at = params.text_document_position;
         let Some((state, rope, text, rel, offset)) = self.nav_request(&at).await? else { return Ok(None) };
         let enc = self.enc();
-        let section = match nav::at(&text, offset) {
+        let section = match off_loop(&text, move |t| nav::at(t, offset)).await? {
             Some(NavItem::Heading { section, .. }) => section,
             Some(NavItem::Link { link, .. }) if tag_name(&link).is_some() => {
                 return self.rename_tag(&state, tag_name(&link).unwrap_or_default(), params.new_name).await;
