@@ -186,7 +186,7 @@ fn editor_round_trip_over_stdio() {
     assert!(target.contains("/.lode/versions/"), "{g}");
 
     // Vectors follow saves asynchronously: every head passage gets one.
-    let deadline = Instant::now() + Duration::from_secs(60);
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
         let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--json", "--vault"]).arg(&vault).output().unwrap();
         let s: Value = serde_json::from_slice(&o.stdout).unwrap();
