@@ -20,13 +20,7 @@ impl Backend {
         // Parsed before the ticket is read (synchronous): a pinned note picks its vault.
         let p: std::result::Result<AskParams, _> = serde_json::from_value(params);
         let pinned_uri = p.as_ref().ok().and_then(|p| p.pinned.clone());
-        let state = match &pinned_uri {
-            Some(u) => self.state_for(u).await,
-            None => self.state().await,
-        };
-        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
-        let state = state?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
+        let state = self.settled(pinned_uri.as_ref()).await?;
         let p = p.map_err(|e| invalid(format!("lode/ask params: {e}")))?;
         crate::isolation::fault("ask-async");
         if p.question.trim().is_empty() {
@@ -281,9 +275,7 @@ impl Backend {
         }
         let arg = params.arguments.into_iter().next().ok_or_else(|| invalid("lode.ask needs {uri, range, pinned?}"))?;
         let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
-        let state = self.state_for(&a.uri).await;
-        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
-        state?.writer.wait(barrier.unwrap_or(0)).await;
+        self.settled(Some(&a.uri)).await?;
         self.ask_and_insert(a.uri, a.range, a.pinned).await
     }
 }

@@ -7,10 +7,7 @@ impl Backend {
     /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
     /// finds the citation link under the cursor of an open document.
     pub(super) async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
-        let state = self.state_for(&at.text_document.uri).await;
-        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
-        let state = state?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
+        let state = self.settled(Some(&at.text_document.uri)).await?;
         let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
         Ok(lode_core::citation::at(&text, offset).map(|c| (state, rope, c)))

@@ -222,6 +222,20 @@ impl Backend {
         }
     }
 
+    /// The vault of `uri` (the primary one without a document), once every save sent before this
+    /// request is committed. The ticket is read before the first real await (the state is open
+    /// by then): see writer.rs.
+    async fn settled(&self, uri: Option<&Uri>) -> Result<Arc<State>> {
+        let state = match uri {
+            Some(u) => self.state_for(u).await,
+            None => self.state().await,
+        };
+        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
+        let state = state?;
+        state.writer.wait(barrier.unwrap_or(0)).await;
+        Ok(state)
+    }
+
     /// The stores and writer of the vault at `root`, opened on first use — off the message loop
     /// (`spawn_blocking`: opening runs migrations). Once open this returns without suspending,
     /// so a handler that takes a writer ticket right after it still takes it before its first

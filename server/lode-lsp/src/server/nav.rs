@@ -183,10 +183,7 @@ impl Backend {
     /// For requests that read other notes: waits for earlier saves (ticket read before the
     /// first await: see writer.rs), then the document, its vault path and the cursor's offset.
     async fn nav_request(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, String, String, usize)>> {
-        let state = self.state_for(&at.text_document.uri).await;
-        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
-        let state = state?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
+        let state = self.settled(Some(&at.text_document.uri)).await?;
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
         Ok(Some((state, rope, text, rel, offset)))
@@ -715,13 +712,7 @@ impl Backend {
     /// `workspace/willRenameFiles`: every link to a renamed note follows it, in one edit.
     pub(super) async fn on_will_rename_files(&self, params: RenameFilesParams) -> Result<Option<WorkspaceEdit>> {
         let first = params.files.first().and_then(|f| Uri::from_str(&f.old_uri).ok());
-        let state = match &first {
-            Some(u) => self.state_for(u).await,
-            None => self.state().await,
-        };
-        let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
-        let state = state?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
+        let state = self.settled(first.as_ref()).await?;
         let enc = self.enc();
         let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
         let renames: Vec<(String, String)> = params
