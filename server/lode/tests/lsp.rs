@@ -872,8 +872,20 @@ fn soak_concurrent_requests_saves_and_file_storms() {
         }
     }
     assert!(round >= 3, "only {round} rounds");
-    // Quiet again: the index matches the disk.
+    // Quiet again (the watcher's last events handled, no rescan running, the writer drained):
+    // the index matches the disk.
+    let quiet = Instant::now();
+    loop {
+        std::thread::sleep(Duration::from_millis(500));
+        let _ = lsp.request("workspace/symbol", json!({"query": "storm"})); // waits for queued saves
+        let st = lsp.request("lode/status", json!(null));
+        if st["result"]["scanning"] == false {
+            break;
+        }
+        assert!(quiet.elapsed() < Duration::from_secs(60), "the server never went quiet: {st}");
+    }
     std::thread::sleep(Duration::from_millis(500));
+    let _ = lsp.request("workspace/symbol", json!({"query": "storm"}));
     let st = lsp.request("lode/status", json!(null));
     assert!(st["result"]["notes"].as_u64().unwrap() > 13, "{st}");
     lsp.0.stop().unwrap();
