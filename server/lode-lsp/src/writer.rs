@@ -121,21 +121,32 @@ impl Writer {
                     };
                     let result = match work {
                         Background::Steps(steps) => {
-                            let mut applied = Vec::with_capacity(steps.len());
-                            for step in &steps {
+                            // The steps commit in one batch (one commit, one full-text flush). A
+                            // waiting editor job ends the batch early: what came before commits,
+                            // the job runs on its own, and the rest continue in a new batch. So
+                            // a save is never held back by the scan.
+                            let mut applied: Vec<Applied> = Vec::with_capacity(steps.len());
+                            while applied.len() < steps.len() {
+                                let results = vault::apply_batch(
+                                    &mut store,
+                                    &steps[applied.len()..],
+                                    |store, step| {
+                                        guarded(|| {
+                                            crate::isolation::fault("scan-step");
+                                            match retrying_busy(|| vault::apply(store, &root, &opts, step)) {
+                                                Ok(a) => Done::Applied(a),
+                                                Err(e) => Done::Failed(e.to_string()),
+                                            }
+                                        })
+                                    },
+                                    || !queue.queues.lock().editor.is_empty(),
+                                );
+                                applied.extend(results.into_iter().map(|r| match r {
+                                    Done::Applied(a) => a,
+                                    Done::Failed(e) => Applied::Skipped(e),
+                                    _ => Applied::Nothing,
+                                }));
                                 drain_editor(&mut store);
-                                let r = guarded(|| {
-                                    crate::isolation::fault("scan-step");
-                                    match retrying_busy(|| vault::apply(&mut store, &root, &opts, step)) {
-                                        Ok(a) => Done::Applied(a),
-                                        Err(e) => Done::Failed(e.to_string()),
-                                    }
-                                });
-                                match r {
-                                    Done::Applied(a) => applied.push(a),
-                                    Done::Failed(e) => applied.push(Applied::Skipped(e)),
-                                    _ => {}
-                                }
                             }
                             Done::Steps(applied)
                         }

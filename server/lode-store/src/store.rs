@@ -35,6 +35,51 @@ pub struct Store {
     pub(crate) opts: StoreOptions,
 }
 
+/// One write: its own IMMEDIATE transaction, or a part of the open batch. Not a savepoint:
+/// FTS5 flushes its pending terms to a new segment at every savepoint, which is the very cost a
+/// batch exists to avoid. So a write that fails (or panics) inside a batch rolls the whole batch
+/// back, and whoever runs the batch applies its steps again one at a time
+/// ([`crate::vault::apply_batch`]).
+enum WriteTx<'a> {
+    Own(rusqlite::Transaction<'a>),
+    Batch(BatchWrite<'a>),
+}
+
+struct BatchWrite<'a> {
+    conn: &'a Connection,
+    done: bool,
+}
+
+impl Drop for BatchWrite<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            WriteTx::Own(t) => t,
+            WriteTx::Batch(b) => b.conn,
+        }
+    }
+}
+
+impl WriteTx<'_> {
+    fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            WriteTx::Own(t) => t.commit(),
+            WriteTx::Batch(mut b) => {
+                b.done = true;
+                Ok(())
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SaveStatus {
@@ -199,6 +244,42 @@ impl Store {
         &self.path
     }
 
+    /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
+    /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
+    /// none of a batch until it ends. A write that fails inside rolls the whole batch back
+    /// ([`Store::in_batch`] turns false): use [`crate::vault::apply_batch`].
+    pub fn begin_batch(&mut self) -> Result<(), StoreError> {
+        if !self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))
+    }
+
+    /// Commits the open batch, if any. On failure the whole batch is rolled back.
+    pub fn end_batch(&mut self) -> Result<(), StoreError> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(self.err(e));
+        }
+        Ok(())
+    }
+
+    /// Whether a batch is open.
+    pub fn in_batch(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    fn write_tx(&mut self) -> rusqlite::Result<WriteTx<'_>> {
+        if self.conn.is_autocommit() {
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map(WriteTx::Own)
+        } else {
+            Ok(WriteTx::Batch(BatchWrite { conn: &self.conn, done: false }))
+        }
+    }
+
     pub fn options(&self) -> &StoreOptions {
         &self.opts
     }
@@ -255,10 +336,7 @@ impl Store {
         }
         let chunked = chunk_note(bytes, &self.opts.chunk);
         let path_buf = self.path.clone();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
+        let tx = self.write_tx().map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
         let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true)
             .and_then(|o| tx.commit().map(|_| o))
             .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
@@ -269,12 +347,15 @@ impl Store {
     pub fn delete_note(&mut self, path: &str) -> Result<bool, StoreError> {
         let path_buf = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path_buf, e);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let tx = self.write_tx().map_err(e)?;
         let id: Option<i64> = tx
             .query_row("SELECT id FROM notes WHERE path = ?1 AND head_version IS NOT NULL", [path], |r| r.get(0))
             .optional()
             .map_err(e)?;
-        let Some(id) = id else { return Ok(false) };
+        let Some(id) = id else {
+            tx.commit().map_err(e)?;
+            return Ok(false);
+        };
         tx.execute(
             "UPDATE notes SET head_version = NULL, updated_at = ?2, disk_size = NULL, disk_mtime = NULL WHERE id = ?1",
             params![id, now_ms()],
@@ -293,7 +374,7 @@ impl Store {
     pub fn rename_note(&mut self, from: &str, to: &str) -> Result<(), StoreError> {
         let path_buf = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path_buf, e);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let tx = self.write_tx().map_err(e)?;
         let id: i64 = tx
             .query_row("SELECT id FROM notes WHERE path = ?1", [from], |r| r.get(0))
             .optional()
@@ -556,7 +637,7 @@ impl Store {
     pub fn resolve_links(&mut self) -> Result<usize, StoreError> {
         let path_buf = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path_buf, e);
-        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+        let tx = self.write_tx().map_err(e)?;
         let mut pending: Vec<(i64, String, String)> = Vec::new();
         {
             let mut st = tx.prepare("SELECT rowid, kind, target_key FROM links WHERE target_note IS NULL").map_err(e)?;
@@ -667,8 +748,8 @@ fn write_nav(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusq
     tx.prepare_cached("DELETE FROM tags WHERE note_id = ?1")?.execute([id])?;
     tx.prepare_cached("DELETE FROM aliases WHERE note_id = ?1")?.execute([id])?;
     if let Ok(text) = std::str::from_utf8(bytes) {
-        // `#` is the cheap test: most notes have no tags at all.
-        if text.contains('#') || text.starts_with("---") || text.starts_with("+++") {
+        // The full parse only where a tag may be: most notes' only `#` starts a heading.
+        if lode_core::nav::may_have_tags(text) {
             let mut ins = tx.prepare_cached("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (?1, ?2, ?3, ?4, ?5)")?;
             for l in lode_core::nav::links(text) {
                 if !matches!(l.kind, lode_core::nav::NavKind::Tag | lode_core::nav::NavKind::FrontmatterTag) {
@@ -901,23 +982,36 @@ impl Store {
     }
 
     /// Re-chunks the head version of every live note (after a change of chunker settings),
-    /// without making new versions. One transaction per note.
+    /// without making new versions. Committed in batches.
     pub fn rechunk_heads(&mut self, mut progress: impl FnMut(usize, usize)) -> Result<usize, StoreError> {
         let notes = self.notes()?;
         let total = notes.len();
+        let result = self.rechunk_notes(&notes, &mut progress);
+        // Never leave a batch open: what was re-chunked before a failure stays.
+        let ended = self.end_batch();
+        result?;
+        ended?;
+        self.record_chunking()?;
+        Ok(total)
+    }
+
+    fn rechunk_notes(&mut self, notes: &[NoteInfo], progress: &mut impl FnMut(usize, usize)) -> Result<(), StoreError> {
         for (i, n) in notes.iter().enumerate() {
+            if i % crate::vault::BATCH == 0 {
+                self.end_batch()?;
+                self.begin_batch()?;
+            }
             let Some(vid) = &n.head_version else { continue };
             let Some(body) = self.version_body(vid)? else { continue };
             let chunked = chunk_note(&body, &self.opts.chunk);
             let path_buf = self.path.clone();
             let e = |e| StoreError::from_sqlite(&path_buf, e);
-            let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(e)?;
+            let tx = self.write_tx().map_err(e)?;
             write_note(&tx, &n.path, &body, vid, &chunked, true, false).map_err(e)?;
             tx.commit().map_err(e)?;
-            progress(i + 1, total);
+            progress(i + 1, notes.len());
         }
-        self.record_chunking()?;
-        Ok(total)
+        Ok(())
     }
 }
 

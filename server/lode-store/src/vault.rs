@@ -443,6 +443,48 @@ pub fn finish(store: &mut Store, report: &IndexReport) -> Result<(), StoreError>
     Ok(())
 }
 
+/// Steps committed together in a bulk scan: one commit (and one full-text segment flush) per
+/// batch instead of per note.
+pub const BATCH: usize = 64;
+
+/// Applies a prefix of `steps` (at least one) as one batch and returns each applied step's
+/// result, in order; the caller goes on with the rest. The prefix ends early when `stop` (asked
+/// before each step after the first) says to yield to other work. When a write fails inside
+/// the batch the store rolls the batch back, and its steps up to the failed one are applied
+/// again one at a time, each committing alone: one bad file costs the batch its speed, never
+/// its other notes. Without a batch (the database is locked), one step alone.
+pub fn apply_batch<R>(
+    store: &mut Store,
+    steps: &[Step],
+    mut apply_one: impl FnMut(&mut Store, &Step) -> R,
+    mut stop: impl FnMut() -> bool,
+) -> Vec<R> {
+    let mut out = Vec::with_capacity(steps.len());
+    if steps.is_empty() {
+        return out;
+    }
+    if store.begin_batch().is_err() {
+        out.push(apply_one(store, &steps[0]));
+        return out;
+    }
+    for (i, step) in steps.iter().enumerate() {
+        if i > 0 && stop() {
+            break;
+        }
+        let r = apply_one(store, step);
+        if !store.in_batch() {
+            // Rolled back: nothing of this batch is in the store.
+            return steps[..=i].iter().map(|s| apply_one(store, s)).collect();
+        }
+        out.push(r);
+    }
+    if store.end_batch().is_err() {
+        let n = out.len();
+        return steps[..n].iter().map(|s| apply_one(store, s)).collect();
+    }
+    out
+}
+
 /// Brings the store in line with the vault folder, in this process: [`plan`], then every step
 /// through [`apply`], then [`finish`]. A failure on one file is reported and the rest go on; a
 /// failure of the database itself stops the scan (what was committed stays).
@@ -459,14 +501,19 @@ pub fn index_vault(
     let Plan { steps, mut report } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
     let total = steps.len();
-    for (i, step) in steps.iter().enumerate() {
-        let applied = apply(store, root, opts, step)?;
-        tally(&mut report, step, applied);
-        let path = match step {
-            Step::Save { rel } | Step::Delete { rel } => rel,
-            Step::Rename { to, .. } => to,
-        };
-        progress(Progress { phase: "indexing", done: i + 1, total, path });
+    let mut done = 0;
+    while done < total {
+        let batch = &steps[done..(done + BATCH).min(total)];
+        let results = apply_batch(store, batch, |store, step| apply(store, root, opts, step), || false);
+        for (step, r) in batch.iter().zip(results) {
+            tally(&mut report, step, r?);
+            done += 1;
+            let path = match step {
+                Step::Save { rel } | Step::Delete { rel } => rel,
+                Step::Rename { to, .. } => to,
+            };
+            progress(Progress { phase: "indexing", done, total, path });
+        }
     }
     finish(store, &report)?;
     Ok(report)

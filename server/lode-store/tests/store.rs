@@ -351,3 +351,86 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
     assert!(names("zzz").is_empty());
     assert_eq!(store.symbols("", 2).unwrap().len(), 2, "the limit holds");
 }
+
+#[test]
+fn a_batch_commits_together_and_a_failed_write_rolls_it_back() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let reader = Store::open(&tmp.path().join("lode.db"), StoreOptions { read_only: true, ..StoreOptions::default() }).unwrap();
+    store.begin_batch().unwrap();
+    assert!(store.in_batch());
+    store.save_note("a.md", b"# A\n\nThe quorum is seven nodes.\n").unwrap();
+    store.save_note("b.md", b"# B\n\nThe majority is five replicas.\n").unwrap();
+    assert!(!store.delete_note("never.md").unwrap(), "a no-op inside a batch keeps the batch");
+    store.delete_note("b.md").unwrap();
+    store.save_note("c.md", b"# C\n\nA witness breaks ties.\n").unwrap();
+    assert_eq!(paths(&store, "quorum"), ["a.md"], "the writer sees its own batch");
+    assert!(paths(&reader, "quorum").is_empty(), "readers see none of a batch before it ends");
+    store.end_batch().unwrap();
+    assert!(!store.in_batch());
+    assert_eq!(paths(&reader, "quorum"), ["a.md"]);
+    assert_eq!(paths(&reader, "witness"), ["c.md"]);
+    assert!(paths(&reader, "replicas").is_empty());
+
+    // A failing write inside a batch takes the whole batch with it (no half-written note).
+    store.begin_batch().unwrap();
+    store.save_note("d.md", b"# D\n\nLeases expire.\n").unwrap();
+    assert!(matches!(store.rename_note("a.md", "c.md"), Err(StoreError::PathTaken(_))));
+    assert!(!store.in_batch(), "the batch was rolled back");
+    assert!(paths(&reader, "leases").is_empty());
+    assert!(store.verify().unwrap().problems.is_empty());
+    // Ending with no batch open is a no-op; writes outside a batch commit on their own.
+    store.end_batch().unwrap();
+    store.save_note("d.md", b"# D\n\nLeases expire.\n").unwrap();
+    assert_eq!(paths(&reader, "leases"), ["d.md"]);
+}
+
+#[test]
+fn apply_batch_redoes_a_rolled_back_batch_one_step_at_a_time() {
+    use lode_store::vault::{apply_batch, Step};
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let steps: Vec<Step> = ["one", "two", "bad", "three", "four"].iter().map(|n| Step::Save { rel: format!("{n}.md") }).collect();
+    let mut calls = 0;
+    let results = apply_batch(
+        &mut store,
+        &steps,
+        |store, step| {
+            calls += 1;
+            let Step::Save { rel } = step else { unreachable!() };
+            if rel == "bad.md" {
+                // A write that fails half-way: the note is saved, then the rename fails.
+                store.save_note(rel, b"# Bad\n\nhalf written\n")?;
+                return store.rename_note("missing.md", "elsewhere.md").map(|_| 0);
+            }
+            store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
+        },
+        || false,
+    );
+    assert_eq!(results.len(), 3, "the batch ends at the failed step");
+    assert!(results[2].is_err());
+    assert!(results[..2].iter().all(|r| r.is_ok()), "{results:?}");
+    assert_eq!(calls, 3 + 3, "three steps in the batch, then those three again one at a time");
+    let rest = apply_batch(&mut store, &steps[3..], |store, step| {
+        let Step::Save { rel } = step else { unreachable!() };
+        store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
+    }, || false);
+    assert_eq!(rest.len(), 2);
+    for n in ["one", "two", "three", "four"] {
+        assert_eq!(paths(&store, n), [format!("{n}.md")], "{n}");
+    }
+    assert!(!store.in_batch());
+    assert!(store.verify().unwrap().problems.is_empty());
+
+    // `stop` ends a batch early, committed: the caller goes on with the rest.
+    let more: Vec<Step> = ["five", "six", "seven"].iter().map(|n| Step::Save { rel: format!("{n}.md") }).collect();
+    let mut asked = 0;
+    let done = apply_batch(&mut store, &more, |store, step| {
+        let Step::Save { rel } = step else { unreachable!() };
+        store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
+    }, || { asked += 1; asked == 2 });
+    assert_eq!(done.len(), 2);
+    assert!(!store.in_batch());
+    assert_eq!(paths(&store, "six"), ["six.md"]);
+    assert!(paths(&store, "seven").is_empty());
+}

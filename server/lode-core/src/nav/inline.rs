@@ -640,6 +640,18 @@ pub(crate) fn valid_tag(name: &str) -> bool {
         && name.chars().any(|c| !c.is_ascii_digit() && c != '/')
 }
 
+/// Whether `text` may hold a tag: a `#` followed by a tag character, or a
+/// frontmatter block (which may list `tags:`). Never false for a note with tags; cheap, so
+/// callers skip the full parse for the many notes whose only `#` starts a heading.
+pub fn may_have_tags(text: &str) -> bool {
+    if text.starts_with("---") || text.starts_with("+++") || text.starts_with("\u{feff}") {
+        return true;
+    }
+    // Any `#` before a tag character: a superset of `tags`' word-start rule, since a span may
+    // start right after a code span or link.
+    text.match_indices('#').any(|(i, _)| text[i + 1..].chars().next().is_some_and(is_tag_char))
+}
+
 /// `#tag` at a word start (after whitespace or at the span's start), outside opaque ranges.
 fn tags(text: &str, seg: Range<usize>, opaque: &[Range<usize>], out: &mut Vec<NavLink>) {
     let b = text.as_bytes();

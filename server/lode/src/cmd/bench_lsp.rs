@@ -52,7 +52,10 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     let initialize_ms = t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
     c.notify("initialized", json!({}))?;
+    // A cold scan of a large vault takes minutes; requests still answer within the usual limit.
+    c.timeout = Duration::from_secs(4 * 3600);
     let end = c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end")?;
+    c.timeout = Duration::from_secs(600);
     let cold_scan_s = t.elapsed().as_secs_f64();
     eprintln!("cold scan: {cold_scan_s:.1} s ({})", end["params"]["value"]["message"]);
     let peak_rss_scan = c.peak_rss_mib();
