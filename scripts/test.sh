@@ -6,4 +6,5 @@ source scripts/lib.sh
 ensure_toolchain
 ensure_models
 ensure_neovim
+ensure_vscode_package
 cargo test --workspace --locked "$@"

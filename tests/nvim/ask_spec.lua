@@ -1,6 +1,6 @@
 -- Driven by server/lode/tests/nvim.rs: real Neovim (headless) with the lode plugin against the
--- real `lode serve`. Asks with :LodeAsk, waits for the inserted answer, hovers its citation, and
--- writes what it saw to $LODE_OUT as JSON.
+-- real `lode serve`. Asks with :LodeAsk, waits for the inserted answer, hovers its citation, runs
+-- :LodeStatus and :checkhealth lode, and writes what it saw to $LODE_OUT as JSON.
 local out = {}
 local function finish(err)
   out.error = err
@@ -18,7 +18,7 @@ local ok, err = pcall(function()
   out.nvim = vim.version().major .. '.' .. vim.version().minor .. '.' .. vim.version().patch
 
   local function client()
-    for _, c in pairs(vim.lsp.get_active_clients()) do
+    for _, c in pairs((vim.lsp.get_clients or vim.lsp.get_active_clients)()) do
       if c.name == 'lode' then return c end
     end
   end
@@ -58,5 +58,27 @@ local ok, err = pcall(function()
       break
     end
   end
+
+  -- :LodeStatus echoes one line; the test compares its note count with lode/status's own.
+  local res = vim.lsp.buf_request_sync(0, 'lode/status', vim.empty_dict(), 10000)
+  for _, r in pairs(res or {}) do
+    if r.result then out.status_notes = r.result.notes end
+  end
+  vim.cmd('messages clear')
+  vim.cmd('LodeStatus')
+  local echoed = vim.wait(10000, function()
+    for line in vim.fn.execute('messages'):gmatch('[^\n]+') do
+      if line:find('^lode: ') then
+        out.status_message = line
+        return true
+      end
+    end
+    return false
+  end, 50)
+  assert(echoed, ':LodeStatus echoed a line')
+
+  -- :checkhealth lode opens its report in a new buffer, which becomes the current one.
+  vim.cmd('checkhealth lode')
+  out.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
 end)
 finish(ok and vim.NIL or tostring(err))

@@ -67,6 +67,18 @@ impl EgressRules {
         self.patterns.iter().zip(used).filter(|(_, u)| !u).map(|(p, _)| p.clone()).collect()
     }
 
+    /// How many of `paths` each pattern matches, in configured order (a note matched by two
+    /// patterns counts for both).
+    pub fn matches_per_pattern(&self, paths: &[&str]) -> Vec<(String, usize)> {
+        let mut n = vec![0usize; self.patterns.len()];
+        for path in paths {
+            for i in self.matching(path) {
+                n[i] += 1;
+            }
+        }
+        self.patterns.iter().cloned().zip(n).collect()
+    }
+
     /// Indices of the patterns matching a note path, ascending.
     fn matching(&self, path: &str) -> Vec<usize> {
         let Some(g) = &self.globs else { return Vec::new() };

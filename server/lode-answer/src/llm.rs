@@ -140,6 +140,28 @@ impl LlmConfig {
         self.complete_with(&self.agent(), body)
     }
 
+    /// Whether the endpoint answers at all: `GET {endpoint}/models` (the OpenAI-compatible model
+    /// list), one attempt, at most 5 s. Ok with a one-line description of what answered.
+    pub fn probe(&self) -> Result<String, LlmError> {
+        let agent = ureq::Agent::new_with_config(
+            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).http_status_as_error(false).build(),
+        );
+        let url = format!("{}/models", self.endpoint.trim_end_matches('/'));
+        let mut req = agent.get(&url);
+        if let Some(k) = self.api_key_env.as_ref().and_then(|v| std::env::var(v).ok()) {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        let resp = req.call().map_err(|e| LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 1, detail: e.to_string() })?;
+        let status = resp.status().as_u16();
+        let text = resp.into_body().with_config().limit(1 << 20).read_to_string().unwrap_or_default();
+        match status {
+            200 => Ok(format!("HTTP 200 from {url}")),
+            // Some servers have no model list; an HTTP answer still shows the endpoint is up.
+            404 | 405 => Ok(format!("HTTP {status} from {url} (no model list; the endpoint answers)")),
+            _ => Err(LlmError::Status { endpoint: self.endpoint.clone(), status, body: clip(&text) }),
+        }
+    }
+
     fn agent(&self) -> ureq::Agent {
         ureq::Agent::new_with_config(
             ureq::Agent::config_builder()

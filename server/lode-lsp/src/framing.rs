@@ -48,8 +48,12 @@ fn error(id: serde_json::Value, code: i64, message: &str) -> Vec<u8> {
     serde_json::json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}}).to_string().into_bytes()
 }
 
-/// Checks a frame is a JSON-RPC 2.0 message; the error response to send if not.
-fn check(body: &[u8]) -> Result<(), Vec<u8>> {
+/// Checks a frame is a JSON-RPC 2.0 message; the error response to send if not. `Ok(Some(..))`
+/// is the frame to forward instead: a `lode/*` request with no `params` member gets
+/// `"params": null`, since lode's own requests take optional params and the library refuses a
+/// missing member for a handler that takes any ("No params" in docs/lsp-extensions.md means
+/// either is fine).
+fn check(body: &[u8]) -> Result<Option<Vec<u8>>, Vec<u8>> {
     let v: serde_json::Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(e) => return Err(error(serde_json::Value::Null, -32700, &format!("Parse error: {e}"))),
@@ -60,7 +64,13 @@ fn check(body: &[u8]) -> Result<(), Vec<u8>> {
         && (v.get("method").is_some_and(|m| m.is_string()) || (v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some())))
         && v.get("params").is_none_or(|p| p.is_object() || p.is_array() || p.is_null());
     if ok {
-        Ok(())
+        let lode_request = v.get("method").and_then(|m| m.as_str()).is_some_and(|m| m.starts_with("lode/"));
+        if lode_request && v.get("params").is_none() {
+            let mut v = v;
+            v["params"] = serde_json::Value::Null;
+            return Ok(Some(v.to_string().into_bytes()));
+        }
+        Ok(None)
     } else {
         Err(error(id, -32600, "Invalid Request: not a JSON-RPC 2.0 message"))
     }
@@ -89,7 +99,8 @@ where
     loop {
         match read_frame(&mut r).await {
             Ok(Some(Ok(frame))) => match check(&frame) {
-                Ok(()) => {
+                Ok(rewritten) => {
+                    let frame = rewritten.unwrap_or(frame);
                     let header = format!("Content-Length: {}\r\n\r\n", frame.len());
                     if to_lib.write_all(header.as_bytes()).await.is_err() || to_lib.write_all(&frame).await.is_err() {
                         break;
@@ -128,5 +139,11 @@ mod tests {
         assert!(check(br#"[1,2]"#).is_err());
         assert!(check(br#"{"jsonrpc":"1.0","id":1,"method":"x"}"#).is_err());
         assert!(check(br#"{"jsonrpc":"2.0","id":1,"method":"x","params":5}"#).is_err());
+        // lode's requests: no params member reads as null params; others pass untouched.
+        let fixed = check(br#"{"jsonrpc":"2.0","id":4,"method":"lode/status"}"#).unwrap().unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&fixed).unwrap();
+        assert!(v["params"].is_null() && v.as_object().unwrap().contains_key("params") && v["id"] == 4);
+        assert_eq!(check(br#"{"jsonrpc":"2.0","id":5,"method":"lode/status","params":{}}"#).unwrap(), None);
+        assert_eq!(check(br#"{"jsonrpc":"2.0","id":6,"method":"shutdown"}"#).unwrap(), None);
     }
 }

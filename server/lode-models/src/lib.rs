@@ -15,7 +15,7 @@ use std::path::PathBuf;
 pub use cross::{CrossEncoder, NliModel};
 pub use embedder::Embedder;
 pub use manifest::{Manifest, ModelKind, Pooling};
-pub use runtime::{environment, runtime_candidates};
+pub use runtime::{environment, loaded_runtime, runtime_candidates, user_data_dir};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ModelError {

@@ -7,10 +7,19 @@ use ort::environment::Environment;
 
 use crate::ModelError;
 
+/// lode's folder in the user's data directory: `$XDG_DATA_HOME/lode`, else
+/// `~/.local/share/lode`. `lode setup` installs ONNX Runtime and the default model there.
+pub fn user_data_dir() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".local/share")))?;
+    Some(base.join("lode"))
+}
+
 /// Where lode looks for `libonnxruntime.so`: the configured path if there is one, else
 /// `ORT_DYLIB_PATH` if set (either is used alone: a wrong explicit setting is an error, not a
 /// reason to load some other library), else `.lode-tools/onnxruntime/` of the repository the
-/// binary was built in (so a checkout works after `scripts/setup-models.sh` with no setting).
+/// binary was built in (so a checkout works after `scripts/setup-models.sh` with no setting),
+/// else the user's data directory (after `lode setup`).
 pub fn runtime_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
     if let Some(p) = configured {
         return vec![p.to_path_buf()];
@@ -25,6 +34,9 @@ pub fn runtime_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
         if let Some(root) = exe.parent().and_then(Path::parent).and_then(Path::parent) {
             dirs.push(root.join(".lode-tools/onnxruntime"));
         }
+    }
+    if let Some(d) = user_data_dir() {
+        dirs.push(d.join("onnxruntime"));
     }
     dirs.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.lode-tools/onnxruntime"));
     for d in dirs {
@@ -63,4 +75,9 @@ pub fn environment(configured: Option<&Path>) -> Result<&'static Environment, Mo
         Ok((_, env)) => Ok(env),
         Err(e) => Err(e.clone()),
     }
+}
+
+/// The library this process loaded, if it has loaded one.
+pub fn loaded_runtime() -> Option<PathBuf> {
+    ENV.get().and_then(|o| o.as_ref().ok()).map(|(p, _)| p.clone())
 }

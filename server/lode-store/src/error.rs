@@ -10,6 +10,8 @@ pub enum StoreError {
     Corrupt { path: PathBuf, detail: String },
     #[error("database {path} has schema version {found}, newer than this lode supports ({supported}); upgrade lode")]
     TooNew { path: PathBuf, found: i64, supported: i64 },
+    #[error("database {path} has schema version {found}, older than this lode's ({supported}); the next `lode index` (or the language server) upgrades it")]
+    Outdated { path: PathBuf, found: i64, supported: i64 },
     #[error("cannot open database {path}: {source}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("no note at {0}")]

@@ -230,10 +230,7 @@ impl Store {
                 }
             }
         } else if found < migrate::SCHEMA_VERSION {
-            return Err(StoreError::Corrupt {
-                path: path.to_path_buf(),
-                detail: format!("schema version {found}; run `lode index` once to create or upgrade it"),
-            });
+            return Err(StoreError::Outdated { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
         }
         // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
         // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
@@ -709,8 +706,12 @@ fn resolve_incoming(conn: &Connection, id: i64, path: &str) -> rusqlite::Result<
     let no_ext = path.strip_suffix(".md").unwrap_or(path);
     let lower = path.to_lowercase();
     let lower_no_ext = no_ext.to_lowercase();
+    // Through the partial index on unresolved keys: left to itself the planner picks
+    // `links_target` for `target_note IS NULL` and walks every unresolved link in the vault for
+    // each new note (quadratic on a cold scan: 100k notes slowed to ~50 notes/s).
     conn.execute(
-        "UPDATE links SET target_note = ?1 WHERE target_note IS NULL AND (
+        "UPDATE links INDEXED BY links_key SET target_note = ?1
+         WHERE target_note IS NULL AND target_key IN (?2, ?3, ?4, ?5, ?6) AND (
             (kind = 'markdown' AND target_key IN (?2, ?3)) OR
             (kind = 'wiki' AND target_key IN (?4, ?5, ?6)))",
         params![id, path, no_ext, stem_of(path), lower, lower_no_ext],
@@ -1095,10 +1096,14 @@ impl Store {
     /// Unicode case folding; `%`, `_`, `\\` and `"` are literal), for `workspace/symbol`:
     /// `(path, name, line, is_title)`, titles first, then by path.
     ///
-    /// A query of three or more characters matches anywhere in a name, through the trigram
-    /// indexes; one of one or two characters matches the start of a name (ASCII folding in SQL,
-    /// then full folding). Cost grows with the matches read — at most [`SYMBOL_CANDIDATES`] per
-    /// kind —, not with the vault.
+    /// Names that start with the query are read first, through the folded-name indexes (a range
+    /// scan: cheap whatever the vault's size). A query of three or more characters also matches
+    /// anywhere in a name, through the trigram indexes — unless the names starting with it
+    /// already fill `limit`: a long query's trigram lookup reads one posting list per three
+    /// characters, the slow part on a large vault, while typing a name from its start is the
+    /// common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
+    /// order. Cost grows with the matches read — at most [`SYMBOL_CANDIDATES`] per kind and
+    /// index —, not with the vault.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let folded = query.to_lowercase();
         let short = folded.chars().count() < 3;
@@ -1111,7 +1116,24 @@ impl Store {
             }
         };
         let cap = SYMBOL_CANDIDATES.max(limit) as i64;
-        let (titles, sections) = if !short {
+        type Titles = Vec<(String, String)>;
+        type Sections = Vec<(String, String, i64)>;
+        let by_prefix = || -> Result<(Titles, Sections), StoreError> {
+            let titles = self.rows(
+                "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
+                   AND head_version IS NOT NULL LIMIT ?2",
+                params![folded, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            )?;
+            let sections = self.rows(
+                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id
+                  WHERE lower(p.section) >= ?1 AND lower(p.section) < ?1 || char(1114111) LIMIT ?2",
+                params![folded, cap],
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+            )?;
+            Ok((titles, sections))
+        };
+        let by_trigram = || -> Result<(Titles, Sections), StoreError> {
             let phrase = format!("\"{}\"", query.replace('"', "\"\""));
             let titles = self.rows(
                 "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
@@ -1125,23 +1147,29 @@ impl Store {
                 params![phrase, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
+            Ok((titles, sections))
+        };
+        // Distinct symbols among candidates (a section spans several passages).
+        let distinct = |t: &Titles, s: &Sections| {
+            let mut seen: std::collections::HashSet<(&str, &str)> = std::collections::HashSet::new();
+            t.iter().filter(|(_, n)| matches(n)).for_each(|(p, n)| {
+                seen.insert((p, n));
+            });
+            s.iter().filter(|(_, n, _)| matches(n)).for_each(|(p, n, _)| {
+                seen.insert((p, n));
+            });
+            seen.len()
+        };
+        let (titles, sections) = if folded.is_ascii() {
+            let (mut titles, mut sections) = by_prefix()?;
+            if !short && distinct(&titles, &sections) < limit {
+                let (t, s) = by_trigram()?;
+                titles.extend(t);
+                sections.extend(s);
+            }
             (titles, sections)
-        } else if folded.is_ascii() {
-            // One or two characters: names that start with them, through the folded-name
-            // indexes (a substring scan for a rare pair would read every row).
-            let titles = self.rows(
-                "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
-                   AND head_version IS NOT NULL LIMIT ?2",
-                params![folded, cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-            )?;
-            let sections = self.rows(
-                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id
-                  WHERE lower(p.section) >= ?1 AND lower(p.section) < ?1 || char(1114111) LIMIT ?2",
-                params![folded, cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
-            )?;
-            (titles, sections)
+        } else if !short {
+            by_trigram()?
         } else {
             // lower() folds ASCII only: a short non-ASCII query reads rows in order (bounded by
             // the candidate cap) and is matched below with full folding.
@@ -1160,6 +1188,7 @@ impl Store {
         let mut out: Vec<(String, String, usize, bool)> =
             titles.into_iter().filter(|(_, t)| matches(t)).map(|(p, t)| (p, t, 1, true)).collect();
         out.sort();
+        out.dedup();
         out.truncate(limit);
         // A section's symbol sits at the line of its first passage.
         let mut first: std::collections::BTreeMap<(String, String), i64> = std::collections::BTreeMap::new();

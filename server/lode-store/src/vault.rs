@@ -238,6 +238,9 @@ pub enum Step {
 pub struct Plan {
     pub steps: Vec<Step>,
     pub report: IndexReport,
+    /// Paths with a `Save` step whose bytes are their head's already: the step only records
+    /// their size and mtime (not trusted, or not recorded, when they were last read).
+    pub same_bytes: HashSet<String>,
 }
 
 /// Compares the vault folder with the store. Files whose size and mtime match what was recorded
@@ -251,6 +254,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         store.heads_with_stat()?.into_iter().map(|(p, v, s)| (p, (v, s))).collect();
     let mut seen: HashSet<String> = HashSet::with_capacity(files.len());
     let mut changed: Vec<(String, String)> = Vec::new();
+    let mut same_bytes: HashSet<String> = HashSet::new();
     let mut last = std::time::Instant::now();
     for (i, abs) in files.iter().enumerate() {
         let Some(rel) = relative_path(root, abs) else { continue };
@@ -291,7 +295,11 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
             report.skipped.push(Skipped { path: rel, reason: "binary content (NUL bytes)".into() });
             continue;
         }
-        changed.push((rel, crate::version_id(&bytes)));
+        let vid = crate::version_id(&bytes);
+        if known.is_some_and(|(head, _)| *head == vid) {
+            same_bytes.insert(rel.clone());
+        }
+        changed.push((rel, vid));
     }
     // Renames: a new path whose bytes are the head of a note whose path vanished.
     let mut vanished: HashMap<&str, &str> = HashMap::new();
@@ -320,7 +328,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         gone.sort();
         steps.extend(gone.into_iter().map(|p| Step::Delete { rel: p.clone() }));
     }
-    Ok(Plan { steps, report })
+    Ok(Plan { steps, report, same_bytes })
 }
 
 /// What applying one step did.
@@ -498,7 +506,7 @@ pub fn index_vault(
     if store.chunking_changed()? {
         rechunked = store.rechunk_heads(|done, total| progress(Progress { phase: "re-chunking", done, total, path: "" }))?;
     }
-    let Plan { steps, mut report } = plan(store, root, opts, &mut progress)?;
+    let Plan { steps, mut report, .. } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
     let total = steps.len();
     let mut done = 0;

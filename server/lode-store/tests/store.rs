@@ -353,6 +353,25 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
 }
 
 #[test]
+fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    store.save_note("p.md", b"# Replica plan\n\n## Replica quorum\n\ntext\n\nmore text\n\n## Replica lag\n\ntext\n").unwrap();
+    store.save_note("s.md", b"# Notes\n\n## About the replica set\n\ntext\n").unwrap();
+    let names = |q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    // Fewer names start with it than the limit: substring matches join, each name once (a
+    // section of two passages is one symbol, at its first passage's line).
+    assert_eq!(names("replica", 10), ["Replica plan", "Replica quorum", "Replica lag", "About the replica set"]);
+    let quorum = store.symbols("replica q", 10).unwrap();
+    assert_eq!(quorum, [("p.md".to_owned(), "Replica quorum".to_owned(), 5, false)]);
+    assert_eq!(names("set", 10), ["About the replica set"], "a match inside a name");
+    // Names that start with it fill the limit: those are the answer.
+    let two = names("replica", 2);
+    assert_eq!(two.len(), 2);
+    assert!(two.iter().all(|n| n.starts_with("Replica")), "{two:?}");
+}
+
+#[test]
 fn a_batch_commits_together_and_a_failed_write_rolls_it_back() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = open(tmp.path());

@@ -23,9 +23,11 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelsSection {
-    /// Folder of model folders [default: $LODE_MODELS, else .lode-tools/models of this checkout].
+    /// Folder of model folders [default: $LODE_MODELS, else .lode-tools/models of the checkout the
+    /// binary was built in, else ~/.local/share/lode/models (`lode setup`)].
     pub dir: Option<PathBuf>,
-    /// ONNX Runtime library [default: $ORT_DYLIB_PATH, else .lode-tools/onnxruntime/].
+    /// ONNX Runtime library [default: $ORT_DYLIB_PATH, else .lode-tools/onnxruntime/, else
+    /// ~/.local/share/lode/onnxruntime/ (`lode setup`)].
     pub runtime: Option<PathBuf>,
     /// Embedding model: a folder name under `dir`, or a path. Empty: no dense retrieval.
     pub embedder: String,
@@ -62,7 +64,14 @@ impl ModelsSection {
         let exe_relative = std::env::current_exe()
             .ok()
             .and_then(|e| e.parent().and_then(Path::parent).and_then(Path::parent).map(|r| r.join(".lode-tools/models")));
-        exe_relative.filter(|d| d.is_dir()).unwrap_or_else(|| PathBuf::from(".lode-tools/models"))
+        if let Some(d) = exe_relative.filter(|d| d.is_dir()) {
+            return d;
+        }
+        // Installed: where `lode setup` puts them (named in errors even before it has run).
+        match lode_models::user_data_dir() {
+            Some(d) => d.join("models"),
+            None => PathBuf::from(".lode-tools/models"),
+        }
     }
 
     /// A model setting as a folder: a path if it has a separator, else a name under `dir`.

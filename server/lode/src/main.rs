@@ -44,6 +44,10 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
+    /// Install ONNX Runtime and the default model for this user (~/.local/share/lode)
+    Setup(cmd::setup::SetupArgs),
+    /// Check the binary, runtime, models, settings, index, egress rules (and the LLM with --llm)
+    Doctor(cmd::doctor::DoctorArgs),
     /// Measure retrieval quality on a BEIR-format data set
     #[command(subcommand)]
     Eval(cmd::eval::EvalCommand),
@@ -58,6 +62,8 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Search(a) => cmd::search::run(a),
         Command::Stats(a) => cmd::stats::run(a),
+        Command::Setup(a) => cmd::setup::run(a),
+        Command::Doctor(a) => cmd::doctor::run(a),
         Command::Ask(a) => cmd::ask::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Serve(a) => cmd::serve::run(a),

@@ -1070,3 +1070,24 @@ fn several_workspace_folders_are_several_vaults() {
     let s = lsp.request("workspace/symbol", json!({"query": "turning"}));
     assert_eq!(s["result"].as_array().map(Vec::len), Some(0), "the removed vault is gone: {s}");
 }
+
+#[test]
+fn a_missing_model_is_told_and_status_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"no-such-model\"\n").unwrap();
+    let mut lsp = start_on(&vault, json!({}));
+    let m = lsp.wait_for(|m| m["method"] == "window/showMessage");
+    let text = m["params"]["message"].as_str().unwrap_or_default();
+    assert_eq!(m["params"]["type"], 2, "a warning: {m}");
+    assert!(text.contains("dense retrieval is off") && text.contains("no-such-model") && text.contains("lode setup"), "{text}");
+    // `lode/status` with no params member at all (as docs/lsp-extensions.md allows).
+    lsp.raw(r#"{"jsonrpc":"2.0","id":991,"method":"lode/status"}"#);
+    let st = lsp.response(json!(991));
+    assert_eq!(st["result"]["notes"], 13, "{st}");
+    let dense = st["result"]["dense"].as_str().unwrap_or_default();
+    assert!(dense.starts_with("off:") && dense.contains("lode setup"), "{st}");
+    // Still answers, lexically.
+    assert!(answers_with(&mut lsp, "How often are staging certificates rotated?", "60 days"));
+}

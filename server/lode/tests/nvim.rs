@@ -1,6 +1,7 @@
 //! The Neovim plugin driven by real Neovim (headless, Debian's package) against the real
-//! `lode serve`: :LodeAsk inserts a verified answer, and hovering its citation shows the quote.
-//! The script is tests/nvim/ask_spec.lua.
+//! `lode serve`: :LodeAsk inserts a verified answer, hovering its citation shows the quote,
+//! :LodeStatus echoes the index's state and `:checkhealth lode` reports the binary, the vault
+//! (through `lode doctor --json`) and the attached client. The script is tests/nvim/ask_spec.lua.
 
 use std::path::Path;
 use std::process::Command;
@@ -38,4 +39,21 @@ fn neovim_asks_and_hovers() {
     assert!(answer.contains("every 60 days") && answer.contains("quoted & coupled"), "{answer}");
     let hover = v["hover"].as_str().unwrap_or_default();
     assert!(hover.contains("runbooks/rotate-staging-certs.md") && hover.contains("> "), "{hover}");
+
+    // :LodeStatus: one line, "lode: N notes · …", N as lode/status counts the vault.
+    let notes = v["status_notes"].as_u64().expect("lode/status answered");
+    assert!(notes >= 14, "the fixture vault and questions.md are indexed: {notes}");
+    let message = v["status_message"].as_str().unwrap_or_default();
+    assert!(message.starts_with(&format!("lode: {notes} notes · ")), "{message}");
+    assert!(message.contains("vectors ") || message.contains("lexical only"), "{message}");
+
+    // :checkhealth lode: the section, the binary found, doctor's view of the vault, the client.
+    let health: Vec<&str> = v["health"].as_array().expect("the health report").iter().map(|l| l.as_str().unwrap()).collect();
+    let report = health.join("\n");
+    let ok_line = |needles: &[&str]| health.iter().any(|l| l.contains("OK") && needles.iter().all(|n| l.contains(n)));
+    assert!(health.iter().any(|l| l.trim() == "## lode" || l.trim() == "lode ~"), "{report}");
+    assert!(ok_line(&["is executable", env!("CARGO_BIN_EXE_lode")]), "{report}");
+    assert!(ok_line(&["vault ", &format!("{notes} notes")]), "doctor's vault line: {report}");
+    assert!(ok_line(&["is attached to", "questions.md"]), "{report}");
+    assert!(!report.contains("printed no report") && !report.contains("Failed to run healthcheck"), "{report}");
 }

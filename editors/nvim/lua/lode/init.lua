@@ -1,5 +1,6 @@
--- lode for Neovim: starts `lode serve` for markdown buffers and adds :LodeAsk, :LodeAskNote and
--- :LodeQuestion. Works with Neovim 0.7+ (vim.lsp.start_client), no lspconfig needed; an
+-- lode for Neovim: starts `lode serve` for markdown buffers and adds :LodeAsk, :LodeAskNote,
+-- :LodeQuestion and :LodeStatus; `:checkhealth lode` is lua/lode/health.lua. Works with Neovim
+-- 0.7 (vim.lsp.start_client) through 0.11 (vim.lsp.start), no lspconfig needed; an
 -- lspconfig-style table is exported as `require('lode').lspconfig` for those who use it.
 local M = {}
 
@@ -10,9 +11,13 @@ M.config = {
   root_markers = { '.lode', '.git', '.obsidian' },
 }
 
-local function root_for(bufnr)
+-- The last buffer holding a file that the user was in. `:checkhealth` reports on it, because by
+-- the time a health check runs, the current buffer is the report's own scratch buffer.
+M.last_file_buf = nil
+
+function M.root_for(bufnr)
   local path = vim.api.nvim_buf_get_name(bufnr)
-  local dir = vim.fn.fnamemodify(path, ':p:h')
+  local dir = path ~= '' and vim.fn.fnamemodify(path, ':p:h') or vim.fn.getcwd()
   for _, marker in ipairs(M.config.root_markers) do
     local found = vim.fn.finddir(marker, dir .. ';')
     if found == '' then found = vim.fn.findfile(marker, dir .. ';') end
@@ -21,29 +26,66 @@ local function root_for(bufnr)
   return dir
 end
 
-local clients = {}
+-- Client methods are called as `client:request(…)` from 0.11 on (the `client.request(…)` form is
+-- deprecated there) and only as `client.request(…)` before 0.10.
+local colon_calls = vim.fn.has('nvim-0.11') == 1
+
+function M.request(client, method, params, handler, bufnr)
+  if colon_calls then return client:request(method, params, handler, bufnr) end
+  return client.request(method, params, handler, bufnr)
+end
+
+function M.request_sync(client, method, params, timeout_ms, bufnr)
+  if colon_calls then return client:request_sync(method, params, timeout_ms, bufnr) end
+  return client.request_sync(method, params, timeout_ms, bufnr)
+end
+
+-- Every running lode client, or those attached to `bufnr`. (`get_clients` is 0.10+;
+-- `get_active_clients` is deprecated there.)
+function M.clients(bufnr)
+  local all = (vim.lsp.get_clients or vim.lsp.get_active_clients)()
+  local found = {}
+  for _, c in pairs(all) do
+    if c.name == 'lode' and (bufnr == nil or vim.lsp.buf_is_attached(bufnr, c.id)) then
+      table.insert(found, c)
+    end
+  end
+  return found
+end
+
+local function client_config(root)
+  return {
+    name = 'lode',
+    cmd = M.config.cmd,
+    root_dir = root,
+    workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
+  }
+end
+
+-- Client ids by root, for Neovim 0.7 (vim.lsp.start keeps this bookkeeping itself).
+local started = {}
 
 local function attach(bufnr)
-  local root = root_for(bufnr)
-  local id = clients[root]
+  local root = M.root_for(bufnr)
+  if vim.lsp.start then
+    -- vim.lsp.start reuses the client with the same name and root, and attaches the current
+    -- buffer (0.8 has no bufnr option), hence nvim_buf_call.
+    vim.api.nvim_buf_call(bufnr, function() vim.lsp.start(client_config(root), { bufnr = bufnr }) end)
+    return
+  end
+  local id = started[root]
   if not id or vim.lsp.get_client_by_id(id) == nil then
-    id = vim.lsp.start_client({
-      name = 'lode',
-      cmd = M.config.cmd,
-      root_dir = root,
-      workspace_folders = { { uri = vim.uri_from_fname(root), name = root } },
-    })
-    clients[root] = id
+    id = vim.lsp.start_client(client_config(root))
+    started[root] = id
   end
   if id then vim.lsp.buf_attach_client(bufnr, id) end
 end
 
 -- The lode client attached to the buffer, or nil after telling the user there is none.
 local function client_for(bufnr)
-  for _, c in pairs(vim.lsp.get_active_clients()) do
-    if c.name == 'lode' and vim.lsp.buf_is_attached(bufnr, c.id) then return c end
-  end
-  vim.notify('lode: no language server attached to this buffer', vim.log.levels.WARN)
+  local c = M.clients(bufnr)[1]
+  if not c then vim.notify('lode: no language server attached to this buffer', vim.log.levels.WARN) end
+  return c
 end
 
 -- Runs the `lode.ask` command on the current line (or the given line range), which inserts the
@@ -61,7 +103,7 @@ function M.ask(opts)
     range = { start = { line = first, character = 0 }, ['end'] = { line = last, character = #last_text } },
     pinned = opts.pinned or false,
   }
-  client.request('workspace/executeCommand', { command = 'lode.ask', arguments = { args } }, function(err, result)
+  M.request(client, 'workspace/executeCommand', { command = 'lode.ask', arguments = { args } }, function(err, result)
     if err then
       vim.notify('lode: ' .. (err.message or vim.inspect(err)), vim.log.levels.ERROR)
     elseif opts.on_done then
@@ -75,7 +117,7 @@ function M.question(text)
   local bufnr = vim.api.nvim_get_current_buf()
   local client = client_for(bufnr)
   if not client then return end
-  client.request('lode/ask', { question = text }, function(err, answer)
+  M.request(client, 'lode/ask', { question = text }, function(err, answer)
     if err then
       vim.notify('lode: ' .. err.message, vim.log.levels.ERROR)
       return
@@ -92,25 +134,80 @@ function M.question(text)
   end, bufnr)
 end
 
+-- `n` with thousands separators: 5183 -> "5,183".
+local function thousands(n)
+  local s = tostring(math.floor(n))
+  local out = s:reverse():gsub('(%d%d%d)', '%1,'):reverse()
+  return (out:gsub('^,', ''))
+end
+
+-- One line for a `lode/status` reply: "lode: 5,183 notes · vectors 87% · scanning", or, when
+-- dense retrieval is off, "lode: 5,183 notes · lexical only (<why>)".
+function M.format_status(st)
+  local parts = { 'lode: ' .. thousands(st.notes) .. ' notes' }
+  if type(st.dense) == 'table' then
+    local with = st.dense.with_vectors
+    if type(with) ~= 'number' then
+      table.insert(parts, 'vectors ?')
+    else
+      -- Rounded down: 100% only when every passage has a vector.
+      local pct = st.passages > 0 and math.floor(100 * with / st.passages) or 100
+      table.insert(parts, 'vectors ' .. math.min(pct, 100) .. '%')
+    end
+  else
+    table.insert(parts, 'lexical only (' .. tostring(st.dense) .. ')')
+  end
+  if st.scanning then table.insert(parts, 'scanning') end
+  return table.concat(parts, ' · ')
+end
+
+-- Sends `lode/status` and echoes the one-line summary (kept in :messages); `on_done(line, status)`
+-- also gets it.
+function M.status(on_done)
+  local bufnr = vim.api.nvim_get_current_buf()
+  local client = client_for(bufnr)
+  if not client then return end
+  -- The server wants a params member even though lode/status takes none.
+  M.request(client, 'lode/status', vim.empty_dict(), function(err, st)
+    if err or type(st) ~= 'table' then
+      vim.notify('lode: lode/status failed: ' .. (err and err.message or 'no result'), vim.log.levels.ERROR)
+      return
+    end
+    local line = M.format_status(st)
+    vim.api.nvim_echo({ { line } }, true, {})
+    if on_done then on_done(line, st) end
+  end, bufnr)
+end
+
 M.lspconfig = {
   default_config = {
     cmd = M.config.cmd,
     filetypes = M.config.filetypes,
-    root_dir = function(fname) return root_for(vim.fn.bufadd(fname)) end,
+    root_dir = function(fname) return M.root_for(vim.fn.bufadd(fname)) end,
   },
 }
 
 function M.setup(user)
   M.config = vim.tbl_deep_extend('force', M.config, user or {})
+  M.lspconfig.default_config.cmd = M.config.cmd
+  M.lspconfig.default_config.filetypes = M.config.filetypes
   local group = vim.api.nvim_create_augroup('lode', { clear = true })
   vim.api.nvim_create_autocmd('FileType', {
     group = group,
     pattern = M.config.filetypes,
     callback = function(ev) attach(ev.buf) end,
   })
+  vim.api.nvim_create_autocmd('BufEnter', {
+    group = group,
+    callback = function(ev)
+      if vim.bo[ev.buf].buftype == '' and vim.api.nvim_buf_get_name(ev.buf) ~= '' then M.last_file_buf = ev.buf end
+    end,
+  })
   vim.api.nvim_create_user_command('LodeAsk', function(o) M.ask({ line1 = o.line1, line2 = o.line2 }) end, { range = true })
   vim.api.nvim_create_user_command('LodeAskNote', function(o) M.ask({ line1 = o.line1, line2 = o.line2, pinned = true }) end, { range = true })
   vim.api.nvim_create_user_command('LodeQuestion', function(o) M.question(o.args) end, { nargs = '+' })
+  vim.api.nvim_create_user_command('LodeStatus', function() M.status() end, { nargs = 0 })
+  M.setup_done = true
 end
 
 return M

@@ -74,6 +74,10 @@ pub(crate) struct State {
     /// Scans started, for unique progress tokens.
     pub(crate) scans: std::sync::atomic::AtomicU64,
     dense: Dense,
+    /// The loaded model's id, or why dense retrieval is off (for `lode/status`).
+    dense_off: vectors::DenseOff,
+    /// Told once how loading the embedder ended; taken by whoever tells the user.
+    dense_loaded: Mutex<Option<tokio::sync::oneshot::Receiver<Option<String>>>>,
     kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
 }
 
@@ -140,12 +144,12 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
-            let (kick, dense) = match settings.vectors.clone() {
+            let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
                 Some(vs) => {
-                    let (k, d) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
-                    (Some(Mutex::new(k)), d)
+                    let (k, d, off, loaded) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                    (Some(Mutex::new(k)), d, off, Some(loaded))
                 }
-                None => (None, Arc::new(Mutex::new(None))),
+                None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
             };
             let kick_writer = kick.as_ref().map(|k| k.lock().clone());
             let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
@@ -167,6 +171,8 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 scan_again: AtomicBool::new(false),
                 scans: std::sync::atomic::AtomicU64::new(0),
                 dense,
+                dense_off,
+                dense_loaded: Mutex::new(dense_loaded),
                 kick,
             }))
         })(),
@@ -266,6 +272,26 @@ impl Backend {
             Ok(state) => {
                 if !self.client_watches.load(Ordering::SeqCst) {
                     crate::files::watch_vault(self.client.clone(), state.clone());
+                }
+                // Lexical-only answers are a silent downgrade unless the user is told, once.
+                if let Some(loaded) = state.dense_loaded.lock().take() {
+                    let client = self.client.clone();
+                    let root = state.root.clone();
+                    tokio::spawn(async move {
+                        if let Ok(Some(reason)) = loaded.await {
+                            client
+                                .show_message(
+                                    MessageType::WARNING,
+                                    format!(
+                                        "lode: dense retrieval is off for {}: {reason}. Answers use lexical search only. \
+                                         Fix: run `lode setup` (installs ONNX Runtime and the default model), then restart \
+                                         the server; `lode doctor` shows what lode finds.",
+                                        root.display()
+                                    ),
+                                )
+                                .await;
+                        }
+                    });
                 }
                 crate::files::request_scan(self.client.clone(), state);
             }

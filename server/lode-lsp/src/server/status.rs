@@ -16,7 +16,9 @@ impl Backend {
         blocking(move || {
             let store = st.readers.get()?;
             let stats = store.stats().map_err(|e| e.to_string())?;
-            let model = st.dense.try_lock().and_then(|g| g.as_ref().map(|(e, _)| e.id().to_owned()));
+            // Not the models' lock: the vector thread holds it for as long as it embeds.
+            let dense = st.dense_off.lock().clone();
+            let model = dense.model.clone();
             let fresh = match &model {
                 Some(m) => Some(store.vector_freshness(m).map_err(|e| e.to_string())?),
                 None => None,
@@ -26,7 +28,10 @@ impl Backend {
                 "scanning": st.scanning.load(Ordering::SeqCst),
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors)}),
-                    (None, true) => json!("loading, busy embedding, or unavailable (see the server log)"),
+                    (None, true) => match dense.off {
+                        Some(why) => json!(format!("off: {why} (fix: `lode setup`; `lode doctor` for details)")),
+                        None => json!("loading the embedding model"),
+                    },
                     (None, false) => json!("off (no embedder configured)"),
                 },
             }))

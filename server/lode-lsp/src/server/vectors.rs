@@ -6,12 +6,30 @@ use super::*;
 /// saves) and readers (which embed questions).
 pub(super) type Dense = Arc<Mutex<Option<(lode_models::Embedder, lode_retrieval::VectorIndex)>>>;
 
+/// What `lode/status` says of dense retrieval without waiting for the vector thread (which
+/// holds the models while it embeds): the loaded model's id, or why loading failed.
+#[derive(Default, Clone)]
+pub(super) struct DenseStatus {
+    pub(super) model: Option<String>,
+    pub(super) off: Option<String>,
+}
+
+pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
+
 /// Starts the thread that embeds passages lacking a vector whenever it is kicked; returns the
-/// kick sender and the shared models (empty until loaded, or if loading failed).
-pub(super) fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings) -> (std::sync::mpsc::Sender<()>, Dense) {
+/// kick sender, the shared models (empty until loaded, or if loading failed), why they failed,
+/// and a receiver told once how loading ended (`Some(reason)` when dense retrieval is off).
+pub(super) fn start_vectors(
+    db: PathBuf,
+    opts: StoreOptions,
+    vs: VectorSettings,
+) -> (std::sync::mpsc::Sender<()>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
     let dense: Dense = Arc::new(Mutex::new(None));
+    let off: DenseOff = Arc::new(Mutex::new(DenseStatus::default()));
     let shared = dense.clone();
+    let shared_off = off.clone();
     std::thread::Builder::new()
         .name("lode-vectors".into())
         .spawn(move || {
@@ -21,9 +39,15 @@ pub(super) fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings)
                     .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
             });
             match loaded {
-                Ok(m) => *shared.lock() = Some(m),
+                Ok(m) => {
+                    shared_off.lock().model = Some(m.0.id().to_owned());
+                    *shared.lock() = Some(m);
+                    let _ = loaded_tx.send(None);
+                }
                 Err(e) => {
                     tracing::warn!("dense retrieval off: {e}");
+                    shared_off.lock().off = Some(e.to_string());
+                    let _ = loaded_tx.send(Some(e.to_string()));
                     return;
                 }
             }
@@ -46,6 +70,6 @@ pub(super) fn start_vectors(db: PathBuf, opts: StoreOptions, vs: VectorSettings)
         })
         .expect("spawn the vector thread");
     let _ = tx.send(());
-    (tx, dense)
+    (tx, dense, off, loaded_rx)
 }
 

@@ -257,10 +257,13 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
             let bytes = super::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
             drop(progress);
             eprintln!("{n} generated notes, {:.0} MB, in {}", bytes as f64 / 1e6, vault.display());
-            // Headings that are in the vault: the first section heading of random notes.
+            // Headings that are in the vault: the first section heading of random notes, read
+            // from the files (a vault written by an older generator is reused as it is).
             let mut headings = Vec::new();
-            while headings.len() < a.symbols {
-                let body = super::synth::note(1, rng.below(n), n);
+            let mut tries = 0;
+            while headings.len() < a.symbols && tries < a.symbols * 50 {
+                tries += 1;
+                let body = std::fs::read_to_string(vault.join(super::synth::note_path(rng.below(n)))).unwrap_or_default();
                 if let Some(h) = body.lines().find_map(|l| l.strip_prefix("## ")) {
                     headings.push(h.to_owned());
                 }

@@ -3,11 +3,13 @@
 pub mod ask;
 pub mod bench;
 pub mod bench_lsp;
+pub mod doctor;
 pub mod eval;
 pub mod gate;
 pub mod index;
 pub mod search;
 pub mod serve;
+pub mod setup;
 pub mod stats;
 pub mod synth;
 

@@ -1,0 +1,322 @@
+//! `lode doctor`: every fact a user needs to know why lode answers the way it does — binary,
+//! ONNX Runtime, models, settings, the vault's index, the LLM endpoint, egress rules — and a
+//! non-zero exit when something is wrong.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+use serde_json::{json, Value};
+
+use crate::config::{state_dir, Config};
+use crate::VaultArgs;
+
+#[derive(Args)]
+pub struct DoctorArgs {
+    #[command(flatten)]
+    pub vault: VaultArgs,
+    /// Also check that the configured LLM endpoint answers
+    #[arg(long)]
+    pub llm: bool,
+}
+
+/// How bad a finding is: `Fail` makes the exit status non-zero.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Level {
+    Ok,
+    Note,
+    Fail,
+}
+
+struct Report {
+    lines: Vec<(Level, &'static str, String)>,
+    json: serde_json::Map<String, Value>,
+}
+
+impl Report {
+    fn line(&mut self, level: Level, what: &'static str, text: impl Into<String>) {
+        self.lines.push((level, what, text.into()));
+    }
+}
+
+pub fn run(args: DoctorArgs) -> Result<ExitCode> {
+    let mut r = Report { lines: Vec::new(), json: serde_json::Map::new() };
+    r.json.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    r.line(Level::Ok, "lode", format!("{} ({})", env!("CARGO_PKG_VERSION"), std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()));
+
+    let root = match &args.vault.vault {
+        Some(v) => v.clone(),
+        None => std::env::current_dir().unwrap_or_else(|_| PathBuf::from(".")),
+    };
+    let root = root.canonicalize().unwrap_or(root);
+    let config = settings(&mut r, &root);
+    runtime(&mut r, &config);
+    models(&mut r, &config);
+    vault(&mut r, &root, &config, args.vault.db.as_deref());
+    if args.llm {
+        llm(&mut r, &config);
+    }
+
+    let failed = r.lines.iter().any(|(l, _, _)| *l == Level::Fail);
+    let problems: Vec<String> = r.lines.iter().filter(|(l, _, _)| *l == Level::Fail).map(|(_, w, t)| format!("{w}: {t}")).collect();
+    if args.vault.json {
+        r.json.insert("ok".into(), json!(!failed));
+        r.json.insert("problems".into(), json!(problems));
+        println!("{}", Value::Object(r.json));
+    } else {
+        for (level, what, text) in &r.lines {
+            let mark = match level {
+                Level::Ok => "ok  ",
+                Level::Note => "note",
+                Level::Fail => "FAIL",
+            };
+            println!("{mark}  {what:<12} {text}");
+        }
+        if failed {
+            println!("\n{} problem(s): lode runs, but not as configured. See the FAIL lines above.", problems.len());
+        }
+    }
+    Ok(if failed { ExitCode::FAILURE } else { ExitCode::SUCCESS })
+}
+
+fn settings(r: &mut Report, root: &Path) -> Config {
+    let path = state_dir(root).join("config.toml");
+    let exists = path.is_file();
+    match Config::load(root) {
+        Ok(c) => {
+            r.line(Level::Ok, "settings", if exists { format!("{} parses", path.display()) } else { format!("defaults ({} does not exist)", path.display()) });
+            r.json.insert("config".into(), json!({"path": path, "exists": exists, "ok": true}));
+            c
+        }
+        Err(e) => {
+            r.line(Level::Fail, "settings", format!("{e:#}; using the defaults meanwhile"));
+            r.json.insert("config".into(), json!({"path": path, "exists": exists, "ok": false, "error": format!("{e:#}")}));
+            Config::default()
+        }
+    }
+}
+
+fn runtime(r: &mut Report, config: &Config) {
+    let configured = config.models.runtime.as_deref();
+    let searched = lode_models::runtime_candidates(configured);
+    let needed = !config.models.embedder.trim().is_empty() || config.models.reranker.is_some() || config.models.nli.is_some();
+    match lode_models::environment(configured) {
+        Ok(_) => {
+            let path = lode_models::loaded_runtime().unwrap_or_default();
+            let version = ort_version(&path);
+            r.line(Level::Ok, "onnxruntime", format!("{} ({})", path.display(), version.as_deref().unwrap_or("version unknown")));
+            r.json.insert("runtime".into(), json!({"found": true, "path": path, "version": version, "searched": searched}));
+        }
+        Err(e) => {
+            let level = if needed { Level::Fail } else { Level::Note };
+            r.line(level, "onnxruntime", format!("{e}; run `lode setup` to install it"));
+            r.json.insert("runtime".into(), json!({"found": false, "error": e.to_string(), "searched": searched}));
+        }
+    }
+}
+
+/// The version in a library's file name (`libonnxruntime.so.1.32.0`).
+fn ort_version(path: &Path) -> Option<String> {
+    let name = path.file_name()?.to_string_lossy().into_owned();
+    let v = name.strip_prefix("libonnxruntime.so.").or_else(|| name.strip_prefix("libonnxruntime."))?;
+    let v = v.trim_end_matches(".dylib");
+    (!v.is_empty() && v.chars().next()?.is_ascii_digit()).then(|| v.to_owned())
+}
+
+fn models(r: &mut Report, config: &Config) {
+    let m = &config.models;
+    let rt = m.runtime.as_deref();
+    let mut out = Vec::new();
+    let roles: [(&str, Option<&String>); 3] = [
+        ("embedder", Some(&m.embedder).filter(|e| !e.trim().is_empty())),
+        ("reranker", m.reranker.as_ref()),
+        ("nli", m.nli.as_ref()),
+    ];
+    for (role, name) in roles {
+        let Some(name) = name else {
+            let what = match role {
+                "embedder" => "none configured: lexical retrieval only",
+                "reranker" => "none configured (optional: `--mode rerank`)",
+                _ => "none configured (optional: claims not carried by one quote are shown as evidence only)",
+            };
+            r.line(if role == "embedder" { Level::Note } else { Level::Ok }, label(role), what);
+            out.push(json!({"role": role, "configured": false}));
+            continue;
+        };
+        let dir = m.resolve(name);
+        let loaded: Result<String, String> = match role {
+            "embedder" => lode_models::Embedder::load(&dir, rt, 1).map(|e| format!("{} ({} dimensions)", e.id(), e.dimensions())).map_err(|e| e.to_string()),
+            "reranker" => lode_models::CrossEncoder::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
+            _ => lode_models::NliModel::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
+        };
+        match loaded {
+            Ok(id) => {
+                r.line(Level::Ok, label(role), format!("{id} from {}", dir.display()));
+                out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": true, "id": id}));
+            }
+            Err(e) => {
+                let fix = if role == "embedder" && name == "all-MiniLM-L6-v2" { "; run `lode setup` to install it" } else { "" };
+                r.line(Level::Fail, label(role), format!("{name}: {e}{fix}"));
+                out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": false, "error": e}));
+            }
+        }
+    }
+    r.json.insert("models".into(), Value::Array(out));
+}
+
+fn label(role: &str) -> &'static str {
+    match role {
+        "embedder" => "embedder",
+        "reranker" => "reranker",
+        _ => "nli",
+    }
+}
+
+fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
+    let db = db.map(Path::to_path_buf).unwrap_or_else(|| state_dir(root).join("lode.db"));
+    if !root.is_dir() {
+        r.line(Level::Fail, "vault", format!("{} is not a folder", root.display()));
+        r.json.insert("vault".into(), json!({"path": root, "indexed": false, "error": "not a folder"}));
+        return;
+    }
+    if !db.is_file() {
+        r.line(Level::Note, "vault", format!("{} has no index yet; `lode index --vault {}` or opening it in an editor makes one", root.display(), root.display()));
+        r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false}));
+        return;
+    }
+    let opts = lode_store::StoreOptions { read_only: true, ..config.store_options() };
+    let store = match lode_store::Store::open(&db, opts) {
+        Ok(s) => s,
+        Err(e @ lode_store::StoreError::Outdated { .. }) => {
+            r.line(Level::Note, "vault", e.to_string());
+            r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": true, "outdated": true}));
+            return;
+        }
+        Err(e) => {
+            r.line(Level::Fail, "vault", e.to_string());
+            r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false, "error": e.to_string()}));
+            return;
+        }
+    };
+    let facts = (|| -> Result<Value, lode_store::StoreError> {
+        let s = store.stats()?;
+        let model = config.models.embedder.clone();
+        let fresh = store.vector_freshness(&model)?;
+        let index_opts = lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() };
+        let plan = lode_store::vault::plan(&store, root, &index_opts, |_| {})?;
+        let (mut new, mut changed, mut renamed, mut deleted) = (0, 0, 0, 0);
+        for step in &plan.steps {
+            match step {
+                lode_store::vault::Step::Save { rel } if plan.same_bytes.contains(rel) => {}
+                lode_store::vault::Step::Save { rel } if store.head_of(rel)?.is_some() => changed += 1,
+                lode_store::vault::Step::Save { .. } => new += 1,
+                lode_store::vault::Step::Rename { .. } => renamed += 1,
+                lode_store::vault::Step::Delete { .. } => deleted += 1,
+            }
+        }
+        let pending = new + changed + renamed + deleted;
+        let pct = if fresh.passages > 0 { 100.0 * fresh.with_vectors as f64 / fresh.passages as f64 } else { 100.0 };
+        r.line(Level::Ok, "vault", format!("{}: {} notes, {} passages ({})", root.display(), s.notes, s.passages, db.display()));
+        if model.trim().is_empty() {
+            r.line(Level::Note, "vectors", "none (no embedder configured)");
+        } else {
+            r.line(Level::Ok, "vectors", format!("{}/{} passages ({pct:.0}%, {model})", fresh.with_vectors, fresh.passages));
+        }
+        if pending == 0 {
+            r.line(Level::Ok, "scan", "the index matches the folder");
+        } else {
+            r.line(Level::Note, "scan", format!("{new} new, {changed} changed, {renamed} renamed, {deleted} deleted on disk since the last scan; `lode index` or the language server picks them up"));
+        }
+        Ok(json!({
+            "path": root, "db": db, "indexed": true, "notes": s.notes, "passages": s.passages,
+            "vectors": {"model": model, "with_vectors": fresh.with_vectors, "passages": fresh.passages},
+            "pending": {"new": new, "changed": changed, "renamed": renamed, "deleted": deleted, "skipped": plan.report.skipped.len()},
+        }))
+    })();
+    match facts {
+        Ok(v) => {
+            r.json.insert("vault".into(), v);
+            egress(r, &store, config);
+        }
+        Err(e) => {
+            r.line(Level::Fail, "vault", e.to_string());
+            r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": true, "error": e.to_string()}));
+        }
+    }
+}
+
+fn egress(r: &mut Report, store: &lode_store::Store, config: &Config) {
+    let rules = match config.egress_rules() {
+        Ok(rules) => rules,
+        Err(e) => {
+            r.line(Level::Fail, "egress", format!("{e:#}"));
+            r.json.insert("egress".into(), json!({"error": format!("{e:#}")}));
+            return;
+        }
+    };
+    let notes = store.notes().unwrap_or_default();
+    let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
+    let per_pattern = rules.matches_per_pattern(&paths);
+    let by_frontmatter = notes
+        .iter()
+        .filter(|n| {
+            let meta = store.note_meta(n.id).unwrap_or_default();
+            lode_answer::egress::EgressRules::default().withheld_because(&n.path, &meta).is_some()
+        })
+        .count();
+    let withheld = notes
+        .iter()
+        .filter(|n| rules.withheld_because(&n.path, &store.note_meta(n.id).unwrap_or_default()).is_some())
+        .count();
+    for (p, n) in &per_pattern {
+        let level = if *n == 0 { Level::Note } else { Level::Ok };
+        r.line(level, "egress", format!("no_egress {p:?} withholds {n} note(s){}", if *n == 0 { " (a typo?)" } else { "" }));
+    }
+    r.line(Level::Ok, "egress", format!("{withheld} of {} notes never go to a remote model ({by_frontmatter} by their frontmatter)", notes.len()));
+    r.json.insert(
+        "egress".into(),
+        json!({
+            "patterns": per_pattern.iter().map(|(p, n)| json!({"pattern": p, "withholds": n})).collect::<Vec<_>>(),
+            "frontmatter": by_frontmatter,
+            "withheld": withheld,
+        }),
+    );
+}
+
+fn llm(r: &mut Report, config: &Config) {
+    let Some(cfg) = &config.llm else {
+        r.line(Level::Fail, "llm", "no [llm] section in the settings");
+        r.json.insert("llm".into(), json!({"configured": false}));
+        return;
+    };
+    if let Err(e) = cfg.validate() {
+        r.line(Level::Fail, "llm", e.to_string());
+        r.json.insert("llm".into(), json!({"configured": true, "endpoint": cfg.endpoint, "reachable": false, "error": e.to_string()}));
+        return;
+    }
+    let remote = cfg.is_remote();
+    match cfg.probe() {
+        Ok(detail) => {
+            r.line(Level::Ok, "llm", format!("{} answers ({detail}){}", cfg.endpoint, if remote { "; remote: egress rules apply" } else { "" }));
+            r.json.insert("llm".into(), json!({"configured": true, "endpoint": cfg.endpoint, "model": cfg.model, "remote": remote, "reachable": true, "detail": detail}));
+        }
+        Err(e) => {
+            r.line(Level::Fail, "llm", e.to_string());
+            r.json.insert("llm".into(), json!({"configured": true, "endpoint": cfg.endpoint, "model": cfg.model, "remote": remote, "reachable": false, "error": e.to_string()}));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn runtime_versions_come_from_the_file_name() {
+        assert_eq!(ort_version(Path::new("/x/libonnxruntime.so.1.32.0")).as_deref(), Some("1.32.0"));
+        assert_eq!(ort_version(Path::new("/x/libonnxruntime.1.20.1.dylib")).as_deref(), Some("1.20.1"));
+        assert_eq!(ort_version(Path::new("/x/libonnxruntime.so")), None);
+        assert_eq!(ort_version(Path::new("/x/other.so.1")), None);
+    }
+}

@@ -1,0 +1,99 @@
+//! Installed as a user installs it: the binary copied out of the build tree, `lode setup` into a
+//! fresh home's data directory, then `lode doctor --json` and a dense search run from another
+//! folder with a clean environment (no LODE_MODELS, no ORT_DYLIB_PATH) — and what doctor says
+//! when the models are missing or a setting is wrong.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use lode_testing::{copy_dir, repo};
+use serde_json::Value;
+
+/// Runs the installed `lode` with only HOME and PATH (and pip's cache, so `lode setup` reuses
+/// downloads already made on this machine: pip's own setting, not lode's).
+fn lode(bin: &Path, home: &Path, cwd: &Path, args: &[&str]) -> Output {
+    let mut c = Command::new(bin);
+    c.args(args).current_dir(cwd).env_clear().env("HOME", home).env("PATH", std::env::var_os("PATH").unwrap_or_default());
+    if let Some(real_home) = std::env::var_os("HOME") {
+        let cache = std::env::var_os("PIP_CACHE_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(real_home).join(".cache/pip"));
+        c.env("PIP_CACHE_DIR", cache);
+    }
+    c.output().unwrap()
+}
+
+fn json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+#[test]
+fn installed_binary_finds_its_models_from_any_folder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let bin_dir = home.join(".cargo/bin");
+    std::fs::create_dir_all(&bin_dir).unwrap();
+    let bin = bin_dir.join("lode");
+    std::fs::copy(env!("CARGO_BIN_EXE_lode"), &bin).unwrap();
+    let elsewhere = tmp.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let vault = tmp.path().join("notes");
+    copy_dir(&repo().join("fixtures/vault"), &vault);
+    let v = vault.to_str().unwrap();
+
+    // Before setup: lexical only, and doctor says so, with the fix, and fails.
+    let before = lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]);
+    assert!(!before.status.success(), "doctor must fail without the embedding model");
+    let d = json(&before);
+    assert_eq!(d["ok"], false);
+    let problems = d["problems"].to_string();
+    assert!(problems.contains("embedder") && problems.contains("lode setup"), "{problems}");
+
+    let setup = lode(&bin, &home, &elsewhere, &["setup"]);
+    assert!(setup.status.success(), "lode setup failed:\n{}\n{}", String::from_utf8_lossy(&setup.stdout), String::from_utf8_lossy(&setup.stderr));
+    let data = home.join(".local/share/lode");
+    assert!(data.join("models/all-MiniLM-L6-v2/model.onnx").is_file());
+    // Idempotent: a second run changes nothing and says so.
+    let again = lode(&bin, &home, &elsewhere, &["setup"]);
+    assert!(again.status.success());
+    assert!(String::from_utf8_lossy(&again.stdout).contains("already set up"), "{}", String::from_utf8_lossy(&again.stdout));
+
+    let after = lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]);
+    let d = json(&after);
+    assert!(after.status.success(), "{d:#}");
+    assert_eq!(d["ok"], true);
+    let runtime = d["runtime"]["path"].as_str().unwrap();
+    assert!(Path::new(runtime).starts_with(&data), "the runtime must come from the data directory, not the build tree: {runtime}");
+    assert_eq!(d["runtime"]["version"], "1.32.0");
+    let embedder = d["models"].as_array().unwrap().iter().find(|m| m["role"] == "embedder").unwrap();
+    assert_eq!(embedder["loaded"], true, "{embedder}");
+    assert!(Path::new(embedder["path"].as_str().unwrap()).starts_with(&data));
+    assert_eq!(d["vault"]["indexed"], false);
+
+    let index = lode(&bin, &home, &elsewhere, &["index", "--vault", v]);
+    assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
+    let hits = lode(&bin, &home, &elsewhere, &["search", "--vault", v, "--mode", "dense", "--json", "how often are staging certificates rotated"]);
+    assert!(hits.status.success(), "{}", String::from_utf8_lossy(&hits.stderr));
+    let stderr = String::from_utf8_lossy(&hits.stderr);
+    assert!(!stderr.contains("unavailable"), "dense retrieval must be on: {stderr}");
+    let top: Vec<Value> = String::from_utf8_lossy(&hits.stdout).lines().take(3).map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(top.iter().any(|h| h["path"] == "runbooks/rotate-staging-certs.md"), "{top:?}");
+
+    let indexed = json(&lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]));
+    let vectors = &indexed["vault"]["vectors"];
+    assert!(indexed["vault"]["notes"].as_u64().unwrap() > 0);
+    assert_eq!(vectors["with_vectors"], vectors["passages"], "{indexed:#}");
+    assert_eq!(indexed["vault"]["pending"]["new"], 0);
+
+    // A broken setting is named, and fails.
+    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"no-such-model\"\n[egress]\nno_egress = [\"private/**\", \"typo-folder/\"]\n").unwrap();
+    let bad = lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]);
+    assert!(!bad.status.success());
+    let d = json(&bad);
+    assert!(d["problems"].to_string().contains("no-such-model"), "{d:#}");
+    let patterns = d["egress"]["patterns"].as_array().unwrap();
+    assert_eq!(patterns.len(), 2);
+    assert_eq!(patterns[1]["withholds"], 0, "a pattern matching nothing is reported: {patterns:?}");
+    std::fs::write(vault.join(".lode/config.toml"), "[models\n").unwrap();
+    let unparsable = json(&lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]));
+    assert_eq!(unparsable["config"]["ok"], false);
+    assert!(unparsable["problems"].to_string().contains("config.toml"), "{unparsable:#}");
+}
