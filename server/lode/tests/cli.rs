@@ -314,3 +314,52 @@ fn a_no_egress_pattern_that_matches_nothing_is_warned_about() {
     assert!(stderr(&o).contains("\"privte/**\" matches no note"), "{}", stderr(&o));
     assert!(!stderr(&o).contains("\"runbooks/\""), "a pattern that matches is not warned about: {}", stderr(&o));
 }
+
+/// A loopback endpoint answering every request with `status` and a tiny JSON body; returns its
+/// base URL (`http://127.0.0.1:PORT/v1`).
+fn loopback_endpoint(status: u16) -> String {
+    use std::io::{BufRead, BufReader, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}/v1", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            let body = r#"{"data": [{"id": "tiny"}]}"#;
+            let _ = write!(conn, "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+        }
+    });
+    url
+}
+
+#[test]
+fn doctor_reports_the_llm_endpoint_only_when_asked() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    let config = |endpoint: &str| format!("[models]\nembedder = \"\"\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"tiny\"\n");
+    std::fs::write(v.join(".lode/config.toml"), config(&loopback_endpoint(200))).unwrap();
+    let o = lode(&["doctor", "--json"], &v);
+    let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(o.status.success(), "{d:#}");
+    assert!(d["llm"].is_null(), "not probed without --llm: {d:#}");
+    let o = lode(&["doctor", "--json", "--llm"], &v);
+    let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(o.status.success(), "{d:#}");
+    assert_eq!(d["llm"]["reachable"], true, "{d:#}");
+    // An endpoint that errors, and one where nothing listens.
+    std::fs::write(v.join(".lode/config.toml"), config(&loopback_endpoint(500))).unwrap();
+    let o = lode(&["doctor", "--json", "--llm"], &v);
+    assert!(!o.status.success());
+    let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(d["problems"].to_string().contains("500"), "{d:#}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    std::fs::write(v.join(".lode/config.toml"), config(&format!("http://{closed}/v1"))).unwrap();
+    let o = lode(&["doctor", "--llm"], &v);
+    assert!(!o.status.success());
+    assert!(stdout(&o).contains("FAIL  llm"), "{}", stdout(&o));
+}
