@@ -10,6 +10,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (3, include_str!("../../../migrations/0003_vectors.sql")),
     (4, include_str!("../../../migrations/0004_stat_symbols.sql")),
     (5, include_str!("../../../migrations/0005_nav.sql")),
+    (6, include_str!("../../../migrations/0006_headings.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

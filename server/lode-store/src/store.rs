@@ -224,8 +224,8 @@ impl Store {
                     if found >= 1 && found < 4 {
                         backfill_sections(&mut conn).map_err(err)?;
                     }
-                    if found >= 1 && found < 5 {
-                        backfill_nav(&mut conn, &opts.chunk).map_err(err)?;
+                    if found >= 1 && found < 6 {
+                        backfill_from_heads(&mut conn, &opts.chunk, found < 5).map_err(err)?;
                     }
                 }
             }
@@ -362,6 +362,7 @@ impl Store {
         tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM tags WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM aliases WHERE note_id = ?1", [id]).map_err(e)?;
+        tx.execute("DELETE FROM headings WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
         tx.commit().map_err(e)?;
         Ok(true)
@@ -783,8 +784,9 @@ fn meta_list(v: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fills tags and aliases for heads written before schema v5.
-fn backfill_nav(conn: &mut Connection, chunk: &lode_core::chunk::ChunkConfig) -> rusqlite::Result<()> {
+/// Fills what is derived from each head by the chunker for heads written before it existed:
+/// headings (schema v6) and, when `nav`, tags and aliases (schema v5). One transaction.
+fn backfill_from_heads(conn: &mut Connection, chunk: &lode_core::chunk::ChunkConfig, nav: bool) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let heads: Vec<(i64, Vec<u8>)> = {
         let mut st = tx.prepare("SELECT n.id, v.body FROM notes n JOIN versions v ON v.id = n.head_version")?;
@@ -793,9 +795,25 @@ fn backfill_nav(conn: &mut Connection, chunk: &lode_core::chunk::ChunkConfig) ->
     };
     for (id, body) in heads {
         let note = chunk_note(&body, chunk);
-        write_nav(&tx, id, &body, &note)?;
+        if nav {
+            write_nav(&tx, id, &body, &note)?;
+        }
+        write_headings(&tx, id, &body, &note)?;
     }
     tx.commit()
+}
+
+/// The headings of a note's head (replacing what it had): `workspace/symbol`'s section names.
+fn write_headings(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM headings WHERE note_id = ?1")?.execute([id])?;
+    let mut ins = tx.prepare_cached("INSERT INTO headings (note_id, name, line, level) VALUES (?1, ?2, ?3, ?4)")?;
+    for h in note.headings.iter().filter(|h| !h.text.is_empty()) {
+        // Heading ranges are in the decoded text: the same bytes unless the note is lossy, where
+        // the line is the nearest the raw bytes give.
+        let at = h.range.start.min(bytes.len());
+        ins.execute(params![id, h.text, line_of(bytes, at) as i64, h.level as i64])?;
+    }
+    Ok(())
 }
 
 fn write_note(
@@ -936,6 +954,7 @@ fn write_note(
         ins.execute(params![id, l.kind.as_str(), l.target, key, target, l.range.start as i64, l.range.end as i64])?;
     }
     write_nav(tx, id, bytes, note)?;
+    write_headings(tx, id, bytes, note)?;
     if created {
         resolve_incoming(tx, id, path)?;
     }
@@ -1126,8 +1145,8 @@ impl Store {
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
-                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id
-                  WHERE lower(p.section) >= ?1 AND lower(p.section) < ?1 || char(1114111) LIMIT ?2",
+                "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
+                  WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2",
                 params![folded, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
@@ -1142,14 +1161,14 @@ impl Store {
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
-                "SELECT n.path, p.section, p.line FROM headings_tri h JOIN passages p ON p.id = h.rowid
-                   JOIN notes n ON n.id = p.note_id WHERE headings_tri MATCH ?1 LIMIT ?2",
+                "SELECT n.path, h.name, h.line FROM headings_tri t JOIN headings h ON h.id = t.rowid
+                   JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1 LIMIT ?2",
                 params![phrase, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             Ok((titles, sections))
         };
-        // Distinct symbols among candidates (a section spans several passages).
+        // Distinct symbols among candidates (a name may repeat within a note).
         let distinct = |t: &Titles, s: &Sections| {
             let mut seen: std::collections::HashSet<(&str, &str)> = std::collections::HashSet::new();
             t.iter().filter(|(_, n)| matches(n)).for_each(|(p, n)| {
@@ -1179,7 +1198,7 @@ impl Store {
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
-                "SELECT n.path, p.section, p.line FROM passages p JOIN notes n ON n.id = p.note_id LIMIT ?1",
+                "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id LIMIT ?1",
                 params![cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
@@ -1190,7 +1209,7 @@ impl Store {
         out.sort();
         out.dedup();
         out.truncate(limit);
-        // A section's symbol sits at the line of its first passage.
+        // A heading's symbol sits at its line (a name repeated in a note: its first line).
         let mut first: std::collections::BTreeMap<(String, String), i64> = std::collections::BTreeMap::new();
         for (path, name, line) in sections.into_iter().filter(|(_, n, _)| matches(n)) {
             let e = first.entry((path, name)).or_insert(line);

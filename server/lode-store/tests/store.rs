@@ -358,15 +358,21 @@ fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_
     let mut store = open(tmp.path());
     store.save_note("p.md", b"# Replica plan\n\n## Replica quorum\n\ntext\n\nmore text\n\n## Replica lag\n\ntext\n").unwrap();
     store.save_note("s.md", b"# Notes\n\n## About the replica set\n\ntext\n").unwrap();
-    let names = |q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    let names_in = |store: &Store, q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
     // Fewer names start with it than the limit: substring matches join, each name once (a
-    // section of two passages is one symbol, at its first passage's line).
-    assert_eq!(names("replica", 10), ["Replica plan", "Replica quorum", "Replica lag", "About the replica set"]);
+    // section of two passages is one symbol).
+    assert_eq!(names_in(&store, "replica", 10), ["Replica plan", "Replica quorum", "Replica lag", "About the replica set"]);
     let quorum = store.symbols("replica q", 10).unwrap();
-    assert_eq!(quorum, [("p.md".to_owned(), "Replica quorum".to_owned(), 5, false)]);
-    assert_eq!(names("set", 10), ["About the replica set"], "a match inside a name");
+    assert_eq!(quorum, [("p.md".to_owned(), "Replica quorum".to_owned(), 3, false)], "at the heading's line");
+    assert_eq!(names_in(&store, "set", 10), ["About the replica set"], "a match inside a name");
+    // A heading with nothing under it is a symbol too; a deleted note's are gone.
+    store.save_note("e.md", b"# Empty sections\n\n## Replica placeholder\n\n## Next\n\nbody\n").unwrap();
+    assert_eq!(names_in(&store, "placeholder", 10), ["Replica placeholder"]);
+    store.delete_note("e.md").unwrap();
+    assert!(names_in(&store, "placeholder", 10).is_empty());
+    assert!(store.verify().unwrap().problems.is_empty());
     // Names that start with it fill the limit: those are the answer.
-    let two = names("replica", 2);
+    let two = names_in(&store, "replica", 2);
     assert_eq!(two.len(), 2);
     assert!(two.iter().all(|n| n.starts_with("Replica")), "{two:?}");
 }
@@ -452,4 +458,30 @@ fn apply_batch_redoes_a_rolled_back_batch_one_step_at_a_time() {
     assert!(!store.in_batch());
     assert_eq!(paths(&store, "six"), ["six.md"]);
     assert!(paths(&store, "seven").is_empty());
+}
+
+#[test]
+fn upgrading_from_v5_fills_headings_of_existing_heads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        for sql in [
+            include_str!("../../../migrations/0001_init.sql"),
+            include_str!("../../../migrations/0002_egress_log.sql"),
+            include_str!("../../../migrations/0003_vectors.sql"),
+            include_str!("../../../migrations/0004_stat_symbols.sql"),
+            include_str!("../../../migrations/0005_nav.sql"),
+        ] {
+            conn.execute_batch(sql).unwrap();
+        }
+        conn.pragma_update(None, "user_version", 5).unwrap();
+        let body = "# Plan\n\n## Empty section\n\n## Rollout\n\nShip it.\n";
+        conn.execute("INSERT INTO versions VALUES ('v', ?1, 1, 0, 0)", [body.as_bytes()]).unwrap();
+        conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('p.md', 'p', 'Plan', 'v', 0, 0)", []).unwrap();
+    }
+    let store = Store::open(&db, StoreOptions::default()).unwrap();
+    let syms = store.symbols("section", 10).unwrap();
+    assert_eq!(syms, [("p.md".to_owned(), "Empty section".to_owned(), 3, false)]);
+    assert_eq!(store.symbols("rollout", 10).unwrap()[0].2, 5);
 }
