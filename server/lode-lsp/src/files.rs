@@ -54,7 +54,9 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
     let token = ProgressToken::String(format!("lode/scan/{}", state.scans.fetch_add(1, Ordering::SeqCst)));
     let c = client.clone();
     let t = token.clone();
-    let _ = handle.block_on(async move { c.create_work_done_progress(t).await });
+    // Waits for the client's answer, but not forever: a client that never answers must not
+    // hold up indexing (the progress then goes out unacknowledged).
+    let _ = handle.block_on(async move { tokio::time::timeout(std::time::Duration::from_secs(2), c.create_work_done_progress(t)).await });
     let send = |value: WorkDoneProgress| {
         let c = client.clone();
         let token = token.clone();

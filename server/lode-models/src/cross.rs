@@ -35,8 +35,13 @@ impl OnnxModel {
             }
         }
         let env = crate::environment(runtime)?;
+        // Memory: no arena (it keeps the peak of every shape seen, for the life of the session)
+        // and no memory pattern (planned per input shape; ours vary with every batch). Batches
+        // are bounded instead (`embedder::BATCH_TOKENS`).
         let session = Session::builder(env)
             .and_then(|b| Ok(b.with_intra_threads(threads.max(1))?))
+            .and_then(|b| Ok(b.with_memory_pattern(false)?))
+            .and_then(|b| Ok(b.with_execution_providers([ort::ep::CPU::default().with_arena_allocator(false).build()])?))
             .and_then(|mut b| b.commit_from_file(&model_path))
             .map_err(|e| ModelError::model(&model_path, format!("ONNX Runtime cannot load it: {e}")))?;
         let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();

@@ -8,6 +8,38 @@ use crate::ModelError;
 
 /// Inputs per inference call; larger batches only add padding waste on 2 cores.
 const BATCH: usize = 16;
+/// Bound on a batch's padded size (inputs × longest input, in estimated tokens): it bounds the
+/// activations ONNX Runtime allocates for one call, whatever the texts.
+const BATCH_TOKENS: usize = 16 * 128;
+
+/// Groups inputs into inference batches: sorted by length, so each batch pads to a length close
+/// to all of its inputs, at most `max_inputs` per batch and at most `max_tokens` padded tokens
+/// (`len(i)` estimates input `i`'s tokens). Every index appears in exactly one batch; a single
+/// input over `max_tokens` is a batch of its own.
+pub fn length_batches(n: usize, len: impl Fn(usize) -> usize, max_inputs: usize, max_tokens: usize) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&i| (len(i), i));
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut cur: Vec<usize> = Vec::new();
+    for i in order {
+        // Sorted ascending: the newest input is the batch's longest.
+        let padded = (cur.len() + 1) * len(i).max(1);
+        if !cur.is_empty() && (cur.len() >= max_inputs.max(1) || padded > max_tokens) {
+            out.push(std::mem::take(&mut cur));
+        }
+        cur.push(i);
+    }
+    if !cur.is_empty() {
+        out.push(cur);
+    }
+    out
+}
+
+/// A token estimate good enough to sort and bound batches by: about four bytes per token,
+/// capped at the model's input length (longer texts are truncated to it).
+fn estimated_tokens(text: &str, max_length: usize) -> usize {
+    (text.len() / 4 + 2).min(max_length.max(1))
+}
 
 pub struct Embedder {
     model: OnnxModel,
@@ -46,11 +78,17 @@ impl Embedder {
     }
 
     /// Document side: passages get the manifest's `passage_prefix`.
+    /// Inputs are batched by length ([`length_batches`]); vectors come back in input order.
     pub fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
         let prefix = self.model.manifest.passage_prefix.clone();
-        let mut out = Vec::with_capacity(texts.len());
-        for chunk in texts.chunks(BATCH) {
-            out.extend(self.embed(chunk.iter().map(|t| format!("{prefix}{t}")).collect())?);
+        let max_length = self.model.manifest.max_length;
+        let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for batch in length_batches(inputs.len(), |i| estimated_tokens(&inputs[i], max_length), BATCH, BATCH_TOKENS) {
+            let vectors = self.embed(batch.iter().map(|&i| inputs[i].clone()).collect())?;
+            for (i, v) in batch.into_iter().zip(vectors) {
+                out[i] = v;
+            }
         }
         Ok(out)
     }
@@ -115,5 +153,33 @@ impl Embedder {
             }
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn length_batches_cover_every_input_once_within_their_bounds() {
+        let lens = [300, 5, 40, 41, 7, 200, 6, 1, 128, 129, 3, 90, 2, 64, 64, 64, 8, 1000];
+        let batches = length_batches(lens.len(), |i| lens[i], 4, 256);
+        let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
+        seen.sort();
+        assert_eq!(seen, (0..lens.len()).collect::<Vec<_>>());
+        for b in &batches {
+            assert!(!b.is_empty() && b.len() <= 4, "{b:?}");
+            let longest = b.iter().map(|&i| lens[i]).max().unwrap();
+            assert!(b.len() == 1 || b.len() * longest <= 256, "{b:?} pads to {}", b.len() * longest);
+        }
+        // Sorted by length: no batch's shortest is shorter than the previous batch's longest.
+        for w in batches.windows(2) {
+            let prev = w[0].iter().map(|&i| lens[i]).max().unwrap();
+            let next = w[1].iter().map(|&i| lens[i]).min().unwrap();
+            assert!(next >= prev, "{batches:?}");
+        }
+        // An input over the bound is alone; nothing at all is no batch.
+        assert!(batches.iter().any(|b| b == &vec![17]));
+        assert!(length_batches(0, |_| 1, 4, 256).is_empty());
     }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 pub use index::{table_name, VectorIndex, VectorRow};
 pub use pipeline::{retrieve, Mode, Models, RetrievalConfig, Retrieved, Stage};
-pub use worker::{sync_vectors, SyncReport};
+pub use worker::{sync_vectors, Sync, SyncReport};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RetrievalError {

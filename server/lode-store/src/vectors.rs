@@ -43,6 +43,34 @@ impl Store {
         )
     }
 
+    /// Like [`Store::pending_vectors`], for the passages of the notes at `paths` only (the notes a
+    /// user just saved or opened: embedded before the backlog).
+    pub fn pending_vectors_of(&self, model: &str, paths: &[String], limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
+        let mut out = Vec::new();
+        for path in paths {
+            if out.len() >= limit {
+                break;
+            }
+            out.extend(self.rows(
+                "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE n.path = ?2 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
+                 ORDER BY p.id LIMIT ?3",
+                params![model, path, (limit - out.len()) as i64],
+                |r| {
+                    let heading: String = r.get(3)?;
+                    let text: String = r.get(4)?;
+                    Ok(PendingPassage {
+                        id: r.get(0)?,
+                        note_id: r.get(1)?,
+                        version_id: r.get(2)?,
+                        text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
+                    })
+                },
+            )?);
+        }
+        Ok(out)
+    }
+
     /// Records that these passages now have a vector for `model` (ids that left meanwhile are
     /// ignored: their vectors are queued for deletion instead).
     pub fn mark_vectors(&mut self, model: &str, ids: &[i64]) -> Result<(), StoreError> {

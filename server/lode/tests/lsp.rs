@@ -1091,3 +1091,37 @@ fn a_missing_model_is_told_and_status_says_why() {
     // Still answers, lexically.
     assert!(answers_with(&mut lsp, "How often are staging certificates rotated?", "60 days"));
 }
+
+#[test]
+fn a_saved_note_is_embedded_before_the_backlog() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(vault.join("bulk")).unwrap();
+    // A backlog of 3,000 passages for the vector thread.
+    for i in 0..600 {
+        let body: String = (0..5).map(|j| format!("Item {i}.{j} records routine figures for ledger batch {}.\n\n", i * 5 + j)).collect();
+        std::fs::write(vault.join(format!("bulk/n{i:03}.md")), format!("# Bulk {i}\n\n{body}")).unwrap();
+    }
+    let mut lsp = start_on(&vault, json!({"window": {"workDoneProgress": true}}));
+    let note = vault.join("fresh.md");
+    std::fs::write(&note, "# Fresh\n\nThe heron migration starts in early March.\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
+    let status = lsp.request("lode/status", json!(null));
+    let model = status["result"]["dense"]["model"].as_str().unwrap_or_else(|| panic!("dense retrieval must be on: {status}")).to_owned();
+
+    let store = lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let mine_pending = store.pending_vectors_of(&model, &["fresh.md".to_owned()], 10).unwrap();
+        let fresh = store.vector_freshness(&model).unwrap();
+        if fresh.passages > 0 && mine_pending.is_empty() && store.note_exists("fresh.md").unwrap() {
+            assert!(fresh.with_vectors < fresh.passages, "the saved note waited for the whole backlog ({fresh:?})");
+            break;
+        }
+        assert!(Instant::now() < deadline, "the saved note was never embedded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The backlog shows as a progress bar of its own.
+    let begin = lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["title"] == "lode: embedding passages");
+    assert!(begin["params"]["token"].as_str().is_some_and(|t| t.starts_with("lode/embed/")), "{begin}");
+}

@@ -78,14 +78,24 @@ pub(crate) struct State {
     dense_off: vectors::DenseOff,
     /// Told once how loading the embedder ended; taken by whoever tells the user.
     dense_loaded: Mutex<Option<tokio::sync::oneshot::Receiver<Option<String>>>>,
-    kick: Option<Mutex<std::sync::mpsc::Sender<()>>>,
+    kick: Option<Mutex<std::sync::mpsc::Sender<vectors::Kick>>>,
+    /// The client, for the vector thread's progress (set when the vault starts).
+    reporter: vectors::Reporter,
 }
 
 impl State {
     /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
     pub(crate) fn kick(&self) {
         if let Some(k) = &self.kick {
-            let _ = k.lock().send(());
+            let _ = k.lock().send(None);
+        }
+    }
+
+    /// Wakes the vector thread with a note the user is looking at (just saved or opened): its
+    /// passages are embedded before the backlog.
+    pub(crate) fn kick_first(&self, rel: &str) {
+        if let Some(k) = &self.kick {
+            let _ = k.lock().send(Some(rel.to_owned()));
         }
     }
 }
@@ -144,9 +154,10 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
+            let reporter: vectors::Reporter = Arc::default();
             let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
                 Some(vs) => {
-                    let (k, d, off, loaded) = start_vectors(settings.db.clone(), settings.store.clone(), vs);
+                    let (k, d, off, loaded) = start_vectors(settings.db.clone(), settings.store.clone(), vs, reporter.clone());
                     (Some(Mutex::new(k)), d, off, Some(loaded))
                 }
                 None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
@@ -159,7 +170,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                     other => tracing::debug!("written: {other:?}"),
                 }
                 if let Some(k) = &kick_writer {
-                    let _ = k.send(());
+                    let _ = k.send(None);
                 }
             });
             Ok(Arc::new(State {
@@ -174,6 +185,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 dense_off,
                 dense_loaded: Mutex::new(dense_loaded),
                 kick,
+                reporter,
             }))
         })(),
     }
@@ -270,6 +282,7 @@ impl Backend {
     async fn start_vault(&self, root: PathBuf) {
         match self.state_of(root).await {
             Ok(state) => {
+                *state.reporter.lock() = Some((self.client.clone(), tokio::runtime::Handle::current()));
                 if !self.client_watches.load(Ordering::SeqCst) {
                     crate::files::watch_vault(self.client.clone(), state.clone());
                 }
@@ -478,7 +491,13 @@ impl LanguageServer for Backend {
         let uri = params.text_document.uri;
         let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version };
         self.docs.lock().insert(uri.as_str().to_owned(), doc);
-        self.publish_citation_diagnostics(uri).await;
+        self.publish_citation_diagnostics(uri.clone()).await;
+        // A note the user opens is likely what they ask about next: its vectors first.
+        if let Ok(state) = self.state_for(&uri).await {
+            if let Some(rel) = Self::rel(&state, &uri) {
+                state.kick_first(&rel);
+            }
+        }
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
@@ -495,6 +514,7 @@ impl LanguageServer for Backend {
         let uri = params.text_document.uri;
         let Ok(state) = self.state_for(&uri).await else { return };
         let Some(rel) = Self::rel(&state, &uri) else { return };
+        let rel_for_kick = rel.clone();
         // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
         // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
         let (_, done) = if state.root.join(&rel).is_file() {
@@ -505,8 +525,13 @@ impl LanguageServer for Backend {
                 None => state.writer.submit(Job::Refresh { path: rel }),
             }
         };
-        if let Ok(Done::Failed(e)) = done.await {
-            self.client.show_message(MessageType::WARNING, format!("lode: could not index {}: {e}", uri.as_str())).await;
+        match done.await {
+            Ok(Done::Failed(e)) => {
+                self.client.show_message(MessageType::WARNING, format!("lode: could not index {}: {e}", uri.as_str())).await;
+            }
+            // Its vectors before the backlog's: the note the user just wrote is what they ask about.
+            Ok(_) => state.kick_first(&rel_for_kick),
+            Err(_) => {}
         }
         self.refresh_open_diagnostics().await;
     }

@@ -16,15 +16,30 @@ pub(super) struct DenseStatus {
 
 pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
 
+/// Where the vector thread reports its progress: the client, once the vault has started.
+pub(super) type Reporter = Arc<Mutex<Option<(Client, tokio::runtime::Handle)>>>;
+
+/// A kick of the vector thread: `None` after any write (embed the backlog), `Some(path)` for a
+/// note the user just saved or opened (embedded before the backlog).
+pub(crate) type Kick = Option<String>;
+
+/// Work this big gets a `$/progress` bar (a single save's few passages do not).
+const PROGRESS_FROM: usize = 64;
+
 /// Starts the thread that embeds passages lacking a vector whenever it is kicked; returns the
 /// kick sender, the shared models (empty until loaded, or if loading failed), why they failed,
 /// and a receiver told once how loading ended (`Some(reason)` when dense retrieval is off).
+///
+/// The models are locked one round at a time (a few dozen passages), never for a whole pass:
+/// between rounds a question can embed itself, and notes kicked as `Some(path)` meanwhile go
+/// first in the next round.
 pub(super) fn start_vectors(
     db: PathBuf,
     opts: StoreOptions,
     vs: VectorSettings,
-) -> (std::sync::mpsc::Sender<()>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    reporter: Reporter,
+) -> (std::sync::mpsc::Sender<Kick>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
+    let (tx, rx) = std::sync::mpsc::channel::<Kick>();
     let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
     let dense: Dense = Arc::new(Mutex::new(None));
     let off: DenseOff = Arc::new(Mutex::new(DenseStatus::default()));
@@ -38,11 +53,13 @@ pub(super) fn start_vectors(
                     .map(|i| (e, i))
                     .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
             });
-            match loaded {
+            let model = match loaded {
                 Ok(m) => {
-                    shared_off.lock().model = Some(m.0.id().to_owned());
+                    let id = m.0.id().to_owned();
+                    shared_off.lock().model = Some(id.clone());
                     *shared.lock() = Some(m);
                     let _ = loaded_tx.send(None);
+                    id
                 }
                 Err(e) => {
                     tracing::warn!("dense retrieval off: {e}");
@@ -50,26 +67,132 @@ pub(super) fn start_vectors(
                     let _ = loaded_tx.send(Some(e.to_string()));
                     return;
                 }
-            }
+            };
             let Ok(mut store) = Store::open(&db, opts) else { return };
-            while rx.recv().is_ok() {
-                while rx.try_recv().is_ok() {} // coalesce kicks
-                let mut guard = shared.lock();
-                let Some((e, i)) = guard.as_mut() else { return };
-                // A panic while embedding ends this round only; the next kick retries.
-                let round = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    crate::isolation::fault("vectors");
-                    lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true)
-                }));
-                match round {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(err)) => tracing::warn!("embedding failed: {err}"),
-                    Err(_) => tracing::error!("embedding panicked; vectors will be retried after the next save"),
+            let mut first: Vec<String> = Vec::new();
+            let take = |k: Kick, first: &mut Vec<String>| {
+                if let Some(p) = k {
+                    if !first.contains(&p) {
+                        first.push(p);
+                    }
                 }
+            };
+            let mut passes = 0u64;
+            while let Ok(k) = rx.recv() {
+                take(k, &mut first);
+                while let Ok(k) = rx.try_recv() {
+                    take(k, &mut first);
+                }
+                passes += 1;
+                let mut bar = Bar::new(&reporter, format!("lode/embed/{passes}"));
+                // A panic while embedding ends this pass only; the next kick retries.
+                let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> std::result::Result<(), String> {
+                    let mut sync = {
+                        let guard = shared.lock();
+                        let Some((_, index)) = guard.as_ref() else { return Ok(()) };
+                        lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?
+                    };
+                    loop {
+                        // Kicks that came in meanwhile: their notes go first; any kick means
+                        // the pass goes on until nothing is pending (so none is lost).
+                        while let Ok(k) = rx.try_recv() {
+                            take(k, &mut first);
+                        }
+                        let more = {
+                            let mut guard = shared.lock();
+                            let Some((embedder, index)) = guard.as_mut() else { return Ok(()) };
+                            crate::isolation::fault("vectors");
+                            sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
+                        };
+                        // A note stays first until it has nothing left to embed.
+                        first.retain(|p| store.pending_vectors_of(&model, std::slice::from_ref(p), 1).is_ok_and(|v| !v.is_empty()));
+                        bar.update(sync.done(), sync.total);
+                        if !more {
+                            break;
+                        }
+                    }
+                    let guard = shared.lock();
+                    if let Some((_, index)) = guard.as_ref() {
+                        sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                    }
+                    Ok(())
+                }));
+                let message = match pass {
+                    Ok(Ok(())) => "vectors up to date".to_owned(),
+                    Ok(Err(err)) => {
+                        tracing::warn!("embedding failed: {err}");
+                        format!("embedding failed: {err}")
+                    }
+                    Err(_) => {
+                        tracing::error!("embedding panicked; vectors will be retried after the next save");
+                        "embedding stopped (logged); it resumes after the next save".to_owned()
+                    }
+                };
+                bar.end(message);
             }
         })
         .expect("spawn the vector thread");
-    let _ = tx.send(());
+    let _ = tx.send(None);
     (tx, dense, off, loaded_rx)
 }
 
+/// The `$/progress` bar of one embedding pass: begun only once the pass has enough to do,
+/// ended whenever it was begun.
+struct Bar<'a> {
+    reporter: &'a Reporter,
+    token: ProgressToken,
+    begun: bool,
+    /// The client refused the token: no bar this pass.
+    refused: bool,
+}
+
+impl<'a> Bar<'a> {
+    fn new(reporter: &'a Reporter, token: String) -> Bar<'a> {
+        Bar { reporter, token: ProgressToken::String(token), begun: false, refused: false }
+    }
+
+    fn send(&self, value: WorkDoneProgress) {
+        let Some((client, handle)) = self.reporter.lock().clone() else { return };
+        let token = self.token.clone();
+        handle.block_on(async move {
+            client.send_notification::<notification::Progress>(ProgressParams { token, value: ProgressParamsValue::WorkDone(value) }).await
+        });
+    }
+
+    fn update(&mut self, done: usize, total: usize) {
+        if !self.begun {
+            if total < PROGRESS_FROM || self.refused {
+                return;
+            }
+            let Some((client, handle)) = self.reporter.lock().clone() else { return };
+            let token = self.token.clone();
+            let created = handle.block_on(async move {
+                tokio::time::timeout(std::time::Duration::from_secs(2), client.create_work_done_progress(token)).await
+            });
+            // A client that refuses the token gets no bar; one that does not answer within the
+            // wait gets it anyway (embedding never waits on the client for longer).
+            if matches!(created, Ok(Err(_))) {
+                self.refused = true;
+                return;
+            }
+            self.begun = true;
+            self.send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+                title: "lode: embedding passages".into(),
+                message: Some(format!("0/{total} passages")),
+                percentage: Some(0),
+                ..Default::default()
+            }));
+        }
+        self.send(WorkDoneProgress::Report(WorkDoneProgressReport {
+            message: Some(format!("{done}/{total} passages")),
+            percentage: Some((done * 100 / total.max(1)).min(100) as u32),
+            ..Default::default()
+        }));
+    }
+
+    fn end(self, message: String) {
+        if self.begun {
+            self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }));
+        }
+    }
+}
