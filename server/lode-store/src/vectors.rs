@@ -22,6 +22,18 @@ pub struct Freshness {
     pub with_vectors: i64,
 }
 
+/// A row of `id, note_id, version_id, heading, text`: what the embedder reads (heading first).
+fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPassage> {
+    let heading: String = r.get(3)?;
+    let text: String = r.get(4)?;
+    Ok(PendingPassage {
+        id: r.get(0)?,
+        note_id: r.get(1)?,
+        version_id: r.get(2)?,
+        text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
+    })
+}
+
 impl Store {
     /// Up to `limit` head passages without a vector for `model`, in id order.
     pub fn pending_vectors(&self, model: &str, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
@@ -30,16 +42,7 @@ impl Store {
              WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
              ORDER BY p.id LIMIT ?2",
             params![model, limit as i64],
-            |r| {
-                let heading: String = r.get(3)?;
-                let text: String = r.get(4)?;
-                Ok(PendingPassage {
-                    id: r.get(0)?,
-                    note_id: r.get(1)?,
-                    version_id: r.get(2)?,
-                    text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
-                })
-            },
+            pending_row,
         )
     }
 
@@ -56,16 +59,7 @@ impl Store {
                  WHERE n.path = ?2 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
                  ORDER BY p.id LIMIT ?3",
                 params![model, path, (limit - out.len()) as i64],
-                |r| {
-                    let heading: String = r.get(3)?;
-                    let text: String = r.get(4)?;
-                    Ok(PendingPassage {
-                        id: r.get(0)?,
-                        note_id: r.get(1)?,
-                        version_id: r.get(2)?,
-                        text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
-                    })
-                },
+                pending_row,
             )?);
         }
         Ok(out)
