@@ -1121,8 +1121,8 @@ impl Store {
     /// already fill `limit`: a long query's trigram lookup reads one posting list per three
     /// characters, the slow part on a large vault, while typing a name from its start is the
     /// common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
-    /// order. Cost grows with the matches read — at most [`SYMBOL_CANDIDATES`] per kind and
-    /// index —, not with the vault.
+    /// order. Cost grows with the names read — about 1.5 × `limit` per kind and index, at most
+    /// [`SYMBOL_CANDIDATES`] for a short non-ASCII query —, not with the vault.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let folded = query.to_lowercase();
         let short = folded.chars().count() < 3;
@@ -1134,7 +1134,12 @@ impl Store {
                 name.contains(&folded)
             }
         };
-        let cap = SYMBOL_CANDIDATES.max(limit) as i64;
+        // Names read per index: a little over the limit where rows are names that match (every
+        // name a prefix or trigram lookup returns contains the query, bar Unicode folding
+        // differences), the full candidate cap where they are filtered here (a short non-ASCII
+        // query reads rows in order).
+        let cap = ((limit + limit / 2).max(limit + 16)).min(SYMBOL_CANDIDATES.max(limit)) as i64;
+        let scan_cap = SYMBOL_CANDIDATES.max(limit) as i64;
         type Titles = Vec<(String, String)>;
         type Sections = Vec<(String, String, i64)>;
         let by_prefix = || -> Result<(Titles, Sections), StoreError> {
@@ -1194,12 +1199,12 @@ impl Store {
             // the candidate cap) and is matched below with full folding.
             let titles = self.rows(
                 "SELECT path, title FROM notes WHERE head_version IS NOT NULL LIMIT ?1",
-                params![cap],
+                params![scan_cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
                 "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id LIMIT ?1",
-                params![cap],
+                params![scan_cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             (titles, sections)
