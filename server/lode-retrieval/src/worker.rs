@@ -11,8 +11,9 @@ use crate::index::{VectorIndex, VectorRow};
 use crate::RetrievalError;
 
 /// Passages fetched and embedded per round: a round is what a just-saved note waits behind
-/// (and what a question waits for before it can embed itself), so it stays short.
-const ROUND: usize = 32;
+/// (and what a question waits for before it can embed itself). Each round also pays a LanceDB
+/// delete + append, so rounds are not made smaller than this.
+const ROUND: usize = 64;
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SyncReport {
