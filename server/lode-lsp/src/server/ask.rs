@@ -90,9 +90,9 @@ impl Backend {
             // Injected while a read connection is held (with one shared, locked connection, this
             // used to poison it for every later request).
             crate::isolation::fault("ask");
-            // The vector thread holds the models for one round at a time (64 passages, about 2 s
-            // on 2 cores): wait out that round, but not a stuck one — then answer lexically.
-            let mut dense = st.dense.try_lock_for(std::time::Duration::from_secs(3));
+            // While the vector thread is embedding, answer lexically rather than wait for it: a
+            // dense leg over a half-embedded index favours whatever was embedded first.
+            let mut dense = st.dense.try_lock();
             let models = match dense.as_mut().and_then(|g| g.as_mut()) {
                 Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
                 None => lode_retrieval::Models::default(),
