@@ -258,17 +258,14 @@ fn egress(r: &mut Report, store: &lode_store::Store, config: &Config) {
     let notes = store.notes().unwrap_or_default();
     let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
     let per_pattern = rules.matches_per_pattern(&paths);
-    let by_frontmatter = notes
-        .iter()
-        .filter(|n| {
-            let meta = store.note_meta(n.id).unwrap_or_default();
-            lode_answer::egress::EgressRules::default().withheld_because(&n.path, &meta).is_some()
-        })
-        .count();
-    let withheld = notes
-        .iter()
-        .filter(|n| rules.withheld_because(&n.path, &store.note_meta(n.id).unwrap_or_default()).is_some())
-        .count();
+    // One metadata read per note: withheld by any rule, and by frontmatter alone (no patterns).
+    let frontmatter_only = lode_answer::egress::EgressRules::default();
+    let (mut withheld, mut by_frontmatter) = (0, 0);
+    for n in &notes {
+        let meta = store.note_meta(n.id).unwrap_or_default();
+        withheld += usize::from(rules.withheld_because(&n.path, &meta).is_some());
+        by_frontmatter += usize::from(frontmatter_only.withheld_because(&n.path, &meta).is_some());
+    }
     for (p, n) in &per_pattern {
         let level = if *n == 0 { Level::Note } else { Level::Ok };
         r.line(level, "egress", format!("no_egress {p:?} withholds {n} note(s){}", if *n == 0 { " (a typo?)" } else { "" }));
