@@ -1158,17 +1158,19 @@ impl Store {
             Ok((titles, sections))
         };
         let by_trigram = || -> Result<(Titles, Sections), StoreError> {
-            let phrase = format!("\"{}\"", query.replace('"', "\"\""));
+            let (fts, exact) = trigram_match(query);
             let titles = self.rows(
                 "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
-                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL LIMIT ?2",
-                params![phrase, cap],
+                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL
+                    AND (?3 IS NULL OR instr(lower(n.title), ?3) > 0) LIMIT ?2",
+                params![fts, cap, exact],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
                 "SELECT n.path, h.name, h.line FROM headings_tri t JOIN headings h ON h.id = t.rowid
-                   JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1 LIMIT ?2",
-                params![phrase, cap],
+                   JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1
+                    AND (?3 IS NULL OR instr(lower(h.name), ?3) > 0) LIMIT ?2",
+                params![fts, cap, exact],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             Ok((titles, sections))
@@ -1232,6 +1234,27 @@ impl Store {
         }
         Ok(out)
     }
+}
+
+/// The trigram-index query for a substring lookup of `query` (at least 3 characters), and the
+/// folded needle the rows must then contain, if the index query alone does not guarantee it.
+///
+/// A phrase of every trigram costs one doclist per trigram: a 20-character query reads 18,
+/// most of them common. An ASCII query instead asks for at most four trigrams spread over it
+/// (first and last included) and checks the substring on the candidate rows with `instr`, which
+/// keeps `LIMIT` exact. Non-ASCII queries keep the phrase: `lower()` folds ASCII only, while
+/// the trigram tokenizer folds all of Unicode.
+fn trigram_match(query: &str) -> (String, Option<String>) {
+    let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let folded = query.to_lowercase();
+    let n = folded.len().saturating_sub(2);
+    if !folded.is_ascii() || n <= 4 {
+        return (quote(query), None);
+    }
+    let mut picks: Vec<&str> = (0..4).map(|k| &folded[k * (n - 1) / 3..][..3]).collect();
+    picks.dedup();
+    let fts = picks.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" AND ");
+    (fts, Some(folded))
 }
 
 /// Matches read per kind (titles, sections) for one `workspace/symbol` query.

@@ -353,6 +353,31 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
 }
 
 #[test]
+fn long_substring_queries_return_exactly_the_names_containing_them() {
+    // A long ASCII query looks up a few of its trigrams and checks the substring on each row:
+    // decoys hold every trigram of the query, or all of the picked ones, out of order.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let mut body = String::from("# Decoys\n\n");
+    for i in 0..30 {
+        body.push_str(&format!("## gateway cache layer {i}\n\ntext\n\n"));
+        body.push_str(&format!("## cache layer of the gateway {i}\n\ntext\n\n"));
+    }
+    body.push_str("## The Cache Gateway Layer\n\ntext\n\n## say \"cache gateway\" twice\n\ntext\n");
+    store.save_note("d.md", body.as_bytes()).unwrap();
+    store.save_note("t.md", b"# Old cache gateway layer notes\n\ntext\n").unwrap();
+    let names = |q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("cache gateway layer", 50), ["Old cache gateway layer notes", "The Cache Gateway Layer"]);
+    assert_eq!(names("CACHE GATEWAY LAYER", 50).len(), 2, "case folds");
+    assert_eq!(names("\"cache gateway\" tw", 50), ["say \"cache gateway\" twice"], "quotes are characters");
+    assert_eq!(names("e gateway cache l", 50), Vec::<String>::new(), "every trigram present, never in this order");
+    // The limit counts names that match, not rows the index returned.
+    assert_eq!(names("cache layer of the", 3).len(), 3);
+    assert_eq!(names("layer of the gateway 7", 50), ["cache layer of the gateway 7"]);
+    assert_eq!(names("layer of the gateway 2", 50).len(), 11, "2 and 20-29");
+}
+
+#[test]
 fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = open(tmp.path());
