@@ -16,6 +16,8 @@ pub struct EgressRules {
     /// directories above a note and never against the note's own path.
     dir_only: Vec<bool>,
     patterns: Vec<String>,
+    /// Hosts (and their subdomains) whose snapshots stay on the machine, lower-cased.
+    domains: Vec<String>,
 }
 
 impl EgressRules {
@@ -48,7 +50,27 @@ impl EgressRules {
             dir_only.push(dir);
         }
         let globs = b.build().map_err(|e| e.to_string())?;
-        Ok(EgressRules { globs: Some(globs), dir_only, patterns: patterns.to_vec() })
+        Ok(EgressRules { globs: Some(globs), dir_only, patterns: patterns.to_vec(), domains: Vec::new() })
+    }
+
+    /// Adds domains whose snapshots may not leave the machine and which a model's tool call may
+    /// not fetch. `example.com` covers `docs.example.com`; a leading `*.` or `.` is accepted.
+    pub fn with_domains(mut self, domains: &[String]) -> Result<EgressRules, String> {
+        for d in domains {
+            let d = d.trim().trim_start_matches("*.").trim_start_matches('.').trim_end_matches('.').to_ascii_lowercase();
+            if d.is_empty() || d.contains(['/', ':', ' ', '*']) {
+                return Err(format!("no-egress domain {d:?}: give a host name such as `intranet.example.com`"));
+            }
+            self.domains.push(d);
+        }
+        Ok(self)
+    }
+
+    /// The configured domain covering the host of `url`, if any.
+    pub fn domain_withheld(&self, url: &str) -> Option<String> {
+        let host = url::Url::parse(url.trim()).ok()?.host_str()?.trim_end_matches('.').to_ascii_lowercase();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        self.domains.iter().find(|d| host == d.as_str() || host.ends_with(&format!(".{d}"))).cloned()
     }
 
     pub fn patterns(&self) -> &[String] {
@@ -108,6 +130,12 @@ impl EgressRules {
                 if let Some(shown) = local_only(v) {
                     return Some(format!("frontmatter `{key}: {shown}`"));
                 }
+            }
+        }
+        if path.contains("://") {
+            // A snapshot: its path is the page's URL.
+            if let Some(d) = self.domain_withheld(path) {
+                return Some(format!("snapshot of a no-egress domain ({d})"));
             }
         }
         let which = self.matching(path).first().map(|&i| self.patterns[i].clone())?;

@@ -9,6 +9,7 @@
 
 mod egress;
 mod error;
+pub mod externals;
 mod migrate;
 mod search;
 mod store;
@@ -16,10 +17,11 @@ mod vectors;
 pub mod vault;
 
 pub use egress::EgressRecord;
+pub use externals::{ExternalInfo, NewSnapshot, SnapshotOf, SnapshotSaved, Via};
 pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
-pub use search::{Hit, MatchMode, SearchOptions, SearchResult};
+pub use search::{Hit, MatchMode, SearchOptions, SearchResult, Source};
 pub use store::{DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
 
 /// Hex SHA-256 of a note's bytes: its version id.

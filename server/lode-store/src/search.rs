@@ -46,6 +46,8 @@ pub struct Hit {
     pub start: usize,
     pub end: usize,
     pub line: usize,
+    /// The passage's block kind (`paragraph`, `list_item`, …).
+    #[serde(rename = "block")]
     pub kind: String,
     pub heading: String,
     /// BM25 relevance (higher is better); comparable only within one mode of one query.
@@ -56,6 +58,26 @@ pub struct Hit {
     pub text: String,
     pub parent_start: usize,
     pub parent_end: usize,
+    /// A note of the vault, or the snapshot of an external (then `url` and `fetched_at`).
+    #[serde(rename = "kind")]
+    pub source: Source,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// When the snapshot's text was first fetched (unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<i64>,
+    /// When a fetch last confirmed it (unix ms): its age counts from here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seen_at: Option<i64>,
+}
+
+/// Where a passage comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    #[default]
+    Note,
+    Snapshot,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -133,7 +155,7 @@ impl Store {
                 WHERE passages_fts MATCH ?1 AND rank MATCH 'bm25({hw:.3}, 1.0)'
                 ORDER BY rank LIMIT ?2)
              SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
-                    top.s, p.text, p.parent_start, p.parent_end
+                    top.s, p.text, p.parent_start, p.parent_end, n.kind
              FROM top JOIN passages p ON p.id = top.id JOIN notes n ON n.id = p.note_id
              ORDER BY top.s, p.id",
             hw = opts.heading_weight,
@@ -146,6 +168,7 @@ impl Store {
         if opts.snippets {
             self.add_snippets(fts_query, &mut hits)?;
         }
+        self.add_sources(&mut hits)?;
         Ok(hits)
     }
 
@@ -179,8 +202,27 @@ fn rank_by_coverage(hits: &mut [Hit], terms: &[String]) {
     }
 }
 
+impl Store {
+    /// Fills the URL and fetch times of snapshot hits.
+    pub(crate) fn add_sources(&self, hits: &mut [Hit]) -> Result<(), StoreError> {
+        let ids: Vec<i64> = hits.iter().filter(|h| h.source == Source::Snapshot).map(|h| h.note_id).collect();
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let of = self.snapshots_of(&ids)?;
+        for h in hits.iter_mut() {
+            if let Some(s) = of.get(&h.note_id) {
+                h.url = Some(s.url.clone());
+                h.fetched_at = Some(s.fetched_at);
+                h.seen_at = Some(s.seen_at);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// A hit from a row of `id, note_id, path, title, version_id, start, end, line, kind, heading,
-/// bm25, text, parent_start, parent_end` (the order every hit query selects).
+/// bm25, text, parent_start, parent_end, note kind` (the order every hit query selects).
 pub(crate) fn hit_from_row(r: &rusqlite::Row<'_>, mode: MatchMode) -> rusqlite::Result<Hit> {
     Ok(Hit {
         passage_id: r.get(0)?,
@@ -199,5 +241,9 @@ pub(crate) fn hit_from_row(r: &rusqlite::Row<'_>, mode: MatchMode) -> rusqlite::
         text: r.get(11)?,
         parent_start: r.get::<_, i64>(12)? as usize,
         parent_end: r.get::<_, i64>(13)? as usize,
+        source: if r.get_ref(14)?.as_str().ok() == Some("snapshot") { Source::Snapshot } else { Source::Note },
+        url: None,
+        fetched_at: None,
+        seen_at: None,
     })
 }

@@ -40,12 +40,12 @@ pub struct Store {
 /// batch exists to avoid. So a write that fails (or panics) inside a batch rolls the whole batch
 /// back, and whoever runs the batch applies its steps again one at a time
 /// ([`crate::vault::apply_batch`]).
-enum WriteTx<'a> {
+pub(crate) enum WriteTx<'a> {
     Own(rusqlite::Transaction<'a>),
     Batch(BatchWrite<'a>),
 }
 
-struct BatchWrite<'a> {
+pub(crate) struct BatchWrite<'a> {
     conn: &'a Connection,
     done: bool,
 }
@@ -69,7 +69,7 @@ impl std::ops::Deref for WriteTx<'_> {
 }
 
 impl WriteTx<'_> {
-    fn commit(self) -> rusqlite::Result<()> {
+    pub(crate) fn commit(self) -> rusqlite::Result<()> {
         match self {
             WriteTx::Own(t) => t.commit(),
             WriteTx::Batch(mut b) => {
@@ -151,6 +151,8 @@ pub struct PassageRow {
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Stats {
     pub notes: i64,
+    /// Externals with a snapshot (their heads are indexed like notes).
+    pub snapshots: i64,
     pub deleted_notes: i64,
     pub versions: i64,
     pub passages: i64,
@@ -241,6 +243,19 @@ impl Store {
         &self.path
     }
 
+    /// Leaves WAL checkpoints to another connection ([`Store::checkpoint`] there): a commit on
+    /// this one then never pays for copying the log into the database file (about 4 MB and an
+    /// fsync every thousand pages), which is what a save's tail latency was made of.
+    pub fn defer_checkpoints(&self) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(|e| self.err(e))
+    }
+
+    /// Copies committed log frames into the database file, without waiting for or blocking
+    /// writers and readers (PASSIVE). Cheap when there is nothing to copy.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(|e| self.err(e))
+    }
+
     /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
     /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
     /// none of a batch until it ends. A write that fails inside rolls the whole batch back
@@ -269,7 +284,7 @@ impl Store {
         !self.conn.is_autocommit()
     }
 
-    fn write_tx(&mut self) -> rusqlite::Result<WriteTx<'_>> {
+    pub(crate) fn write_tx(&mut self) -> rusqlite::Result<WriteTx<'_>> {
         if self.conn.is_autocommit() {
             self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map(WriteTx::Own)
         } else {
@@ -334,7 +349,7 @@ impl Store {
         let chunked = chunk_note(bytes, &self.opts.chunk);
         let path_buf = self.path.clone();
         let tx = self.write_tx().map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
-        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true)
+        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true, false)
             .and_then(|o| tx.commit().map(|_| o))
             .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
         Ok(out)
@@ -420,7 +435,7 @@ impl Store {
 
     /// Live notes (with a head version), by path.
     pub fn notes(&self) -> Result<Vec<NoteInfo>, StoreError> {
-        let rows = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
+        let rows = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL AND kind = 'note' ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
         Ok(rows)
     }
 
@@ -428,7 +443,7 @@ impl Store {
     /// from disk (`None`: not known to match the file), by path.
     pub fn heads_with_stat(&self) -> Result<Vec<(String, String, Option<DiskStat>)>, StoreError> {
         self.rows(
-            "SELECT path, head_version, disk_size, disk_mtime FROM notes WHERE head_version IS NOT NULL ORDER BY path",
+            "SELECT path, head_version, disk_size, disk_mtime FROM notes WHERE head_version IS NOT NULL AND kind = 'note' ORDER BY path",
             [],
             |r| {
                 let stat = match (r.get::<_, Option<i64>>(2)?, r.get::<_, Option<i64>>(3)?) {
@@ -507,7 +522,7 @@ impl Store {
         let folded = name.trim().to_lowercase();
         let stem = folded.rsplit('/').next().unwrap_or(&folded).trim_end_matches(".md").to_owned();
         let rows: Vec<(i64, String, String)> = self.rows(
-            "SELECT id, path, title FROM notes WHERE head_version IS NOT NULL AND (stem = ?1 OR lower(title) = ?2
+            "SELECT id, path, title FROM notes WHERE head_version IS NOT NULL AND kind = 'note' AND (stem = ?1 OR lower(title) = ?2
                  OR id IN (SELECT note_id FROM aliases WHERE folded = ?2)) ORDER BY length(path), path LIMIT 200",
             params![stem, folded],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
@@ -541,7 +556,7 @@ impl Store {
             push(&mut out, p, t, None);
         }
         for (p, t) in self.rows(
-            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND lower(title) >= ?1
+            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND kind = 'note' AND lower(title) >= ?1
                 AND lower(title) < ?1 || char(1114111) ORDER BY lower(title) LIMIT ?2",
             params![folded, cap],
             |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
@@ -560,7 +575,7 @@ impl Store {
             let phrase = format!("\"{}\"", prefix.trim().replace('"', "\"\""));
             for (p, t) in self.rows(
                 "SELECT n.path, n.title FROM titles_tri x JOIN notes n ON n.id = x.rowid
-                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL LIMIT ?2",
+                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note' LIMIT ?2",
                 params![phrase, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )? {
@@ -662,7 +677,8 @@ impl Store {
         let page_size = q("PRAGMA page_size")?;
         let wal = std::fs::metadata(self.path.with_extension("db-wal")).map(|m| m.len()).unwrap_or(0);
         Ok(Stats {
-            notes: q("SELECT count(*) FROM notes WHERE head_version IS NOT NULL")?,
+            notes: q("SELECT count(*) FROM notes WHERE head_version IS NOT NULL AND kind = 'note'")?,
+            snapshots: q("SELECT count(*) FROM notes WHERE head_version IS NOT NULL AND kind = 'snapshot'")?,
             deleted_notes: q("SELECT count(*) FROM notes WHERE head_version IS NULL")?,
             versions: q("SELECT count(*) FROM versions")?,
             passages: q("SELECT count(*) FROM passages")?,
@@ -683,7 +699,7 @@ fn resolve_key(conn: &Connection, kind: LinkKind, key: &str) -> rusqlite::Result
     match kind {
         LinkKind::Markdown => conn
             .query_row(
-                "SELECT id FROM notes WHERE path IN (?1, ?1 || '.md') AND head_version IS NOT NULL LIMIT 1",
+                "SELECT id FROM notes WHERE path IN (?1, ?1 || '.md') AND head_version IS NOT NULL AND kind = 'note' LIMIT 1",
                 [key],
                 |r| r.get(0),
             )
@@ -816,7 +832,10 @@ fn write_headings(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) ->
     Ok(())
 }
 
-fn write_note(
+/// `snapshot`: a new note row is a snapshot note (an external's URL as path, no stem), whose
+/// head gets passages only. An existing row keeps its kind.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn write_note(
     tx: &Connection,
     path: &str,
     bytes: &[u8],
@@ -824,6 +843,7 @@ fn write_note(
     note: &ChunkedNote,
     existed: bool,
     new_version: bool,
+    snapshot: bool,
 ) -> rusqlite::Result<SaveOutcome> {
     let now = now_ms();
     tx.prepare_cached("INSERT OR IGNORE INTO versions (id, body, size, lossy, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?
@@ -837,29 +857,30 @@ fn write_note(
         note.meta.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
     )
     .to_string();
-    let (id, created) = if existed {
-        let id: i64 = tx.query_row(
+    let (id, created, snapshot) = if existed {
+        let (id, kind): (i64, String) = tx.query_row(
             "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5,
                     disk_size = CASE WHEN ?6 THEN NULL ELSE disk_size END,
                     disk_mtime = CASE WHEN ?6 THEN NULL ELSE disk_mtime END
-             WHERE path = ?1 RETURNING id",
+             WHERE path = ?1 RETURNING id, kind",
             params![path, vid, title, meta, now, new_version],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
         let was_deleted: bool = tx.query_row(
             "SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)",
             [id],
             |r| r.get(0),
         )?;
-        (id, was_deleted)
+        (id, was_deleted, kind == "snapshot")
     } else {
+        let (stem, kind) = if snapshot { (String::new(), "snapshot") } else { (stem_of(path), "note") };
         let id: i64 = tx.query_row(
-            "INSERT INTO notes (path, stem, title, head_version, meta, created_at, updated_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) RETURNING id",
-            params![path, stem_of(path), title, vid, meta, now],
+            "INSERT INTO notes (path, stem, title, head_version, meta, created_at, updated_at, kind)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) RETURNING id",
+            params![path, stem, title, vid, meta, now, kind],
             |r| r.get(0),
         )?;
-        (id, true)
+        (id, true, snapshot)
     };
     if new_version {
         tx.prepare_cached(
@@ -945,6 +966,17 @@ fn write_note(
     }
 
     tx.prepare_cached("DELETE FROM links WHERE src_note = ?1")?.execute([id])?;
+    if snapshot {
+        // A page's own links, tags and headings are not the user's: nothing links, completes
+        // or navigates through a snapshot.
+        return Ok(SaveOutcome {
+            note_id: id,
+            version_id: vid.to_owned(),
+            status: if existed { SaveStatus::Updated } else { SaveStatus::Created },
+            passages: note.passages.len(),
+            lossy: note.lossy,
+        });
+    }
     let mut ins = tx.prepare_cached(
         "INSERT INTO links (src_note, kind, target, target_key, target_note, start, end) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
     )?;
@@ -1004,7 +1036,8 @@ impl Store {
     /// Re-chunks the head version of every live note (after a change of chunker settings),
     /// without making new versions. Committed in batches.
     pub fn rechunk_heads(&mut self, mut progress: impl FnMut(usize, usize)) -> Result<usize, StoreError> {
-        let notes = self.notes()?;
+        // Snapshots too: their passages come from the same chunker.
+        let notes = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
         let total = notes.len();
         let result = self.rechunk_notes(&notes, &mut progress);
         // Never leave a batch open: what was re-chunked before a failure stays.
@@ -1027,7 +1060,7 @@ impl Store {
             let path_buf = self.path.clone();
             let e = |e| StoreError::from_sqlite(&path_buf, e);
             let tx = self.write_tx().map_err(e)?;
-            write_note(&tx, &n.path, &body, vid, &chunked, true, false).map_err(e)?;
+            write_note(&tx, &n.path, &body, vid, &chunked, true, false, false).map_err(e)?;
             tx.commit().map_err(e)?;
             progress(i + 1, notes.len());
         }
@@ -1145,7 +1178,7 @@ impl Store {
         let by_prefix = || -> Result<(Titles, Sections), StoreError> {
             let titles = self.rows(
                 "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
-                   AND head_version IS NOT NULL LIMIT ?2",
+                   AND head_version IS NOT NULL AND kind = 'note' LIMIT ?2",
                 params![folded, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
@@ -1161,7 +1194,7 @@ impl Store {
             let (fts, exact) = trigram_match(query);
             let titles = self.rows(
                 "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
-                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL
+                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
                     AND (?3 IS NULL OR instr(lower(n.title), ?3) > 0) LIMIT ?2",
                 params![fts, cap, exact],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
@@ -1200,7 +1233,7 @@ impl Store {
             // lower() folds ASCII only: a short non-ASCII query reads rows in order (bounded by
             // the candidate cap) and is matched below with full folding.
             let titles = self.rows(
-                "SELECT path, title FROM notes WHERE head_version IS NOT NULL LIMIT ?1",
+                "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND kind = 'note' LIMIT ?1",
                 params![scan_cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;

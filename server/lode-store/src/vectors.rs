@@ -138,7 +138,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
-                        0.0, p.text, p.parent_start, p.parent_end
+                        0.0, p.text, p.parent_start, p.parent_end, n.kind
                  FROM passages p JOIN notes n ON n.id = p.note_id WHERE p.id = ?1",
             )
             .map_err(|e| self.err(e))?;
@@ -151,6 +151,8 @@ impl Store {
                 Err(e) => return Err(self.err(e)),
             }
         }
+        drop(st);
+        self.add_sources(&mut out)?;
         Ok(out)
     }
 

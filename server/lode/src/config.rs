@@ -18,6 +18,58 @@ pub struct Config {
     /// An OpenAI-compatible endpoint for `lode ask --llm`.
     pub llm: Option<lode_answer::llm::LlmConfig>,
     pub models: ModelsSection,
+    pub externals: ExternalsSection,
+}
+
+/// Linked web pages: how they are fetched, and when a snapshot counts as stale.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ExternalsSection {
+    /// A snapshot older than this many days (since a fetch last confirmed it) is stale.
+    pub stale_days: f64,
+    /// For a whole fetch, redirects and body included.
+    pub timeout_secs: u64,
+    /// Pages larger than this are refused.
+    pub max_mb: f64,
+    pub max_redirects: u32,
+    /// Fetch from private, shared and link-local addresses (an intranet wiki).
+    pub allow_private: bool,
+    /// Fetch from this machine's loopback addresses.
+    pub allow_loopback: bool,
+    /// Domains whose snapshots never go to a remote model, and which a model's tool call may
+    /// not fetch; a domain covers its subdomains.
+    pub no_egress_domains: Vec<String>,
+}
+
+impl Default for ExternalsSection {
+    fn default() -> Self {
+        let f = lode_externals::FetchOptions::default();
+        ExternalsSection {
+            stale_days: lode_externals::Freshness::default().stale_days,
+            timeout_secs: f.timeout.as_secs(),
+            max_mb: f.max_bytes as f64 / (1024.0 * 1024.0),
+            max_redirects: f.max_redirects,
+            allow_private: f.allow_private,
+            allow_loopback: f.allow_loopback,
+            no_egress_domains: Vec::new(),
+        }
+    }
+}
+
+impl ExternalsSection {
+    pub fn fetch_options(&self) -> lode_externals::FetchOptions {
+        lode_externals::FetchOptions {
+            timeout: std::time::Duration::from_secs(self.timeout_secs.max(1)),
+            max_bytes: (self.max_mb.max(0.0) * 1024.0 * 1024.0) as u64,
+            max_redirects: self.max_redirects,
+            allow_private: self.allow_private,
+            allow_loopback: self.allow_loopback,
+        }
+    }
+
+    pub fn freshness(&self) -> lode_externals::Freshness {
+        lode_externals::Freshness { stale_days: self.stale_days }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -145,6 +197,7 @@ impl Default for Config {
             egress: EgressSection::default(),
             llm: None,
             models: ModelsSection::default(),
+            externals: ExternalsSection::default(),
         }
     }
 }
@@ -204,7 +257,10 @@ impl Config {
     }
 
     pub fn egress_rules(&self) -> Result<lode_answer::egress::EgressRules> {
-        lode_answer::egress::EgressRules::new(&self.egress.no_egress).map_err(|e| anyhow::anyhow!("[egress] no_egress: {e}"))
+        lode_answer::egress::EgressRules::new(&self.egress.no_egress)
+            .map_err(|e| anyhow::anyhow!("[egress] no_egress: {e}"))?
+            .with_domains(&self.externals.no_egress_domains)
+            .map_err(|e| anyhow::anyhow!("[externals] no_egress_domains: {e}"))
     }
 
     pub fn search_options(&self) -> SearchOptions {

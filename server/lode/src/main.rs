@@ -46,6 +46,9 @@ enum Command {
     Stats(cmd::stats::StatsArgs),
     /// Install ONNX Runtime and the default model for this user (~/.local/share/lode)
     Setup(cmd::setup::SetupArgs),
+    /// Mirror the web pages notes link to, list them and their age, show one
+    #[command(subcommand)]
+    Externals(cmd::externals::ExternalsCommand),
     /// Check the binary, runtime, models, settings, index, egress rules (and the LLM with --llm)
     Doctor(cmd::doctor::DoctorArgs),
     /// Measure retrieval quality on a BEIR-format data set
@@ -64,6 +67,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => cmd::stats::run(a),
         Command::Setup(a) => cmd::setup::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Externals(c) => cmd::externals::run(c),
         Command::Ask(a) => cmd::ask::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Serve(a) => cmd::serve::run(a),

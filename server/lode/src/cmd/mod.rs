@@ -5,6 +5,7 @@ pub mod bench;
 pub mod bench_lsp;
 pub mod doctor;
 pub mod eval;
+pub mod externals;
 pub mod gate;
 pub mod index;
 pub mod search;

@@ -1,0 +1,178 @@
+//! Externals: pages that notes link to, mirrored as snapshots lode can cite. Fetching within
+//! bounds (`fetch`), HTML → markdown (`html`), storing what a fetch returned (`record`), how old
+//! a snapshot may get (`Freshness`), and annotations: notes that quote a snapshot, re-anchored
+//! to the same text in each new one (`annotations`).
+
+pub mod fetch;
+pub mod html;
+
+use std::ops::Range;
+
+use lode_core::chunk::{chunk_note, ChunkConfig, PassageKind};
+use lode_store::{ExternalInfo, NewSnapshot, SnapshotSaved, Store, StoreError, Via};
+
+pub use fetch::{fetch, FetchError, FetchOptions, Fetched};
+
+/// What a fetch left in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded {
+    Saved(SnapshotSaved),
+    /// The fetch failed; the current snapshot (if any) stays, and the failure is recorded.
+    Failed(FetchError),
+}
+
+/// Stores the result of a fetch of `url`.
+pub fn record(store: &mut Store, url: &str, via: Via, fetched: Result<Fetched, FetchError>) -> Result<Recorded, StoreError> {
+    match fetched {
+        Ok(f) => {
+            let saved = store.save_snapshot(&NewSnapshot {
+                url,
+                final_url: &f.final_url,
+                status: f.status,
+                content_type: &f.content_type,
+                text: f.text.as_bytes(),
+                via,
+            })?;
+            Ok(Recorded::Saved(saved))
+        }
+        Err(e) => {
+            store.record_fetch_failure(url, via, e.status(), &e.to_string())?;
+            Ok(Recorded::Failed(e))
+        }
+    }
+}
+
+/// Fetches `url` and stores the result.
+pub fn mirror(store: &mut Store, url: &str, via: Via, opts: &FetchOptions) -> Result<Recorded, StoreError> {
+    record(store, url, via, fetch(url, opts))
+}
+
+/// How old a snapshot may get before it is stale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Freshness {
+    pub stale_days: f64,
+}
+
+impl Default for Freshness {
+    fn default() -> Self {
+        Freshness { stale_days: 30.0 }
+    }
+}
+
+/// The state of an external, as diagnostics and hover report it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum State {
+    /// Never mirrored.
+    Missing,
+    /// The latest fetch failed (a snapshot may still exist).
+    Failed { error: String, status: Option<u16>, has_snapshot: bool },
+    Stale { age_days: f64 },
+    Fresh { age_days: f64 },
+}
+
+impl Freshness {
+    pub fn state(&self, e: &ExternalInfo, now_ms: i64) -> State {
+        if let Some(err) = &e.last_error {
+            return State::Failed { error: err.clone(), status: e.last_status, has_snapshot: e.snapshot_id.is_some() };
+        }
+        match e.age_days(now_ms) {
+            None => State::Missing,
+            Some(age) if age > self.stale_days => State::Stale { age_days: age },
+            Some(age) => State::Fresh { age_days: age },
+        }
+    }
+}
+
+/// A human age: "3 hours", "12 days".
+pub fn describe_age(days: f64) -> String {
+    let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
+    if days < 1.0 / 24.0 {
+        plural((days * 1440.0).round().max(1.0) as u64, "minute")
+    } else if days < 1.0 {
+        plural((days * 24.0).round() as u64, "hour")
+    } else {
+        plural(days.floor() as u64, "day")
+    }
+}
+
+/// Annotations: a note whose frontmatter says `annotates: <url>` comments on that external's
+/// snapshot; its block quotes are the spans it comments on.
+pub mod annotations {
+    use super::*;
+
+    /// The URL a note annotates, from its frontmatter metadata.
+    pub fn annotated_url(meta: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+        meta.iter().find(|(k, _)| k.trim().eq_ignore_ascii_case("annotates")).and_then(|(_, v)| {
+            let s = v.as_str()?.trim().trim_matches(['"', '\'', '<', '>']).trim();
+            lode_store::externals::is_web_url(s).then(|| s.to_owned())
+        })
+    }
+
+    /// A quoted span of an annotation: where the block quote is in the note, and its text
+    /// without the `>` markers.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub struct Quote {
+        pub range: Range<usize>,
+        pub text: String,
+    }
+
+    /// The block quotes of a note (through the chunker, so a `>` inside code is no quote).
+    pub fn quotes(note: &[u8]) -> Vec<Quote> {
+        let chunked = chunk_note(note, &ChunkConfig::default());
+        let mut out: Vec<Quote> = Vec::new();
+        for p in chunked.passages.iter().filter(|p| p.kind == PassageKind::Quote) {
+            let raw = String::from_utf8_lossy(&note[p.range.clone()]);
+            let text = raw
+                .lines()
+                .map(|l| {
+                    let t = l.trim_start();
+                    let t = t.strip_prefix('>').unwrap_or(t);
+                    t.strip_prefix(' ').unwrap_or(t).trim_end()
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+                .trim()
+                .to_owned();
+            if text.is_empty() {
+                continue;
+            }
+            // A long quote split by the chunker is one quote.
+            if let Some(last) = out.last_mut() {
+                if p.split && last.range.end <= p.range.start && note[last.range.end..p.range.start].iter().all(u8::is_ascii_whitespace) {
+                    last.range.end = p.range.end;
+                    last.text.push('\n');
+                    last.text.push_str(&text);
+                    continue;
+                }
+            }
+            out.push(Quote { range: p.range.clone(), text });
+        }
+        out
+    }
+
+    /// Where a quote sits in a snapshot's text.
+    #[derive(Debug, Clone, PartialEq, Eq)]
+    pub enum Anchor {
+        /// Found: its byte range in the snapshot, and whether it matched exactly (else with
+        /// whitespace normalized).
+        Anchored { range: Range<usize>, exact: bool },
+        /// The snapshot no longer contains it.
+        Orphaned,
+    }
+
+    /// Re-anchors a quote in a snapshot body: the same text, exactly or up to whitespace.
+    pub fn anchor(quote: &str, snapshot: &str) -> Anchor {
+        match lode_core::gate::locate(snapshot, quote) {
+            Some((range, exact)) => Anchor::Anchored { range, exact },
+            None => Anchor::Orphaned,
+        }
+    }
+
+    /// Every quote of an annotation note against the current snapshot of what it annotates.
+    pub fn check(note: &[u8], snapshot: &str) -> Vec<(Quote, Anchor)> {
+        quotes(note).into_iter().map(|q| {
+            let a = anchor(&q.text, snapshot);
+            (q, a)
+        }).collect()
+    }
+}

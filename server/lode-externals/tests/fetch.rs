@@ -1,0 +1,125 @@
+//! Fetching from a real HTTP server on loopback: pages that change between fetches, redirects
+//! (also to private addresses), timeouts, error statuses, binary and huge bodies, non-UTF-8
+//! text; and what the store keeps of each.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lode_externals::{fetch, mirror, FetchError, FetchOptions, Recorded};
+use lode_store::{Store, StoreOptions, Via};
+use lode_testing::web::{Reply, Site};
+
+fn loopback() -> FetchOptions {
+    FetchOptions { allow_loopback: true, timeout: Duration::from_secs(3), ..FetchOptions::default() }
+}
+
+fn site() -> Site {
+    let version = Arc::new(AtomicUsize::new(0));
+    Site::start(Box::new(move |path: &str| match path {
+        "/page" => Reply::html("<html><head><title>Pooling</title></head><body><h1>Pooling</h1><p>Pool size is 40.</p></body></html>"),
+        "/changing" => {
+            let n = version.fetch_add(1, Ordering::SeqCst);
+            let size = if n < 2 { 40 } else { 60 };
+            Reply::html(&format!("<h1>Limits</h1><p>Pool size is {size}.</p>"))
+        }
+        "/hop1" => Reply::redirect("/hop2"),
+        "/hop2" => Reply::redirect("/page"),
+        "/loop" => Reply::redirect("/loop"),
+        "/to-metadata" => Reply::redirect("http://169.254.169.254/latest/meta-data/"),
+        "/slow" => Reply { delay: Duration::from_secs(10), ..Reply::html("<p>late</p>") },
+        "/missing" => Reply::typed(404, "text/html", b"<h1>Not found</h1>"),
+        "/broken" => Reply::typed(500, "text/html", b"oops"),
+        "/binary" => Reply::typed(200, "application/octet-stream", &[0, 1, 2, 255]),
+        "/binary-as-text" => Reply::typed(200, "text/plain", b"PK\x03\x04\x00\x00binary"),
+        "/no-type" => Reply { headers: vec![], ..Reply::html("<h1>Untyped</h1><p>Still a page.</p>") },
+        "/huge" => Reply { body: vec![b'a'; 50 * 1024 * 1024], ..Reply::typed(200, "text/plain", b"") },
+        "/huge-unannounced" => Reply { stream_bytes: Some(50 * 1024 * 1024), ..Reply::typed(200, "text/plain", b"") },
+        "/latin1" => Reply::typed(200, "text/html; charset=iso-8859-1", b"<h1>Caf\xe9</h1><p>Cr\xe8me br\xfbl\xe9e.</p>"),
+        "/bad-utf8" => Reply::typed(200, "text/html; charset=utf-8", b"<h1>Bad</h1><p>ok \xff\xfe end</p>"),
+        "/malformed" => Reply::html("<h2>Unclosed <b>bold<p>para<li>item</table></html><p>after"),
+        "/plain" => Reply::typed(200, "text/plain", b"# not a heading\nplain text\n"),
+        "/markdown" => Reply::typed(200, "text/markdown", b"# Real heading\n\nBody.\n"),
+        _ => Reply::typed(404, "text/plain", b"no route"),
+    }))
+}
+
+#[test]
+fn pages_redirects_and_content_types() {
+    let s = site();
+    let page = fetch(&s.url("/page"), &loopback()).unwrap();
+    assert_eq!((page.status, page.content_type.as_str(), page.title.as_deref()), (200, "text/html", Some("Pooling")));
+    assert_eq!(page.text, "# Pooling\n\nPool size is 40.\n");
+    let hopped = fetch(&s.url("/hop1"), &loopback()).unwrap();
+    assert_eq!(hopped.final_url, s.url("/page"));
+    assert_eq!(hopped.url, s.url("/hop1"));
+    assert_eq!(fetch(&s.url("/loop"), &loopback()), Err(FetchError::Redirects(5)));
+    let few = FetchOptions { max_redirects: 1, ..loopback() };
+    assert_eq!(fetch(&s.url("/hop1"), &few), Err(FetchError::Redirects(1)));
+    assert_eq!(fetch(&s.url("/missing"), &loopback()), Err(FetchError::Status(404)));
+    assert_eq!(fetch(&s.url("/broken"), &loopback()), Err(FetchError::Status(500)));
+    assert_eq!(fetch(&s.url("/binary"), &loopback()), Err(FetchError::NotText("application/octet-stream".into())));
+    assert!(matches!(fetch(&s.url("/binary-as-text"), &loopback()), Err(FetchError::NotText(_))));
+    assert_eq!(fetch(&s.url("/no-type"), &loopback()).unwrap().text, "# Untyped\n\nStill a page.\n");
+    assert_eq!(fetch(&s.url("/latin1"), &loopback()).unwrap().text, "# Café\n\nCrème brûlée.\n");
+    assert_eq!(fetch(&s.url("/bad-utf8"), &loopback()).unwrap().text, "# Bad\n\nok \u{fffd}\u{fffd} end\n");
+    assert!(fetch(&s.url("/malformed"), &loopback()).unwrap().text.contains("after"));
+    assert_eq!(fetch(&s.url("/plain"), &loopback()).unwrap().text, "\\# not a heading\nplain text\n");
+    assert_eq!(fetch(&s.url("/markdown"), &loopback()).unwrap().text, "# Real heading\n\nBody.\n");
+}
+
+#[test]
+fn limits_hold() {
+    let s = site();
+    let t = Instant::now();
+    assert_eq!(fetch(&s.url("/slow"), &FetchOptions { timeout: Duration::from_secs(1), ..loopback() }), Err(FetchError::Timeout(1)));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    let t = Instant::now();
+    assert_eq!(fetch(&s.url("/huge"), &loopback()), Err(FetchError::TooLarge(10 * 1024 * 1024)));
+    assert_eq!(fetch(&s.url("/huge-unannounced"), &loopback()), Err(FetchError::TooLarge(10 * 1024 * 1024)));
+    assert!(t.elapsed() < Duration::from_secs(5), "a refused body is not read to its end: {:?}", t.elapsed());
+}
+
+#[test]
+fn private_addresses_are_refused_unless_allowed_at_every_hop() {
+    let s = site();
+    let strict = FetchOptions { timeout: Duration::from_secs(3), ..FetchOptions::default() };
+    let err = fetch(&s.url("/page"), &strict).unwrap_err();
+    assert!(matches!(&err, FetchError::Private(m) if m.contains("127.0.0.1")), "{err:?}");
+    assert!(err.to_string().contains("allow_loopback"), "the fix is named: {err}");
+    assert_eq!(s.hits("/page"), 0, "refused before connecting");
+    let localhost = s.url("/page").replace("127.0.0.1", "localhost");
+    assert!(matches!(fetch(&localhost, &strict), Err(FetchError::Private(_))));
+    for literal in ["http://[::1]/", "http://0.0.0.0/", "http://169.254.169.254/latest/", "http://[::ffff:127.0.0.1]/", "http://2130706433/"] {
+        assert!(matches!(fetch(literal, &strict), Err(FetchError::Private(_))), "{literal}");
+    }
+    // Loopback allowed, but the redirect leads to link-local metadata: refused at that hop.
+    let err = fetch(&s.url("/to-metadata"), &loopback()).unwrap_err();
+    assert!(matches!(&err, FetchError::Private(m) if m.contains("169.254.169.254")), "{err:?}");
+    for bad in ["file:///etc/passwd", "ftp://example.com/", "data:text/html,<h1>x</h1>"] {
+        assert!(matches!(fetch(bad, &loopback()), Err(FetchError::NotWeb(_))), "{bad}");
+    }
+}
+
+#[test]
+fn the_store_keeps_each_distinct_text_once_and_every_failure() {
+    let s = site();
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = Store::open(&tmp.path().join("lode.db"), StoreOptions::default()).unwrap();
+    let url = s.url("/changing");
+    let first = mirror(&mut store, &url, Via::Link, &loopback()).unwrap();
+    let Recorded::Saved(a) = first else { panic!("{first:?}") };
+    let Recorded::Saved(b) = mirror(&mut store, &url, Via::Link, &loopback()).unwrap() else { panic!() };
+    assert_eq!(a.snapshot_id, b.snapshot_id);
+    assert!(!b.changed, "identical body: no new snapshot");
+    let Recorded::Saved(c) = mirror(&mut store, &url, Via::Link, &loopback()).unwrap() else { panic!() };
+    assert!(c.changed);
+    let info = store.external(&url).unwrap();
+    assert_eq!((info.snapshots, info.snapshot_id.as_deref()), (2, Some(c.snapshot_id.as_str())));
+    assert_eq!(store.version_body(&a.snapshot_id).unwrap().unwrap(), b"# Limits\n\nPool size is 40.\n");
+
+    let gone = s.url("/missing");
+    assert_eq!(mirror(&mut store, &gone, Via::Link, &loopback()).unwrap(), Recorded::Failed(FetchError::Status(404)));
+    let info = store.external(&gone).unwrap();
+    assert_eq!((info.snapshot_id, info.last_status, info.last_error.as_deref()), (None, Some(404), Some("HTTP 404")));
+}
