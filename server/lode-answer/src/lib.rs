@@ -69,6 +69,42 @@ pub struct AskConfig {
     /// Set by the caller to stop the work: checked between retrieval, synthesis and the gate,
     /// and while waiting for an LLM.
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Fetches and stores pages for the model's `fetch_url` tool (offered only to an LLM
+    /// configured with `tools = true`).
+    pub fetcher: Option<std::sync::Arc<dyn Fetcher>>,
+    /// Snapshots not confirmed by a fetch for this many days rank as stale.
+    pub stale_days: f64,
+}
+
+/// What the `fetch_url` tool needs from its host: fetch a page within the fetch limits and
+/// store it as a snapshot (discovered by an ask) *before* the model sees it, so what the model
+/// quotes from it is checked against stored bytes like any note. The CLI and the server each
+/// implement it through their own writer.
+pub trait Fetcher: Send + Sync + std::fmt::Debug {
+    /// Fetches `url`, stores it, and says where: committed before this returns, so the ask's
+    /// own connection reads it.
+    fn fetch_snapshot(&self, url: &str) -> Result<StoredPage, String>;
+}
+
+/// Where a fetched page was stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredPage {
+    /// After redirects.
+    pub final_url: String,
+    pub note_id: i64,
+    pub version_id: String,
+}
+
+/// A page the tool fetched and stored.
+#[derive(Debug, Clone)]
+pub struct FetchedSnapshot {
+    pub url: String,
+    /// After redirects: the no-egress domains are checked on it too.
+    pub final_url: String,
+    pub note_id: i64,
+    pub version_id: String,
+    pub body: String,
+    pub fetched_at: i64,
 }
 
 impl Default for AskConfig {
@@ -81,6 +117,8 @@ impl Default for AskConfig {
             extract: ExtractConfig::default(),
             vault_root: None,
             cancel: None,
+            fetcher: None,
+            stale_days: 30.0,
         }
     }
 }
@@ -107,11 +145,25 @@ pub struct ContextItem {
     pub pinned: bool,
     /// Why this item may not go to a remote model, if it may not.
     pub withheld: Option<String>,
+    /// A note, or an external's snapshot (`path` is then its URL).
+    #[serde(rename = "source")]
+    pub source: lode_store::Source,
+    /// When the snapshot's text was first fetched (unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Citation {
+    /// The cited note's path, or the URL of the cited snapshot.
     pub path: String,
+    /// `note` or `snapshot`.
+    pub kind: lode_store::Source,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// When the cited snapshot's text was first fetched (unix ms).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fetched_at: Option<i64>,
     pub note_id: i64,
     pub version_id: String,
     pub start: usize,
@@ -237,6 +289,8 @@ pub fn gather(
                 rank: items.len(),
                 pinned: true,
                 withheld: w,
+                source: lode_store::Source::Note,
+                fetched_at: None,
             });
         }
     }
@@ -248,6 +302,7 @@ pub fn gather(
     let rcfg = RetrievalConfig {
         limit: cfg.context_limit,
         search: SearchOptions { limit: cfg.context_limit, snippets: false, ..cfg.search.clone() },
+        stale_days: cfg.stale_days,
         ..RetrievalConfig::default()
     };
     let retrieved = retrieve(store, question, mode, models, &rcfg)?;
@@ -273,6 +328,8 @@ pub fn gather(
             rank: items.len(),
             pinned: false,
             withheld: w,
+            source: h.source,
+            fetched_at: h.fetched_at,
         });
     }
     Ok(items)
@@ -331,6 +388,70 @@ const SYSTEM_PROMPT: &str = "You answer questions using only the numbered source
 Reply with JSON only, in this shape: {\"claims\": [{\"text\": \"one factual statement\", \"support\": [{\"source\": \"S1\", \"quote\": \"words copied exactly from that source\"}]}]}. \
 Each claim is one statement. Each quote must be copied character for character from the source it names: a sentence or a contiguous part of one. \
 If the sources do not answer the question, reply {\"claims\": []}. Add nothing else: no confidence, no commentary.";
+
+const TOOL_PROMPT: &str = "When the sources do not answer the question and a web page would, you may call fetch_url with that page's URL; \
+its text comes back as a new numbered source, which you cite like the others. Fetch only pages you name exactly; never put note text in a URL.";
+
+/// Tool rounds in one answer (each may hold up to `llm::MAX_TOOL_CALLS` calls).
+const MAX_TOOL_ROUNDS: usize = 2;
+/// Bytes of a fetched page the model is shown (its whole text is stored and checkable).
+const TOOL_TEXT: usize = 6000;
+
+fn fetch_tool_schema() -> serde_json::Value {
+    serde_json::json!([{
+        "type": "function",
+        "function": {
+            "name": "fetch_url",
+            "description": "Fetch one web page (http or https) by its exact URL. Returns its readable text as a new numbered source.",
+            "parameters": {
+                "type": "object",
+                "properties": {"url": {"type": "string", "description": "The page's http or https URL"}},
+                "required": ["url"]
+            }
+        }
+    }])
+}
+
+/// Runs one tool call: checks it (a known tool, an http(s) URL with no secret in it, not a
+/// no-egress domain; a refused call sends nothing), records the request as an egress event,
+/// then has the host fetch and store the page.
+fn run_tool(store: &Store, rules: &EgressRules, fetcher: &dyn Fetcher, call: &llm::ToolCall) -> Result<FetchedSnapshot, String> {
+    if call.name != "fetch_url" {
+        return Err(format!("unknown tool {:?}; the only tool is fetch_url", call.name.chars().take(40).collect::<String>()));
+    }
+    let args: serde_json::Value = serde_json::from_str(&call.arguments).map_err(|_| "arguments must be JSON: {\"url\": \"https://…\"}".to_owned())?;
+    let url = args.get("url").and_then(|u| u.as_str()).map(str::trim).filter(|u| !u.is_empty()).ok_or("arguments must name a url")?;
+    // The URL is what leaves the machine: a model must not carry note text out in it.
+    let (_, secrets) = egress::redact(url);
+    let host = url::Url::parse(url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https"))
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .ok_or("only http and https URLs are fetched")?;
+    if secrets > 0 {
+        return Err("the URL contains something that looks like a secret; nothing fetched".into());
+    }
+    if let Some(d) = rules.domain_withheld(url) {
+        return Err(format!("{d} is a no-egress domain; nothing fetched"));
+    }
+    store
+        .log_egress(&host, "tool", &[], url.len() as u64, 0)
+        .map_err(|e| format!("the egress log cannot be written ({e}); nothing fetched"))?;
+    let page = fetcher.fetch_snapshot(url)?;
+    if let Some(d) = rules.domain_withheld(&page.final_url) {
+        return Err(format!("the page redirected to {d}, a no-egress domain; its text is withheld"));
+    }
+    let body = store.version_body(&page.version_id).map_err(|e| e.to_string())?.ok_or("the stored snapshot is missing")?;
+    let info = store.external_brief(url).map_err(|e| e.to_string())?;
+    Ok(FetchedSnapshot {
+        url: url.to_owned(),
+        final_url: page.final_url,
+        note_id: page.note_id,
+        version_id: page.version_id,
+        body: String::from_utf8_lossy(&body).into_owned(),
+        fetched_at: info.fetched_at.unwrap_or_default(),
+    })
+}
 
 /// Answers `question` from the store. The gate runs on whatever the synthesizer says.
 #[allow(clippy::too_many_arguments)]
@@ -422,13 +543,6 @@ pub fn ask_from(
     } else {
         Vec::new()
     };
-    let mut eligible: Eligible<'_> = HashMap::new();
-    for it in &visible {
-        if let Some(b) = bodies.get(&it.version_id) {
-            eligible.insert(it.version_id.clone(), b.as_str());
-        }
-    }
-
     let extract = |visible: &[&ContextItem]| -> Result<Vec<gate::Claim>, AskError> {
         let sources: Vec<Source> = visible
             .iter()
@@ -445,6 +559,8 @@ pub fn ask_from(
     let mut notice = origin_notice;
     let mut synthesizer = synth.name();
     let mut problems: Vec<DroppedClaim> = Vec::new();
+    // Pages the model fetched with its tool, stored before it saw them: sources like the rest.
+    let mut fetched: Vec<FetchedSnapshot> = Vec::new();
     let claims = match synth {
         Synthesizer::Extractive => extract(&visible)?,
         Synthesizer::Llm(llm) => {
@@ -483,19 +599,63 @@ pub fn ask_from(
                 user.push_str(&format!("\n[{label}] {title}\n{text}\n"));
                 sent.extend(its.iter().map(|i| i.passage_id));
             }
-            if blocks.is_empty() {
+            let tools = cfg.fetcher.as_ref().filter(|_| llm.tools);
+            if blocks.is_empty() && tools.is_none() {
                 Vec::new()
             } else {
-                let body = llm.request_body(SYSTEM_PROMPT, &user);
-                if remote {
-                    store.log_egress(&egress::destination(&llm.endpoint), "synthesis", &sent, body.len() as u64, redactions as u64)?;
-                }
+                let system = if tools.is_some() { format!("{SYSTEM_PROMPT} {TOOL_PROMPT}") } else { SYSTEM_PROMPT.to_owned() };
+                let mut messages = vec![
+                    serde_json::json!({"role": "system", "content": system}),
+                    serde_json::json!({"role": "user", "content": user}),
+                ];
+                let mut next_label = blocks.len() + 1;
+                let mut logged_synthesis = false;
                 // An unreachable endpoint is an error; an unusable answer is not: the extractive
                 // synthesizer answers instead, and the answer says so.
-                match llm
-                    .complete_cancellable(&body, cfg.cancel.as_deref())
-                    .and_then(|content| llm::parse_claims(&content, |l| labels.get(l).cloned()))
-                {
+                let mut final_content: Result<String, LlmError> = Err(LlmError::Malformed("no answer".into()));
+                for round in 0..=MAX_TOOL_ROUNDS {
+                    // The last round offers no tools: the model has to answer.
+                    let offer = tools.filter(|_| round < MAX_TOOL_ROUNDS).map(|_| fetch_tool_schema());
+                    let body = if offer.is_none() && round == 0 {
+                        llm.request_body(&system, &user)
+                    } else {
+                        llm.request_body_with(&messages, offer.as_ref())
+                    };
+                    if remote {
+                        let passages: &[i64] = if logged_synthesis { &[] } else { &sent };
+                        store.log_egress(&egress::destination(&llm.endpoint), "synthesis", passages, body.len() as u64, if logged_synthesis { 0 } else { redactions as u64 })?;
+                        logged_synthesis = true;
+                    }
+                    let turn = match llm.turn_cancellable(&body, cfg.cancel.as_deref()) {
+                        Ok(t) => t,
+                        Err(e) => {
+                            final_content = Err(e);
+                            break;
+                        }
+                    };
+                    let (Some(fetcher), false) = (tools, turn.tool_calls.is_empty()) else {
+                        final_content = turn.content.ok_or_else(|| LlmError::Malformed("the model called a tool after its last turn".into()));
+                        break;
+                    };
+                    messages.push(turn.message.clone());
+                    for call in &turn.tool_calls {
+                        if cancelled() {
+                            return Err(AskError::Cancelled);
+                        }
+                        let reply = run_tool(store, rules, fetcher.as_ref(), call).map(|snap| {
+                            let label = format!("S{next_label}");
+                            next_label += 1;
+                            labels.insert(label.clone(), snap.version_id.clone());
+                            let text = &snap.body[..floor_char_boundary(&snap.body, TOOL_TEXT.min(snap.body.len()))];
+                            let reply = format!("[{label}] {}\n{text}", snap.url);
+                            fetched.push(snap);
+                            reply
+                        });
+                        let content = reply.unwrap_or_else(|why| format!("fetch_url refused: {why}"));
+                        messages.push(serde_json::json!({"role": "tool", "tool_call_id": call.id, "content": content}));
+                    }
+                }
+                match final_content.and_then(|content| llm::parse_claims(&content, |l| labels.get(l).cloned())) {
                     Ok(parsed) => {
                         problems = parsed
                             .problems
@@ -515,9 +675,21 @@ pub fn ask_from(
             }
         }
     };
+    for f in &fetched {
+        bodies.entry(f.version_id.clone()).or_insert_with(|| f.body.clone());
+    }
+    let mut eligible: Eligible<'_> = HashMap::new();
+    for vid in visible.iter().map(|it| &it.version_id).chain(fetched.iter().map(|f| &f.version_id)) {
+        if let Some(b) = bodies.get(vid) {
+            eligible.insert(vid.clone(), b.as_str());
+        }
+    }
 
-    let path_of: HashMap<&str, (&str, i64)> =
-        items.iter().map(|i| (i.version_id.as_str(), (i.path.as_str(), i.note_id))).collect();
+    let mut path_of: HashMap<&str, (&str, i64, Option<i64>)> =
+        items.iter().map(|i| (i.version_id.as_str(), (i.path.as_str(), i.note_id, i.fetched_at))).collect();
+    for f in &fetched {
+        path_of.insert(f.version_id.as_str(), (f.url.as_str(), f.note_id, Some(f.fetched_at)));
+    }
     let mut answer = Answer {
         question: question.to_owned(),
         synthesizer,
@@ -530,10 +702,14 @@ pub fn ask_from(
         notice,
     };
     let cite = |s: &gate::LocatedSpan, range: std::ops::Range<usize>| {
-        let (path, note_id) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0));
+        let (path, note_id, fetched_at) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0, None));
         let body = bodies.get(&s.version_id).map(String::as_str).unwrap_or("");
+        let snapshot = path.contains("://");
         Citation {
             path: path.to_owned(),
+            kind: if snapshot { lode_store::Source::Snapshot } else { lode_store::Source::Note },
+            url: snapshot.then(|| path.to_owned()),
+            fetched_at: if snapshot { fetched_at } else { None },
             note_id,
             version_id: s.version_id.clone(),
             start: range.start,

@@ -22,6 +22,9 @@ pub struct LlmConfig {
     /// for a loopback endpoint: any other host is remote whatever this says. `None`: decide by host.
     pub remote: Option<bool>,
     pub max_tokens: u32,
+    /// The model supports OpenAI-style tool calls: it may call `fetch_url` during an answer.
+    /// Every page it fetches is stored as a snapshot before it sees it, and cited like any other.
+    pub tools: bool,
 }
 
 impl Default for LlmConfig {
@@ -34,6 +37,7 @@ impl Default for LlmConfig {
             retries: 2,
             remote: None,
             max_tokens: 1024,
+            tools: false,
         }
     }
 }
@@ -98,12 +102,45 @@ impl LlmConfig {
         .to_string()
     }
 
+    /// A request body for a conversation (with tool results), offering `tools` when given
+    /// (then without `response_format`: servers that take tools often refuse both).
+    pub fn request_body_with(&self, messages: &[serde_json::Value], tools: Option<&serde_json::Value>) -> String {
+        let mut v = serde_json::json!({
+            "model": self.model,
+            "temperature": 0,
+            "max_tokens": self.max_tokens,
+            "messages": messages,
+        });
+        match tools {
+            Some(t) => {
+                v["tools"] = t.clone();
+                v["tool_choice"] = "auto".into();
+            }
+            None => v["response_format"] = serde_json::json!({"type": "json_object"}),
+        }
+        v.to_string()
+    }
+
+    /// [`LlmConfig::complete_cancellable`], returning the whole assistant turn: its content and
+    /// the tool calls it asks for.
+    pub fn turn_cancellable(&self, body: &str, cancel: Option<&std::sync::atomic::AtomicBool>) -> Result<Turn, LlmError> {
+        self.raw_cancellable(body, cancel).and_then(|raw| assistant_turn(&raw))
+    }
+
     /// [`LlmConfig::complete`], abandoned as soon as `cancel` is set: the caller gets
     /// [`LlmError::Cancelled`] within 25 ms and frees what it holds; the request itself runs
     /// out on its own thread (bounded by `timeout_secs`).
     pub fn complete_cancellable(&self, body: &str, cancel: Option<&std::sync::atomic::AtomicBool>) -> Result<String, LlmError> {
+        self.raw_cancellable(body, cancel).and_then(|raw| message_content(&raw))
+    }
+
+    /// Posts `body`; the raw response text.
+    fn raw_cancellable(&self, body: &str, cancel: Option<&std::sync::atomic::AtomicBool>) -> Result<String, LlmError> {
         use std::sync::atomic::Ordering;
-        let Some(cancel) = cancel else { return self.complete(body) };
+        let Some(cancel) = cancel else {
+            self.validate()?;
+            return self.complete_with(&self.agent(), body);
+        };
         if cancel.load(Ordering::SeqCst) {
             return Err(LlmError::Cancelled);
         }
@@ -137,7 +174,7 @@ impl LlmConfig {
     /// Posts a request body and returns the assistant message content.
     pub fn complete(&self, body: &str) -> Result<String, LlmError> {
         self.validate()?;
-        self.complete_with(&self.agent(), body)
+        self.complete_with(&self.agent(), body).and_then(|raw| message_content(&raw))
     }
 
     /// Whether the endpoint answers at all: `GET {endpoint}/models` (the OpenAI-compatible model
@@ -206,7 +243,7 @@ impl LlmConfig {
             if status != 200 {
                 return Err(LlmError::Status { endpoint: self.endpoint.clone(), status, body: clip(&text) });
             }
-            return message_content(&text);
+            return Ok(text);
         }
         Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts, detail: last })
     }
@@ -219,6 +256,66 @@ fn clip(s: &str) -> String {
     } else {
         c
     }
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model wrote them (JSON text, not trusted to parse).
+    pub arguments: String,
+}
+
+/// One assistant turn: what it said, the tools it asked to call, and the message itself (sent
+/// back with the tool results).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Turn {
+    pub content: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub message: serde_json::Value,
+}
+
+/// Most tool calls read from one turn.
+pub const MAX_TOOL_CALLS: usize = 4;
+
+/// The assistant turn of a chat-completions response. Tool calls with no name are dropped;
+/// at most [`MAX_TOOL_CALLS`] are kept; a turn with neither content nor tool calls is malformed.
+pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
+    let v: serde_json::Value = serde_json::from_str(response)
+        .map_err(|e| LlmError::Malformed(format!("response is not JSON ({e}): {}", clip(response))))?;
+    if let Some(err) = v.get("error") {
+        return Err(LlmError::Malformed(format!("endpoint returned an error: {}", clip(&err.to_string()))));
+    }
+    let message = v
+        .get("choices")
+        .and_then(|c| c.get(0))
+        .and_then(|c| c.get("message"))
+        .cloned()
+        .ok_or_else(|| LlmError::Malformed(format!("no message in response: {}", clip(response))))?;
+    let content = message.get("content").and_then(|c| c.as_str()).map(str::to_owned);
+    let mut tool_calls = Vec::new();
+    for (i, call) in message.get("tool_calls").and_then(|t| t.as_array()).into_iter().flatten().enumerate() {
+        let f = call.get("function").unwrap_or(call);
+        let Some(name) = f.get("name").and_then(|n| n.as_str()) else { continue };
+        let arguments = match f.get("arguments") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        let id = call.get("id").and_then(|x| x.as_str()).map(str::to_owned).unwrap_or_else(|| format!("call_{i}"));
+        tool_calls.push(ToolCall { id, name: name.to_owned(), arguments });
+        if tool_calls.len() == MAX_TOOL_CALLS {
+            break;
+        }
+    }
+    if content.is_none() && tool_calls.is_empty() {
+        if v["choices"][0]["finish_reason"].as_str() == Some("length") {
+            return Err(LlmError::Malformed("the answer was cut off (finish_reason: length); raise max_tokens".into()));
+        }
+        return Err(LlmError::Malformed("the response has no message content".into()));
+    }
+    Ok(Turn { content, tool_calls, message })
 }
 
 /// The assistant's content from a chat-completions response.

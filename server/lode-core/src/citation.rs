@@ -16,8 +16,16 @@ pub struct CitationLink {
     pub span: Range<usize>,
 }
 
-/// Renders a citation link from a note at `from` (vault-relative) to `to` (vault-relative).
+/// Renders a citation link from a note at `from` (vault-relative) to `to` (vault-relative, or
+/// the URL of an external's snapshot: the link then leads to the page, and the title still
+/// pins the snapshot and range).
 pub fn render(from: &str, to: &str, line: usize, version_id: &str, span: Range<usize>) -> String {
+    if to.contains("://") {
+        let shown = to.split_once("://").map_or(to, |(_, rest)| rest).trim_end_matches('/');
+        let shown = shown.replace(['[', ']'], "");
+        let dest = to.replace(' ', "%20").replace('(', "%28").replace(')', "%29");
+        return format!("[{shown}:{line}]({dest} \"lode {version_id}:{}-{}\")", span.start, span.end);
+    }
     let rel = relative(from, to);
     format!("[{to}:{line}]({rel}#L{line} \"lode {version_id}:{}-{}\")", span.start, span.end)
 }
@@ -87,6 +95,15 @@ mod tests {
         assert_eq!(&text[found[0].range.clone()], link);
         assert!(at(&text, found[0].range.start + 3).is_some());
         assert!(at(&text, 2).is_none());
+    }
+
+    #[test]
+    fn a_snapshot_citation_links_to_the_page_and_pins_the_snapshot() {
+        let link = render("notes/a.md", "https://docs.example.com/pool (v2)", 3, V, 10..40);
+        assert_eq!(link, format!("[docs.example.com/pool (v2):3](https://docs.example.com/pool%20%28v2%29 \"lode {V}:10-40\")"));
+        let found = find_all(&format!("- claim {link}\n"));
+        assert_eq!((found.len(), found[0].span.clone(), found[0].version_id.as_str()), (1, 10..40, V));
+        assert_eq!(found[0].target, "https://docs.example.com/pool%20%28v2%29");
     }
 
     #[test]

@@ -195,7 +195,7 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
         .get(parsed.as_str())
         .header("Accept", "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8")
         .call()
-        .map_err(|e| map_error(e, opts, timeout_s))?;
+        .map_err(|e| map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()))?;
     let status = resp.status().as_u16();
     let final_url = resp.get_uri().to_string();
     if !(200..300).contains(&status) {
@@ -216,7 +216,7 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
         .with_config()
         .limit(opts.max_bytes)
         .read_to_vec()
-        .map_err(|e| map_error(e, opts, timeout_s))?;
+        .map_err(|e| map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()))?;
     let text = decode(&bytes, &header, &media);
     if text.contains('\0') {
         return Err(FetchError::NotText(if media.is_empty() { "binary (no content type)".to_owned() } else { media }));
@@ -246,7 +246,7 @@ fn readable(media: &str) -> bool {
     matches!(media, "text/html" | "application/xhtml+xml" | "text/plain" | "text/markdown" | "text/x-markdown")
 }
 
-fn map_error(e: ureq::Error, opts: &FetchOptions, timeout_s: u64) -> FetchError {
+fn map_error(e: ureq::Error, opts: &FetchOptions, timeout_s: u64, host: &str) -> FetchError {
     match e {
         ureq::Error::Timeout(_) => FetchError::Timeout(timeout_s),
         ureq::Error::BodyExceedsLimit(_) => FetchError::TooLarge(opts.max_bytes),
@@ -256,7 +256,9 @@ fn map_error(e: ureq::Error, opts: &FetchOptions, timeout_s: u64) -> FetchError 
             FetchError::Private(io.to_string()[PRIVATE.len()..].to_owned())
         }
         ureq::Error::Io(io) if io.kind() == io::ErrorKind::TimedOut => FetchError::Timeout(timeout_s),
-        ureq::Error::HostNotFound => FetchError::Network("host not found".to_owned()),
+        ureq::Error::Io(io) if io.to_string().contains("lookup address") => FetchError::Network(format!("cannot resolve {host}")),
+        ureq::Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => FetchError::Network(format!("{host} refused the connection")),
+        ureq::Error::HostNotFound => FetchError::Network(format!("cannot resolve {host}")),
         other => FetchError::Network(other.to_string()),
     }
 }

@@ -47,6 +47,16 @@ pub fn mirror(store: &mut Store, url: &str, via: Via, opts: &FetchOptions) -> Re
     record(store, url, via, fetch(url, opts))
 }
 
+/// Stores what a tool call's fetch of `url` returned (discovered by an ask: no note links to
+/// it): the URL after redirects, and the stored snapshot.
+pub fn store_for_ask(store: &mut Store, url: &str, fetched: Result<Fetched, FetchError>) -> Result<(String, SnapshotSaved), String> {
+    let final_url = fetched.as_ref().map(|f| f.final_url.clone()).unwrap_or_else(|_| url.to_owned());
+    match record(store, url, Via::Ask, fetched).map_err(|e| e.to_string())? {
+        Recorded::Saved(s) => Ok((final_url, s)),
+        Recorded::Failed(e) => Err(e.to_string()),
+    }
+}
+
 /// How old a snapshot may get before it is stale.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Freshness {

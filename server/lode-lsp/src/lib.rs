@@ -12,7 +12,7 @@ pub mod stdio_client;
 mod writer;
 
 pub use position::Encoding;
-pub use server::{build, Backend, Settings, SettingsFn, VectorSettings};
+pub use server::{build, Backend, ExternalSettings, Settings, SettingsFn, VectorSettings};
 
 /// Serves the LSP over stdin/stdout until the client exits (or disconnects).
 pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) {

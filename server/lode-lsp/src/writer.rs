@@ -27,6 +27,8 @@ pub enum Job {
     Refresh { path: String },
     /// A file that is no note any more (now gitignored, a symlink, too large): out of the index.
     Forget { path: String },
+    /// What a fetch of an external returned: a new snapshot, or the failure.
+    Snapshot { url: String, via: lode_store::Via, fetched: Result<lode_externals::Fetched, lode_externals::FetchError> },
 }
 
 /// Scan work, queued behind editor jobs.
@@ -43,6 +45,7 @@ pub enum Done {
     Saved(SaveOutcome),
     Applied(Applied),
     Steps(Vec<Applied>),
+    Recorded(lode_externals::Recorded),
     /// Notes re-chunked.
     Rechunked(usize),
     Finished,
@@ -274,6 +277,10 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
         Job::Refresh { path } => match retrying_busy(|| vault::refresh(store, root, opts, &path)) {
             Ok(Applied::Skipped(why)) => Done::Failed(why),
             Ok(a) => Done::Applied(a),
+            Err(e) => Done::Failed(e.to_string()),
+        },
+        Job::Snapshot { url, via, fetched } => match retrying_busy(|| lode_externals::record(store, &url, via, fetched.clone())) {
+            Ok(r) => Done::Recorded(r),
             Err(e) => Done::Failed(e.to_string()),
         },
         Job::Forget { path } => match retrying_busy(|| store.delete_note(&path)) {

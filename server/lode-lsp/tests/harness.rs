@@ -69,6 +69,7 @@ impl Harness {
                 rules: EgressRules::default(),
                 synthesizer: Synthesizer::Extractive,
                 vectors: None,
+                externals: lode_lsp::ExternalSettings::default(),
             })
         });
         let (service, socket) = lode_lsp::build(settings, Some(vault.clone()));

@@ -63,6 +63,8 @@ pub struct RetrievalConfig {
     /// Link-graph expansion: at most this many passages from linked notes (0 = off).
     pub graph_limit: usize,
     pub search: SearchOptions,
+    /// A snapshot not confirmed by a fetch for this many days ranks as stale.
+    pub stale_days: f64,
 }
 
 impl Default for RetrievalConfig {
@@ -76,6 +78,7 @@ impl Default for RetrievalConfig {
             rerank_top: 30,
             graph_limit: 3,
             search: SearchOptions::default(),
+            stale_days: 30.0,
         }
     }
 }
@@ -108,6 +111,32 @@ pub struct Retrieved {
     pub stages: Vec<Stage>,
     /// Problems that made a stage fall back (e.g. no vectors yet): the results are still valid.
     pub warnings: Vec<String>,
+}
+
+/// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
+/// says `annotates:`), current snapshots, stale snapshots.
+fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit>, stale_days: f64) -> Result<HashMap<i64, Trust>, RetrievalError> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let mut out = HashMap::new();
+    for h in hits {
+        if out.contains_key(&h.note_id) {
+            continue;
+        }
+        let t = match (h.source, h.seen_at) {
+            (lode_store::Source::Snapshot, Some(seen)) if (now - seen) as f64 > stale_days * 86_400_000.0 => Trust::StaleSnapshot,
+            (lode_store::Source::Snapshot, _) => Trust::ExternalSnapshot,
+            (lode_store::Source::Note, _) => {
+                let meta = store.note_meta(h.note_id)?;
+                if meta.keys().any(|k| k.trim().eq_ignore_ascii_case("annotates")) {
+                    Trust::Annotation
+                } else {
+                    Trust::Note
+                }
+            }
+        };
+        out.insert(h.note_id, t);
+    }
+    Ok(out)
 }
 
 fn dense_leg(
@@ -193,13 +222,14 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     out.stages.push(Stage { name: "fusion", ms: t.elapsed().as_secs_f64() * 1000.0, note: None });
     let lex_rank: HashMap<i64, usize> = lex_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
     let dense_rank: HashMap<i64, usize> = dense_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
+    let trust = trust_of(store, by_id.values(), cfg.stale_days)?;
     let mut ranked: Vec<RetrievedHit> = fused
         .iter()
         .filter_map(|&(id, score)| {
             by_id.get(&id).map(|h| RetrievedHit {
                 hit: h.clone(),
                 origin: Origin::Retrieved,
-                trust: Trust::Note,
+                trust: trust.get(&h.note_id).copied().unwrap_or(Trust::Note),
                 fused: score,
                 rerank: None,
                 lexical_rank: lex_rank.get(&id).copied(),
@@ -259,8 +289,14 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     }
 
     // Trust order, stable within a tier (so retrieval order is kept among the user's notes).
+    // The gradient orders evidence of comparable relevance: a passage holding every word of
+    // the question (AND-mode) is not put behind notes that hold only some of them because a
+    // page or an annotation said it.
     let position: HashMap<i64, usize> = hits.iter().enumerate().map(|(i, h)| (h.hit.passage_id, i)).collect();
-    context_order(&mut hits, |h| (h.origin, h.trust, -(position[&h.hit.passage_id] as f64)));
+    context_order(&mut hits, |h| {
+        let tier = if h.hit.mode == lode_store::MatchMode::All && h.lexical_rank.is_some() { Trust::Note } else { h.trust };
+        (h.origin, tier, -(position[&h.hit.passage_id] as f64))
+    });
     out.hits = hits;
     Ok(out)
 }

@@ -48,6 +48,8 @@ pub struct NewSnapshot<'a> {
 pub struct SnapshotSaved {
     /// The snapshot's id: the version id (SHA-256) of its text.
     pub snapshot_id: String,
+    /// The external's snapshot note (its passages' `note_id`).
+    pub note_id: i64,
     /// False when the text equals the current snapshot's (only `seen_at` moved).
     pub changed: bool,
     pub passages: usize,
@@ -153,7 +155,7 @@ impl Store {
         )
         .map_err(e)?;
         tx.commit().map_err(e)?;
-        Ok(SnapshotSaved { snapshot_id: vid, changed: !unchanged, passages })
+        Ok(SnapshotSaved { snapshot_id: vid, note_id, changed: !unchanged, passages })
     }
 
     /// Records a fetch that returned nothing to store. The current snapshot, if any, stays.
@@ -204,6 +206,27 @@ impl Store {
 
     /// What is known of one external.
     pub fn external(&self, url: &str) -> Result<ExternalInfo, StoreError> {
+        let mut info = self.external_brief(url)?;
+        if info.snapshot_id.is_some() || info.last_attempt_at.is_some() {
+            info.snapshots = self
+                .conn
+                .prepare_cached("SELECT count(*) FROM snapshots s JOIN externals e ON e.id = s.external_id WHERE e.url = ?1")
+                .and_then(|mut st| st.query_row([url], |r| r.get::<_, i64>(0)))
+                .map_err(|e| self.err(e))? as usize;
+        }
+        info.linked_from = self.rows(
+            "SELECT DISTINCT n.path FROM links l JOIN notes n ON n.id = l.src_note
+              WHERE l.target LIKE 'http%' AND l.target = ?1 AND n.kind = 'note' AND n.head_version IS NOT NULL
+              ORDER BY n.path",
+            [url],
+            |r| r.get(0),
+        )?;
+        Ok(info)
+    }
+
+    /// One external's current snapshot and latest fetch, in one lookup (`linked_from` and
+    /// `snapshots` left empty): what a diagnostic or hover needs.
+    pub fn external_brief(&self, url: &str) -> Result<ExternalInfo, StoreError> {
         let row = self
             .conn
             .prepare_cached(
@@ -238,15 +261,8 @@ impl Store {
                 .optional()
             })
             .map_err(|e| self.err(e))?;
-        let mut info = match row {
-            Some((id, mut info)) => {
-                info.snapshots = self
-                    .conn
-                    .prepare_cached("SELECT count(*) FROM snapshots WHERE external_id = ?1")
-                    .and_then(|mut st| st.query_row([id], |r| r.get::<_, i64>(0)))
-                    .map_err(|e| self.err(e))? as usize;
-                info
-            }
+        Ok(match row {
+            Some((_, info)) => info,
             None => ExternalInfo {
                 url: url.to_owned(),
                 snapshot_id: None,
@@ -263,15 +279,7 @@ impl Store {
                 linked_from: Vec::new(),
                 snapshots: 0,
             },
-        };
-        info.linked_from = self.rows(
-            "SELECT DISTINCT n.path FROM links l JOIN notes n ON n.id = l.src_note
-              WHERE l.target LIKE 'http%' AND l.target = ?1 AND n.kind = 'note' AND n.head_version IS NOT NULL
-              ORDER BY n.path",
-            [url],
-            |r| r.get(0),
-        )?;
-        Ok(info)
+        })
     }
 
     /// For the snapshot notes among `note_ids`: their URL and the current snapshot's times.

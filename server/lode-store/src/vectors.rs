@@ -156,11 +156,14 @@ impl Store {
         Ok(out)
     }
 
-    /// Notes linked from or to `note_id` (resolved links only), without duplicates.
+    /// Notes linked from or to `note_id` (resolved links only), and the snapshots of the web
+    /// pages it links to, without duplicates.
     pub fn linked_notes(&self, note_id: i64) -> Result<Vec<i64>, StoreError> {
         let rows: Vec<i64> = self.rows(
             "SELECT target_note FROM links WHERE src_note = ?1 AND target_note IS NOT NULL
-             UNION SELECT src_note FROM links WHERE target_note = ?1",
+             UNION SELECT src_note FROM links WHERE target_note = ?1
+             UNION SELECT e.note_id FROM links l JOIN externals e ON e.url = l.target
+                    WHERE l.src_note = ?1 AND l.target LIKE 'http%' AND e.note_id IS NOT NULL",
             [note_id],
             |r| r.get(0),
         )?;

@@ -253,6 +253,7 @@ impl Config {
         let mut a = lode_answer::AskConfig { context_limit: self.answer.context, search: self.search_options(), ..Default::default() };
         a.gate.entailment_threshold = self.answer.entailment_threshold;
         a.extract.max_claims = self.answer.max_claims;
+        a.stale_days = self.externals.stale_days;
         a
     }
 

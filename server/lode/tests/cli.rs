@@ -363,3 +363,96 @@ fn doctor_reports_the_llm_endpoint_only_when_asked() {
     assert!(!o.status.success());
     assert!(stdout(&o).contains("FAIL  llm"), "{}", stdout(&o));
 }
+
+#[test]
+fn externals_refresh_list_show_search_and_annotations() {
+    use lode_testing::web::{Reply, Site};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let fetches = std::sync::Arc::new(AtomicUsize::new(0));
+    let n = fetches.clone();
+    let site = Site::start(Box::new(move |path: &str| match path {
+        "/guide" => {
+            // The third fetch sees a rewritten page.
+            let k = n.fetch_add(1, Ordering::SeqCst);
+            let second = if k < 2 { "Replicas lag by at most five seconds." } else { "Replicas lag by at most one second." };
+            Reply::html(&format!("<title>Replica guide</title><h1>Replica guide</h1><p>The osprey cluster keeps three replicas.</p><p>{second}</p>"))
+        }
+        "/moved" => Reply::redirect("/guide"),
+        "/private" => Reply::html("<h1>Private</h1><p>Internal text.</p>"),
+        _ => Reply::typed(500, "text/plain", b"boom"),
+    }));
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(
+        vault.join(".lode/config.toml"),
+        "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nno_egress_domains = [\"localhost\"]\n",
+    )
+    .unwrap();
+    let (guide, broken) = (site.url("/guide"), site.url("/broken"));
+    let private = site.url("/private").replace("127.0.0.1", "localhost");
+    std::fs::write(vault.join("replicas.md"), format!("# Replicas\n\nSee the [guide]({guide}), the [broken page]({broken}) and [private]({private}).\n")).unwrap();
+    std::fs::write(
+        vault.join("guide-notes.md"),
+        format!("---\nannotates: {guide}\n---\n# Notes on the guide\n\n> Replicas lag by at most five seconds.\n\nWe measured two.\n\n> The osprey cluster keeps three replicas.\n"),
+    )
+    .unwrap();
+    assert!(lode(&["index", "--no-vectors"], &vault).status.success());
+
+    // Every linked page; the failure is reported and fails the command.
+    let o = lode(&["externals", "refresh"], &vault);
+    let out = stdout(&o);
+    assert!(!o.status.success());
+    assert!(out.contains(&format!("new snapshot  {guide}")) && out.contains(&format!("failed        {broken}: HTTP 500")), "{out}");
+    let o = lode(&["externals", "refresh", "--json"], &vault);
+    let lines: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(lines.iter().any(|l| l["url"] == guide.as_str() && l["changed"] == false), "identical text: no new snapshot: {lines:?}");
+
+    let o = lode(&["externals", "list", "--json"], &vault);
+    let port = site.base.rsplit(':').next().unwrap().to_owned();
+    let mut list: Vec<serde_json::Value> = stdout(&o).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    // The example vault links pages on the internet too (unreachable here: failed fetches).
+    assert!(list.iter().any(|e| e["linked_from"] == serde_json::json!(["notes/reading-list.md"]) && e["last_error"].as_str().is_some()));
+    list.retain(|e| e["url"].as_str().unwrap().contains(&format!(":{port}/")));
+    assert_eq!(list.len(), 3, "{list:?}");
+    let g = list.iter().find(|e| e["url"] == guide.as_str()).unwrap();
+    for key in ["url", "snapshot_id", "fetched_at", "age_days", "status", "content_type", "linked_from", "no_egress"] {
+        assert!(g.get(key).is_some(), "{key} in {g}");
+    }
+    assert_eq!((g["status"].as_u64(), g["content_type"].as_str(), g["no_egress"].as_bool()), (Some(200), Some("text/html"), Some(false)));
+    assert_eq!(g["linked_from"], serde_json::json!(["replicas.md"]));
+    assert!(g["age_days"].as_f64().unwrap() < 0.01);
+    let b = list.iter().find(|e| e["url"] == broken.as_str()).unwrap();
+    assert_eq!((b["snapshot_id"].is_null(), b["last_status"].as_u64()), (true, Some(500)));
+    assert_eq!(list.iter().find(|e| e["url"] == private.as_str()).unwrap()["no_egress"], true);
+
+    // Search finds the snapshot, marked as one.
+    let o = lode(&["search", "--json", "osprey replicas"], &vault);
+    let hit: serde_json::Value = serde_json::from_str(stdout(&o).lines().find(|l| l.contains("snapshot")).unwrap_or_else(|| panic!("{}", stdout(&o)))).unwrap();
+    assert_eq!((hit["kind"].as_str(), hit["url"].as_str(), hit["path"].as_str()), (Some("snapshot"), Some(guide.as_str()), Some(guide.as_str())));
+    assert!(hit["fetched_at"].as_i64().is_some());
+    let notes: Vec<serde_json::Value> = stdout(&lode(&["search", "--json", "measured two"], &vault)).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(notes[0]["kind"], "note");
+
+    // The annotation's quotes are anchored; after the page changes, one is orphaned.
+    let o = lode(&["externals", "show", &guide], &vault);
+    assert!(stdout(&o).contains("annotation  guide-notes.md: 2 quotes, 0 orphaned"), "{}", stdout(&o));
+    let o = lode(&["externals", "refresh", &guide], &vault);
+    assert!(stdout(&o).contains("new snapshot"), "{}", stdout(&o));
+    let o = lode(&["externals", "show", "--json", &guide], &vault);
+    let shown: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert_eq!(shown["history"].as_array().unwrap().len(), 2);
+    let quotes = shown["annotations"][0]["quotes"].as_array().unwrap();
+    let orphaned: Vec<&str> = quotes.iter().filter(|q| q["anchored"] == false).map(|q| q["line_text"].as_str().unwrap()).collect();
+    assert_eq!(orphaned, ["Replicas lag by at most five seconds."]);
+    // A redirect is followed and recorded; unknown URLs are a clear error.
+    let o = lode(&["externals", "refresh", &site.url("/moved")], &vault);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let moved: serde_json::Value = serde_json::from_str(&stdout(&lode(&["externals", "show", "--json", &site.url("/moved")], &vault))).unwrap();
+    assert_eq!(moved["final_url"], guide.as_str());
+    let o = lode(&["externals", "show", "https://nowhere.example/"], &vault);
+    assert!(!o.status.success() && stderr(&o).contains("not an external of this vault"), "{}", stderr(&o));
+    let o = lode(&["externals", "refresh", "file:///etc/passwd"], &vault);
+    assert!(!o.status.success() && stderr(&o).contains("only http and https"), "{}", stderr(&o));
+    assert!(lode(&["stats", "--check"], &vault).status.success());
+}

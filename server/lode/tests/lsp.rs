@@ -1125,3 +1125,115 @@ fn a_saved_note_is_embedded_before_the_backlog() {
     let begin = lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["title"] == "lode: embedding passages");
     assert!(begin["params"]["token"].as_str().is_some_and(|t| t.starts_with("lode/embed/")), "{begin}");
 }
+
+/// Runs `lode` with `args` on `vault`; stdout, and whether it succeeded.
+fn lode_cli(vault: &Path, args: &[&str]) -> (String, bool) {
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(args).arg("--vault").arg(vault).output().unwrap();
+    (String::from_utf8_lossy(&o.stdout).into_owned(), o.status.success())
+}
+
+fn diagnostics_of(lsp: &mut Lsp, doc: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let m = lsp.wait_for(|m| {
+        m["method"] == "textDocument/publishDiagnostics"
+            && m["params"]["uri"] == doc
+            && m["params"]["diagnostics"].as_array().is_some_and(|d| pred(d))
+    });
+    m["params"]["diagnostics"].as_array().unwrap().clone()
+}
+
+fn code(d: &Value) -> &str {
+    d["code"].as_str().unwrap_or("")
+}
+
+#[test]
+fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answers() {
+    use lode_testing::web::{Reply, Site};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let changes = std::sync::Arc::new(AtomicUsize::new(0));
+    let version = changes.clone();
+    let site = Site::start(Box::new(move |path: &str| match path {
+        "/pool" => {
+            let size = if version.load(Ordering::SeqCst) == 0 { 40 } else { 75 };
+            Reply::html(&format!("<h1>Heron pool</h1><p>The heron pool allows {size} server connections.</p>"))
+        }
+        "/old" => Reply::html("<h1>Old page</h1><p>Archived text.</p>"),
+        "/later" => Reply::html("<h1>Later</h1><p>The kestrel queue drains nightly.</p>"),
+        _ => Reply::typed(404, "text/html", b"<h1>Not found</h1>"),
+    }));
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nstale_days = 30\n").unwrap();
+    let (pool, old, later, gone) = (site.url("/pool"), site.url("/old"), site.url("/later"), site.url("/gone"));
+    let links = format!("# Links\n\n- [pool]({pool}#limits)\n- [old]({old})\n- [later]({later})\n- [gone]({gone})\n");
+    std::fs::write(vault.join("links.md"), &links).unwrap();
+    index_lexical(&vault);
+    let (out, ok) = lode_cli(&vault, &["externals", "refresh", &pool, &old, &gone]);
+    assert!(!ok, "a failed fetch fails the command: {out}");
+    // Age the snapshot of /old past the threshold.
+    let db = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
+    db.execute("UPDATE snapshots SET seen_at = seen_at - 40 * 86400000, fetched_at = fetched_at - 40 * 86400000 WHERE external_id = (SELECT id FROM externals WHERE url = ?1)", [&old]).unwrap();
+    drop(db);
+
+    let mut lsp = start_on(&vault, json!({}));
+    let doc = uri(&vault.join("links.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": doc, "languageId": "markdown", "version": 1, "text": links}}));
+    let diags = diagnostics_of(&mut lsp, &doc, |d| d.len() >= 3);
+    let by_line: std::collections::BTreeMap<u64, &str> = diags.iter().map(|d| (d["range"]["start"]["line"].as_u64().unwrap(), code(d))).collect();
+    assert_eq!(
+        by_line.into_iter().collect::<Vec<_>>(),
+        [(3, "lode.snapshot-stale"), (4, "lode.snapshot-missing"), (5, "lode.snapshot-failed")],
+        "fresh /pool has none: {diags:?}"
+    );
+    let failed = diags.iter().find(|d| code(d) == "lode.snapshot-failed").unwrap();
+    assert!(failed["message"].as_str().unwrap().contains("404"), "{failed}");
+    assert_eq!(diags.iter().find(|d| code(d) == "lode.snapshot-missing").unwrap()["severity"], 4, "a hint");
+
+    // The hint's quick fix mirrors the link; the hint goes away.
+    let missing = diags.iter().find(|d| code(d) == "lode.snapshot-missing").unwrap().clone();
+    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": doc}, "range": missing["range"], "context": {"diagnostics": [missing]}}));
+    let mirror = actions["result"].as_array().unwrap().iter().find(|a| a["title"] == "Mirror this link").unwrap_or_else(|| panic!("{actions}")).clone();
+    let done = lsp.request("workspace/executeCommand", mirror["command"].clone());
+    assert_eq!(done["result"]["ok"], true, "{done}");
+    diagnostics_of(&mut lsp, &doc, |d| d.len() == 2 && d.iter().all(|x| code(x) != "lode.snapshot-missing"));
+    let stale = diags.iter().find(|d| code(d) == "lode.snapshot-stale").unwrap().clone();
+    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": doc}, "range": stale["range"], "context": {"diagnostics": [stale]}}));
+    assert!(actions["result"].as_array().unwrap().iter().any(|a| a["title"] == "Refresh snapshot" && a["kind"] == "quickfix"), "{actions}");
+
+    // Hover on the fresh link: its age and first lines.
+    let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": doc}, "position": {"line": 2, "character": 4}}));
+    let shown = h["result"]["contents"]["value"].as_str().unwrap_or_default();
+    assert!(shown.contains("snapshot fetched") && shown.contains("heron pool allows 40"), "{h}");
+
+    // A question answered from the snapshot cites it, pinned to the snapshot's bytes.
+    let a = lsp.request("lode/ask", json!({"question": "How many server connections does the heron pool allow?"}));
+    let cit = a["result"]["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|c| c["citations"].as_array().cloned().unwrap_or_default())
+        .find(|c| c["kind"] == "snapshot")
+        .unwrap_or_else(|| panic!("no claim cites the snapshot: {a}"));
+    assert_eq!((cit["kind"].as_str(), cit["url"].as_str()), (Some("snapshot"), Some(pool.as_str())), "{a}");
+    assert!(cit["quoted_span"].as_str().unwrap().contains("40 server connections"));
+    let link = lode_core::citation::render("answers.md", &pool, cit["line"].as_u64().unwrap() as usize, cit["version_id"].as_str().unwrap(), cit["start"].as_u64().unwrap() as usize..cit["end"].as_u64().unwrap() as usize);
+    assert!(link.contains(&format!("]({pool} \"lode ")), "{link}");
+    let answers = format!("- The pool allows 40 connections {link}\n");
+    let a_uri = uri(&vault.join("answers.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": a_uri, "languageId": "markdown", "version": 1, "text": answers}}));
+    let at = json!({"textDocument": {"uri": a_uri}, "position": {"line": 0, "character": answers.find("](").unwrap()}});
+    let h = lsp.request("textDocument/hover", at.clone());
+    assert!(h["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("40 server connections") && v.contains("snapshot's current version")), "{h}");
+    let g = lsp.request("textDocument/definition", at.clone());
+    let target = g["result"]["uri"].as_str().unwrap_or_default().to_owned();
+    assert!(target.contains("/.lode/versions/"), "a snapshot opens materialized, read-only: {g}");
+
+    // The page changes; refreshed, the old quote has drifted.
+    changes.store(1, Ordering::SeqCst);
+    let (out, ok) = lode_cli(&vault, &["externals", "refresh", &pool]);
+    assert!(ok && out.contains("new snapshot"), "{out}");
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": a_uri, "version": 2}, "contentChanges": [{"text": answers.clone()}]}));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": a_uri}, "text": answers}));
+    let d = diagnostics_of(&mut lsp, &a_uri, |d| d.iter().any(|x| code(x) == "lode.drifted"));
+    assert!(d[0]["message"].as_str().unwrap().contains(&pool), "{d:?}");
+}

@@ -1,3 +1,4 @@
+#![allow(dead_code)] // each test binary uses part of it
 //! A real HTTP server on loopback that answers like an OpenAI-compatible chat-completions API,
 //! with answers scripted per test (including adversarial ones). It records every request body.
 

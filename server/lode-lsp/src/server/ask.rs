@@ -100,6 +100,7 @@ impl Backend {
             let mut cfg = st.settings.ask.clone();
             cfg.vault_root = Some(st.root.clone());
             cfg.cancel = Some(cancel);
+            cfg.fetcher = Some(Arc::new(ServerFetcher(st.clone())));
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
             }
@@ -192,7 +193,14 @@ impl Backend {
             }
         }
         let rel = self.state_for(&uri).await.ok().and_then(|st| Self::rel(&st, &uri));
+        let mut mirrored = false;
         for d in params.context.diagnostics.iter().filter(|d| d.source.as_deref() == Some("lode")) {
+            if let (Some(NumberOrString::String(code)), Some(url)) = (&d.code, d.data.as_ref().and_then(|x| x["url"].as_str())) {
+                if matches!(code.as_str(), "lode.snapshot-missing" | "lode.snapshot-stale" | "lode.snapshot-failed") {
+                    actions.push(super::externals::mirror_action(url, code == "lode.snapshot-missing", Some(d)));
+                    mirrored = true;
+                }
+            }
             if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
                 if code == "lode.older-version" {
                     let (Some(head), Some(path), Some(start), Some(end), Some(line)) = (
@@ -260,10 +268,21 @@ impl Backend {
                 }));
             }
         }
+        // A web link under the cursor with a fresh snapshot (no diagnostic): refreshing it is
+        // still one action away.
+        if !mirrored {
+            let text = rope.to_string();
+            if let Some(url) = super::nav::off_loop(&text, move |t| super::externals::web_link_at(t, r.start)).await? {
+                actions.push(super::externals::mirror_action(&url, false, None));
+            }
+        }
         Ok((!actions.is_empty()).then_some(actions))
     }
 
     pub(super) async fn on_execute_command(&self, params: ExecuteCommandParams) -> Result<Option<LSPAny>> {
+        if params.command == super::externals::MIRROR {
+            return self.mirror(params.arguments).await;
+        }
         if params.command != "lode.ask" {
             return Err(invalid(format!("unknown command {}", params.command)));
         }
@@ -278,5 +297,33 @@ impl Backend {
         let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
         self.settled(Some(&a.uri)).await?;
         self.ask_and_insert(a.uri, a.range, a.pinned).await
+    }
+}
+
+/// The `fetch_url` tool inside the server: fetches on the ask's own blocking thread, stores the
+/// page through the single writer (never from a read connection) and waits for the commit.
+struct ServerFetcher(Arc<State>);
+
+impl std::fmt::Debug for ServerFetcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ServerFetcher({})", self.0.root.display())
+    }
+}
+
+impl lode_answer::Fetcher for ServerFetcher {
+    fn fetch_snapshot(&self, url: &str) -> std::result::Result<lode_answer::StoredPage, String> {
+        let fetched = lode_externals::fetch(url, &self.0.settings.externals.fetch);
+        let final_url = fetched.as_ref().map(|f| f.final_url.clone()).unwrap_or_else(|_| url.to_owned());
+        let (_, rx) = self.0.writer.submit(Job::Snapshot { url: url.to_owned(), via: lode_store::Via::Ask, fetched });
+        match rx.blocking_recv() {
+            Ok(Done::Recorded(lode_externals::Recorded::Saved(s))) => {
+                self.0.kick();
+                Ok(lode_answer::StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
+            }
+            Ok(Done::Recorded(lode_externals::Recorded::Failed(e))) => Err(e.to_string()),
+            Ok(Done::Failed(e)) => Err(format!("storing the page failed: {e}")),
+            Ok(other) => Err(format!("unexpected writer result {other:?}")),
+            Err(_) => Err("the writer stopped".into()),
+        }
     }
 }

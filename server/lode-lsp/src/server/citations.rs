@@ -22,9 +22,10 @@ impl Backend {
         let enc = self.enc();
         let readers = state.readers.clone();
         let (rel, root, docs) = (Self::rel(&state, &uri), state.root.clone(), self.docs.clone());
+        let freshness = state.settings.externals.freshness;
         let diags = blocking(move || {
             let store = readers.get()?;
-            let mut out = Vec::new();
+            let mut out = super::externals::external_diagnostics(&store, &rope, &text, enc, &freshness);
             // Links that lead nowhere (only for notes of the vault: links are relative to them).
             if let Some(rel) = &rel {
                 out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, enc));
@@ -122,8 +123,9 @@ impl Backend {
             let info = store.version_info(&c.version_id).map_err(|e| e.to_string())?;
             let (path, title, saved) = info.unwrap_or_default();
             let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
+            let what = if path.contains("://") { "snapshot" } else { "note" };
             let status = match head {
-                Some((_, h)) if h == c.version_id => "the note's current version".to_owned(),
+                Some((_, h)) if h == c.version_id => format!("the {what}'s current version"),
                 Some((p, h)) => {
                     let hb = store.version_body(&h).map_err(|e| e.to_string())?.unwrap_or_default();
                     let ht = String::from_utf8_lossy(&hb);
@@ -132,7 +134,7 @@ impl Backend {
                         None => format!("**drifted**: no longer in the current version of {p}"),
                     }
                 }
-                None => "the note has been deleted".to_owned(),
+                None => format!("the {what} has been deleted"),
             };
             let quoted: String = quote.lines().map(|l| format!("> {l}\n")).collect();
             let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
@@ -160,8 +162,19 @@ impl Backend {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
             let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+            // A snapshot's text has no file: the current snapshot when the quote is still in it,
+            // else the cited one, each materialized read-only.
+            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.filter(|(p, _)| p.contains("://")) {
+                let hb = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
+                let ht = String::from_utf8_lossy(&hb).into_owned();
+                if let Some((r, _)) = lode_core::gate::locate(&ht, &quote) {
+                    let file = materialize(&store, &head, &hb)?;
+                    let _ = path;
+                    return Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&Rope::from_str(&ht), r, enc) });
+                }
+            }
             // In the current head, when the quote is still there (the open buffer if the note is open).
-            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
+            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.filter(|(p, _)| !p.contains("://")) {
                 let abs = root.join(&path);
                 let target = Uri::from_file_path(&abs).ok_or("bad path")?;
                 let open = docs.lock().get(target.as_str()).map(|d| d.rope.clone());
@@ -181,19 +194,26 @@ impl Backend {
                 }
             }
             // Otherwise the cited version itself, materialized read-only.
-            let dir = store.path().parent().map(|d| d.join("versions")).ok_or("no state folder")?;
-            std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-            let file = dir.join(format!("{}.md", c.version_id));
-            if !file.exists() {
-                std::fs::write(&file, &body).map_err(|e| e.to_string())?;
-                let mut perms = std::fs::metadata(&file).map_err(|e| e.to_string())?.permissions();
-                perms.set_readonly(true);
-                let _ = std::fs::set_permissions(&file, perms);
-            }
+            let file = materialize(&store, &c.version_id, &body)?;
             let rope = Rope::from_str(&String::from_utf8_lossy(&body));
             Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&rope, c.span.clone(), enc) })
         })
         .await?;
         Ok(Some(GotoDefinitionResponse::Scalar(loc)))
     }
+}
+
+/// Writes a version's bytes read-only under the state folder (`.lode/versions/`, which nothing
+/// indexes), once: where goto opens text that has no file of its own.
+fn materialize(store: &Store, version_id: &str, body: &[u8]) -> std::result::Result<std::path::PathBuf, String> {
+    let dir = store.path().parent().map(|d| d.join("versions")).ok_or("no state folder")?;
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let file = dir.join(format!("{version_id}.md"));
+    if !file.exists() {
+        std::fs::write(&file, body).map_err(|e| e.to_string())?;
+        let mut perms = std::fs::metadata(&file).map_err(|e| e.to_string())?.permissions();
+        perms.set_readonly(true);
+        let _ = std::fs::set_permissions(&file, perms);
+    }
+    Ok(file)
 }

@@ -5,6 +5,7 @@
 
 mod ask;
 mod citations;
+mod externals;
 mod nav;
 mod status;
 mod symbols;
@@ -35,6 +36,8 @@ use crate::position::{self, Encoding};
 use crate::writer::{Done, Job, Writer};
 use vectors::{start_vectors, Dense};
 
+pub use externals::ExternalSettings;
+
 /// What the server needs from the vault's configuration (built by the `lode` binary).
 pub struct Settings {
     pub db: PathBuf,
@@ -45,6 +48,8 @@ pub struct Settings {
     pub synthesizer: Synthesizer,
     /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
     pub vectors: Option<VectorSettings>,
+    /// Fetching linked pages, and when their snapshots are stale.
+    pub externals: ExternalSettings,
 }
 
 #[derive(Clone)]
@@ -399,7 +404,7 @@ impl LanguageServer for Backend {
                 hover_provider: Some(HoverProviderCapability::Simple(true)),
                 definition_provider: Some(OneOf::Left(true)),
                 code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
-                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into()], ..Default::default() }),
+                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into(), externals::MIRROR.into()], ..Default::default() }),
                 workspace_symbol_provider: Some(OneOf::Left(true)),
                 references_provider: Some(OneOf::Left(true)),
                 document_symbol_provider: Some(OneOf::Left(true)),

@@ -11,7 +11,7 @@ use lode_store::Store;
 use super::*;
 
 /// Parses a note off the message loop (a note may be megabytes).
-async fn off_loop<T: Send + 'static>(text: &str, f: impl FnOnce(&str) -> T + Send + 'static) -> Result<T> {
+pub(super) async fn off_loop<T: Send + 'static>(text: &str, f: impl FnOnce(&str) -> T + Send + 'static) -> Result<T> {
     let text = text.to_owned();
     blocking(move || Ok(f(&text))).await
 }
@@ -253,8 +253,12 @@ impl Backend {
         let Some(NavItem::Link { link, .. }) = off_loop(&text, move |t| nav::at(t, offset)).await? else { return Ok(None) };
         let range = position::range(&rope, link.range.clone(), enc);
         let (docs, root, readers) = (self.docs.clone(), state.root.clone(), state.readers.clone());
+        let freshness = state.settings.externals.freshness;
         let md = blocking(move || {
             let store = readers.get()?;
+            if link.dest == Dest::External {
+                return super::externals::external_hover(&store, &link, &freshness);
+            }
             if let Some(tag) = tag_name(&link) {
                 let n = store.tagged(&tag, 10_000).map_err(|e| e.to_string())?.iter().map(|t| t.0.clone()).collect::<std::collections::BTreeSet<_>>().len();
                 return Ok(Some(format!("**#{tag}** — {n} note{}", if n == 1 { "" } else { "s" })));

@@ -62,6 +62,11 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
     let mut scorer = nli_scorer(&vault);
     let mut cfg = vault.config.ask_config();
     cfg.vault_root = Some(vault.root.clone());
+    cfg.fetcher = Some(std::sync::Arc::new(CliFetcher {
+        db: vault.db.clone(),
+        store: vault.config.store_options(),
+        fetch: vault.config.externals.fetch_options(),
+    }));
     let answer = ask(&store, &question, args.pinned.as_deref(), &cfg, &rules, &synth, models, &mut scorer)?;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -72,6 +77,24 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `fetch_url` tool of `lode ask --llm`: fetches within the `[externals]` limits and stores
+/// the page on a connection of its own before the model sees it.
+#[derive(Debug)]
+struct CliFetcher {
+    db: std::path::PathBuf,
+    store: lode_store::StoreOptions,
+    fetch: lode_externals::FetchOptions,
+}
+
+impl lode_answer::Fetcher for CliFetcher {
+    fn fetch_snapshot(&self, url: &str) -> Result<lode_answer::StoredPage, String> {
+        let fetched = lode_externals::fetch(url, &self.fetch);
+        let mut store = lode_store::Store::open(&self.db, self.store.clone()).map_err(|e| e.to_string())?;
+        let (final_url, s) = lode_externals::store_for_ask(&mut store, url, fetched)?;
+        Ok(lode_answer::StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
+    }
 }
 
 /// The gate's entailment scorer: the configured NLI / cross-encoder model, loaded only when a

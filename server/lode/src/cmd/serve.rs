@@ -42,6 +42,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             rules: config.egress_rules()?,
             synthesizer,
             vectors,
+            externals: lode_lsp::ExternalSettings {
+                fetch: config.externals.fetch_options(),
+                freshness: config.externals.freshness(),
+            },
         })
     });
     let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));

@@ -1,0 +1,192 @@
+//! Tool-augmented answers: a scripted model on loopback calls `fetch_url`; every page it gets
+//! is stored as a snapshot before it sees it, then cited and checked like a note. Adversarial
+//! models cite what the page never said, fetch no-egress domains, smuggle secrets into URLs,
+//! call unknown tools and never stop calling.
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use lode_answer::egress::EgressRules;
+use lode_answer::llm::LlmConfig;
+use lode_answer::{ask, Answer, AskConfig, Fetcher, StoredPage, Synthesizer};
+use lode_core::gate::{ScorerSlot, Step};
+use lode_retrieval::Models;
+use lode_store::{Source, Store, StoreOptions};
+use lode_testing::web::{Reply, Site};
+use support::FakeLlm;
+
+const PAGE: &str = "<html><head><title>Pool limits</title></head><body><h1>Pool limits</h1><p>The shared pool allows 40 server connections.</p><p>Bursts are capped at 60.</p></body></html>";
+
+/// The host side of the tool, as `lode ask` has it: fetch (loopback allowed), store through a
+/// connection of its own, say where.
+#[derive(Debug)]
+struct TestFetcher {
+    db: PathBuf,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Fetcher for TestFetcher {
+    fn fetch_snapshot(&self, url: &str) -> Result<StoredPage, String> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let opts = lode_externals::FetchOptions { allow_loopback: true, ..Default::default() };
+        let mut store = Store::open(&self.db, StoreOptions::default()).map_err(|e| e.to_string())?;
+        let (final_url, s) = lode_externals::store_for_ask(&mut store, url, lode_externals::fetch(url, &opts))?;
+        Ok(StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
+    }
+}
+
+struct Setup {
+    _tmp: tempfile::TempDir,
+    store: Store,
+    site: Site,
+    cfg: AskConfig,
+    calls: Arc<AtomicUsize>,
+}
+
+fn setup() -> Setup {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    let mut store = Store::open(&db, StoreOptions::default()).unwrap();
+    store.save_note("notes/pool.md", b"# Pool\n\nWe use the shared pool described upstream.\n").unwrap();
+    let site = Site::start(Box::new(|path: &str| match path {
+        "/limits" => Reply::html(PAGE),
+        _ => Reply::typed(404, "text/plain", b"none"),
+    }));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let cfg = AskConfig { fetcher: Some(Arc::new(TestFetcher { db, calls: calls.clone() })), ..AskConfig::default() };
+    Setup { _tmp: tmp, store, site, cfg, calls }
+}
+
+fn llm(endpoint: &str) -> Synthesizer {
+    Synthesizer::Llm(LlmConfig { endpoint: endpoint.to_owned(), model: "scripted".into(), remote: Some(true), tools: true, retries: 0, timeout_secs: 10, ..Default::default() })
+}
+
+fn tool_call(url: &str) -> String {
+    serde_json::json!({
+        "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "call_1", "type": "function", "function": {"name": "fetch_url", "arguments": serde_json::json!({"url": url}).to_string()}}]}}]
+    })
+    .to_string()
+}
+
+fn answer(content: &str) -> String {
+    support::completion(content)
+}
+
+/// The label the tool result gave the fetched page, from the last tool message of a request.
+fn tool_label(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    let msgs = v["messages"].as_array()?;
+    let tool = msgs.iter().rev().find(|m| m["role"] == "tool")?;
+    let text = tool["content"].as_str()?;
+    text.strip_prefix('[')?.split_once(']').map(|(l, _)| l.to_owned())
+}
+
+fn tool_reply(body: &str) -> Option<String> {
+    let v: serde_json::Value = serde_json::from_str(body).ok()?;
+    v["messages"].as_array()?.iter().rev().find(|m| m["role"] == "tool").and_then(|m| m["content"].as_str().map(str::to_owned))
+}
+
+fn run(s: &Setup, rules: &EgressRules, respond: impl Fn(&str) -> String + Send + 'static) -> (Answer, Vec<String>) {
+    let fake = FakeLlm::start(Box::new(move |body| (200, respond(body))));
+    let a = ask(&s.store, "What is the upstream pool limit?", None, &s.cfg, rules, &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let reqs = fake.requests.lock().unwrap().clone();
+    (a, reqs)
+}
+
+fn claims(label: &str, quote: &str, claim: &str) -> String {
+    serde_json::json!({"claims": [{"text": claim, "support": [{"source": label, "quote": quote}]}]}).to_string()
+}
+
+#[test]
+fn a_fetched_page_is_stored_first_then_cited_and_checked() {
+    let s = setup();
+    let url = s.site.url("/limits");
+    let u = url.clone();
+    let (a, reqs) = run(&s, &EgressRules::default(), move |body| match tool_label(body) {
+        None => tool_call(&u),
+        Some(label) => answer(&claims(&label, "The shared pool allows 40 server connections.", "The shared pool allows 40 server connections")),
+    });
+    assert_eq!(a.claims.len(), 1, "{a:#?}");
+    let c = &a.claims[0].citations[0];
+    assert_eq!((c.kind, c.url.as_deref(), c.path.as_str()), (Source::Snapshot, Some(url.as_str()), url.as_str()));
+    assert_eq!(c.quoted_span, "The shared pool allows 40 server connections.");
+    assert!(c.fetched_at.is_some());
+    // Stored before the model saw it: the version it cites is the stored snapshot.
+    let info = s.store.external(&url).unwrap();
+    assert_eq!(info.snapshot_id.as_deref(), Some(c.version_id.as_str()));
+    assert_eq!(info.discovered_via.as_deref(), Some("ask"));
+    assert!(info.linked_from.is_empty(), "no note links to it");
+    let body = s.store.version_body(&c.version_id).unwrap().unwrap();
+    assert_eq!(&body[c.start..c.end], c.quoted_span.as_bytes());
+    // Offered the tool first, then shown the page as a new source.
+    assert!(reqs[0].contains("\"fetch_url\""));
+    assert!(tool_reply(&reqs[1]).unwrap().contains("allows 40 server connections"));
+    // Each tool call is an egress event of its own.
+    let log = s.store.egress_log().unwrap();
+    let tool: Vec<_> = log.iter().filter(|r| r.purpose == "tool").collect();
+    assert_eq!(tool.len(), 1, "{log:?}");
+    assert_eq!(tool[0].destination, "127.0.0.1");
+    assert_eq!(log.iter().filter(|r| r.purpose == "synthesis").count(), 2, "both requests left the machine");
+}
+
+#[test]
+fn a_quote_the_page_never_contained_is_dropped() {
+    let s = setup();
+    let u = s.site.url("/limits");
+    let (a, _) = run(&s, &EgressRules::default(), move |body| match tool_label(body) {
+        None => tool_call(&u),
+        Some(label) => answer(&claims(&label, "The shared pool allows 400 server connections.", "The shared pool allows 400 server connections")),
+    });
+    assert!(a.claims.is_empty() && a.abstained, "{a:#?}");
+    assert_eq!(a.dropped[0].step, Step::SpanCheck);
+}
+
+#[test]
+fn refused_calls_fetch_nothing_and_say_why() {
+    let s = setup();
+    let rules = EgressRules::default().with_domains(&["internal.example.com".to_owned()]).unwrap();
+    for (url, why) in [
+        ("https://wiki.internal.example.com/page", "no-egress domain"),
+        (&*format!("{}?token=ghp_0123456789abcdefghijABCDEFGHIJ012345", s.site.url("/limits")), "secret"),
+        ("file:///etc/passwd", "only http and https"),
+        ("not a url", "only http and https"),
+    ] {
+        let u = url.to_owned();
+        let (a, reqs) = run(&s, &rules, move |body| match tool_reply(body) {
+            None => tool_call(&u),
+            Some(_) => answer("{\"claims\": []}"),
+        });
+        let reply = tool_reply(&reqs[1]).unwrap();
+        assert!(reply.starts_with("fetch_url refused:") && reply.contains(why), "{url}: {reply}");
+        assert!(a.abstained);
+    }
+    assert_eq!(s.calls.load(Ordering::SeqCst), 0, "nothing was fetched");
+    assert_eq!(s.site.hits("/limits"), 0);
+    // A refused call sent nothing: no tool egress.
+    assert!(s.store.egress_log().unwrap().iter().all(|r| r.purpose != "tool"));
+}
+
+#[test]
+fn unknown_tools_and_endless_calls_end() {
+    let s = setup();
+    let u = s.site.url("/limits");
+    let (a, reqs) = run(&s, &EgressRules::default(), move |body| {
+        let v: serde_json::Value = serde_json::from_str(body).unwrap();
+        if v.get("tools").is_none() {
+            return answer("{\"claims\": []}");
+        }
+        if body.contains("unknown tool") {
+            tool_call(&u)
+        } else {
+            serde_json::json!({"choices": [{"message": {"role": "assistant", "tool_calls": [{"id": "x", "function": {"name": "run_shell", "arguments": "{\"cmd\": \"rm -rf /\"}"}}]}}]}).to_string()
+        }
+    });
+    assert!(a.abstained);
+    assert_eq!(reqs.len(), 3, "two rounds with tools, then one without");
+    assert!(tool_reply(&reqs[1]).unwrap().contains("unknown tool"));
+    assert!(serde_json::from_str::<serde_json::Value>(&reqs[2]).unwrap().get("tools").is_none());
+}
