@@ -584,6 +584,23 @@ mod fuzz {
                 assert!(p.claims.iter().all(|c| c.support.len() <= 8 && c.support.iter().all(|q| q.quoted_span.len() <= MAX_QUOTE)));
             }
             let _ = message_content(&s);
+            if let Ok(t) = assistant_turn(&s) {
+                assert!(t.tool_calls.len() <= MAX_TOOL_CALLS);
+            }
         }
+    }
+
+    #[test]
+    fn tool_calls_are_read_defensively() {
+        let call = |calls: serde_json::Value| serde_json::json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}).to_string();
+        let t = assistant_turn(&call(serde_json::json!([{"id": "a", "type": "function", "function": {"name": "fetch_url", "arguments": "{\"url\": \"https://x.example/\"}"}}]))).unwrap();
+        assert_eq!(t.tool_calls, [ToolCall { id: "a".into(), name: "fetch_url".into(), arguments: "{\"url\": \"https://x.example/\"}".into() }]);
+        // Arguments as an object (some servers), no id, no name (dropped), too many calls.
+        let t = assistant_turn(&call(serde_json::json!([{"function": {"name": "fetch_url", "arguments": {"url": "u"}}}, {"function": {"arguments": "{}"}}]))).unwrap();
+        assert_eq!((t.tool_calls.len(), t.tool_calls[0].id.as_str(), t.tool_calls[0].arguments.as_str()), (1, "call_0", "{\"url\":\"u\"}"));
+        let many: Vec<serde_json::Value> = (0..50).map(|i| serde_json::json!({"id": format!("c{i}"), "function": {"name": "fetch_url", "arguments": "{}"}})).collect();
+        assert_eq!(assistant_turn(&call(serde_json::json!(many))).unwrap().tool_calls.len(), MAX_TOOL_CALLS);
+        assert!(assistant_turn(&call(serde_json::json!("not a list"))).is_err(), "no content and no calls");
+        assert!(assistant_turn(&call(serde_json::json!([{"function": {}}]))).is_err());
     }
 }

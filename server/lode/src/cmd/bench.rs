@@ -22,6 +22,8 @@ pub enum BenchCommand {
     Dense(DenseArgs),
     /// The language server: initialize, cold scan, restart to searchable, didSave, hover, RSS
     Lsp(LspArgs),
+    /// Snapshot ingest (100 KB pages from loopback) and snapshot diagnostics on 10,000 links
+    Externals(super::bench_externals::ExternalsArgs),
 }
 
 #[derive(Args)]
@@ -115,6 +117,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Lexical(a) => a,
         BenchCommand::Dense(a) => return dense(a),
         BenchCommand::Lsp(a) => return lsp(a),
+        BenchCommand::Externals(a) => return super::bench_externals::run(a),
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
