@@ -190,3 +190,21 @@ fn unknown_tools_and_endless_calls_end() {
     assert!(tool_reply(&reqs[1]).unwrap().contains("unknown tool"));
     assert!(serde_json::from_str::<serde_json::Value>(&reqs[2]).unwrap().get("tools").is_none());
 }
+
+#[test]
+fn snapshots_of_no_egress_domains_never_reach_a_remote_model() {
+    let s = setup();
+    // The same page under a host name the rules keep local, mirrored as a linked page.
+    let url = s.site.url("/limits").replace("127.0.0.1", "localhost");
+    let opts = lode_externals::FetchOptions { allow_loopback: true, ..Default::default() };
+    let mut w = Store::open(s.store.path(), StoreOptions::default()).unwrap();
+    assert!(matches!(lode_externals::mirror(&mut w, &url, lode_store::Via::Link, &opts).unwrap(), lode_externals::Recorded::Saved(_)));
+    let rules = EgressRules::default().with_domains(&["localhost".to_owned()]).unwrap();
+    let fake = FakeLlm::start(Box::new(|_| (200, answer("{\"claims\": []}"))));
+    let mut cfg = AskConfig::default();
+    cfg.fetcher = None;
+    let a = ask(&s.store, "shared pool server connections", None, &cfg, &rules, &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    assert!(a.withheld.iter().any(|w| w.path == url && w.reason.contains("no-egress domain")), "{:?}", a.withheld);
+    let sent = fake.requests.lock().unwrap().clone();
+    assert!(sent.iter().all(|b| !b.contains("40 server connections")), "the snapshot's text left the machine");
+}
