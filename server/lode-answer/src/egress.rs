@@ -133,8 +133,10 @@ impl EgressRules {
             }
         }
         if path.contains("://") {
-            // A snapshot: its path is the page's URL.
-            if let Some(d) = self.domain_withheld(path) {
+            // A snapshot: its path is the page's URL, and its text may come from where that
+            // redirected.
+            let landed = meta.get("final_url").and_then(|v| v.as_str());
+            if let Some(d) = std::iter::once(path).chain(landed).find_map(|u| self.domain_withheld(u)) {
                 return Some(format!("snapshot of a no-egress domain ({d})"));
             }
         }

@@ -415,12 +415,21 @@ fn fetch_tool_schema() -> serde_json::Value {
 /// Runs one tool call: checks it (a known tool, an http(s) URL with no secret in it, not a
 /// no-egress domain; a refused call sends nothing), records the request as an egress event,
 /// then has the host fetch and store the page.
-fn run_tool(store: &Store, rules: &EgressRules, fetcher: &dyn Fetcher, call: &llm::ToolCall) -> Result<FetchedSnapshot, String> {
+fn run_tool(
+    store: &Store,
+    rules: &EgressRules,
+    fetcher: &dyn Fetcher,
+    call: &llm::ToolCall,
+    allowed: &std::collections::HashSet<String>,
+) -> Result<FetchedSnapshot, String> {
     if call.name != "fetch_url" {
         return Err(format!("unknown tool {:?}; the only tool is fetch_url", call.name.chars().take(40).collect::<String>()));
     }
     let args: serde_json::Value = serde_json::from_str(&call.arguments).map_err(|_| "arguments must be JSON: {\"url\": \"https://…\"}".to_owned())?;
     let url = args.get("url").and_then(|u| u.as_str()).map(str::trim).filter(|u| !u.is_empty()).ok_or("arguments must name a url")?;
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("a URL has no spaces or control characters".into());
+    }
     // The URL is what leaves the machine: a model must not carry note text out in it.
     let (_, secrets) = egress::redact(url);
     let host = url::Url::parse(url)
@@ -433,6 +442,9 @@ fn run_tool(store: &Store, rules: &EgressRules, fetcher: &dyn Fetcher, call: &ll
     }
     if let Some(d) = rules.domain_withheld(url) {
         return Err(format!("{d} is a no-egress domain; nothing fetched"));
+    }
+    if !allowed.contains(url.split('#').next().unwrap_or(url)) {
+        return Err("only a URL that appears in the question, the sources or a fetched page can be fetched".into());
     }
     store
         .log_egress(&host, "tool", &[], url.len() as u64, 0)
@@ -451,6 +463,18 @@ fn run_tool(store: &Store, rules: &EgressRules, fetcher: &dyn Fetcher, call: &ll
         body: String::from_utf8_lossy(&body).into_owned(),
         fetched_at: info.fetched_at.unwrap_or_default(),
     })
+}
+
+/// The http(s) URLs written in `text`, without a `#fragment` or trailing punctuation.
+fn urls_in(text: &str) -> std::collections::HashSet<String> {
+    static URL: std::sync::OnceLock<regex::Regex> = std::sync::OnceLock::new();
+    let re = URL.get_or_init(|| regex::Regex::new(r#"https?://[^\s<>()\[\]"'`]+"#).expect("a valid pattern"));
+    re.find_iter(text)
+        .map(|m| {
+            let u = m.as_str().split('#').next().unwrap_or_default();
+            u.trim_end_matches(['.', ',', ';', ':', '!', '?', '*', '_']).to_owned()
+        })
+        .collect()
 }
 
 /// Answers `question` from the store. The gate runs on whatever the synthesizer says.
@@ -609,6 +633,13 @@ pub fn ask_from(
                     serde_json::json!({"role": "user", "content": user}),
                 ];
                 let mut next_label = blocks.len() + 1;
+                // The model may fetch only URLs it was shown: in the question, in sources that
+                // may leave the machine, or in pages it fetched. A URL it composes itself could
+                // carry note text out in its path or query.
+                let mut allowed: std::collections::HashSet<String> = urls_in(question);
+                for it in items.iter().filter(|i| i.withheld.is_none()) {
+                    allowed.extend(urls_in(&it.text));
+                }
                 let mut logged_synthesis = false;
                 // An unreachable endpoint is an error; an unusable answer is not: the extractive
                 // synthesizer answers instead, and the answer says so.
@@ -633,7 +664,7 @@ pub fn ask_from(
                             break;
                         }
                     };
-                    let (Some(fetcher), false) = (tools, turn.tool_calls.is_empty()) else {
+                    let (Some(fetcher), Some(_), false) = (tools, &offer, turn.tool_calls.is_empty()) else {
                         final_content = turn.content.ok_or_else(|| LlmError::Malformed("the model called a tool after its last turn".into()));
                         break;
                     };
@@ -642,12 +673,13 @@ pub fn ask_from(
                         if cancelled() {
                             return Err(AskError::Cancelled);
                         }
-                        let reply = run_tool(store, rules, fetcher.as_ref(), call).map(|snap| {
+                        let reply = run_tool(store, rules, fetcher.as_ref(), call, &allowed).map(|snap| {
                             let label = format!("S{next_label}");
                             next_label += 1;
                             labels.insert(label.clone(), snap.version_id.clone());
                             let text = &snap.body[..floor_char_boundary(&snap.body, TOOL_TEXT.min(snap.body.len()))];
                             let reply = format!("[{label}] {}\n{text}", snap.url);
+                            allowed.extend(urls_in(&snap.body));
                             fetched.push(snap);
                             reply
                         });
@@ -809,6 +841,9 @@ fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str
 /// Reading it fails closed.
 fn on_disk_withheld(root: Option<&std::path::Path>, rules: &EgressRules, path: &str) -> Option<String> {
     let root = root?;
+    if path.contains("://") {
+        return None; // a snapshot has no file; its rules were read from the index
+    }
     match std::fs::read(root.join(path)) {
         Ok(bytes) => rules.withheld_because(path, &frontmatter_of(&String::from_utf8_lossy(&bytes))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,

@@ -287,15 +287,14 @@ pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
     if let Some(err) = v.get("error") {
         return Err(LlmError::Malformed(format!("endpoint returned an error: {}", clip(&err.to_string()))));
     }
-    let message = v
+    let received = v
         .get("choices")
         .and_then(|c| c.get(0))
         .and_then(|c| c.get("message"))
-        .cloned()
         .ok_or_else(|| LlmError::Malformed(format!("no message in response: {}", clip(response))))?;
-    let content = message.get("content").and_then(|c| c.as_str()).map(str::to_owned);
+    let content = received.get("content").and_then(|c| c.as_str()).map(str::to_owned);
     let mut tool_calls = Vec::new();
-    for (i, call) in message.get("tool_calls").and_then(|t| t.as_array()).into_iter().flatten().enumerate() {
+    for (i, call) in received.get("tool_calls").and_then(|t| t.as_array()).into_iter().flatten().enumerate() {
         let f = call.get("function").unwrap_or(call);
         let Some(name) = f.get("name").and_then(|n| n.as_str()) else { continue };
         let arguments = match f.get("arguments") {
@@ -309,6 +308,15 @@ pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
             break;
         }
     }
+    // Sent back with the tool results: only the calls kept, with the ids they are answered by
+    // (a server refuses a conversation whose tool calls and results do not pair up).
+    let message = serde_json::json!({
+        "role": "assistant",
+        "content": content,
+        "tool_calls": tool_calls.iter().map(|c| serde_json::json!({
+            "id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}
+        })).collect::<Vec<_>>(),
+    });
     if content.is_none() && tool_calls.is_empty() {
         if v["choices"][0]["finish_reason"].as_str() == Some("length") {
             return Err(LlmError::Malformed("the answer was cut off (finish_reason: length); raise max_tokens".into()));

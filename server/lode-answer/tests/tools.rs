@@ -50,11 +50,12 @@ fn setup() -> Setup {
     let tmp = tempfile::tempdir().unwrap();
     let db = tmp.path().join("lode.db");
     let mut store = Store::open(&db, StoreOptions::default()).unwrap();
-    store.save_note("notes/pool.md", b"# Pool\n\nWe use the shared pool described upstream.\n").unwrap();
     let site = Site::start(Box::new(|path: &str| match path {
         "/limits" => Reply::html(PAGE),
         _ => Reply::typed(404, "text/plain", b"none"),
     }));
+    let note = format!("# Pool\n\nWe use the shared pool described [upstream]({}).\n", site.url("/limits"));
+    store.save_note("notes/pool.md", note.as_bytes()).unwrap();
     let calls = Arc::new(AtomicUsize::new(0));
     let cfg = AskConfig { fetcher: Some(Arc::new(TestFetcher { db, calls: calls.clone() })), ..AskConfig::default() };
     Setup { _tmp: tmp, store, site, cfg, calls }
@@ -118,8 +119,8 @@ fn a_fetched_page_is_stored_first_then_cited_and_checked() {
     // Stored before the model saw it: the version it cites is the stored snapshot.
     let info = s.store.external(&url).unwrap();
     assert_eq!(info.snapshot_id.as_deref(), Some(c.version_id.as_str()));
-    assert_eq!(info.discovered_via.as_deref(), Some("ask"));
-    assert!(info.linked_from.is_empty(), "no note links to it");
+    assert_eq!(info.discovered_via.as_deref(), Some("ask"), "fetched by the answer, not mirrored");
+    assert_eq!(info.linked_from, ["notes/pool.md"], "the only URL it could fetch is one the sources name");
     let body = s.store.version_body(&c.version_id).unwrap().unwrap();
     assert_eq!(&body[c.start..c.end], c.quoted_span.as_bytes());
     // Offered the tool first, then shown the page as a new source.
@@ -153,7 +154,12 @@ fn refused_calls_fetch_nothing_and_say_why() {
         ("https://wiki.internal.example.com/page", "no-egress domain"),
         (&*format!("{}?token=ghp_0123456789abcdefghijABCDEFGHIJ012345", s.site.url("/limits")), "secret"),
         ("file:///etc/passwd", "only http and https"),
-        ("not a url", "only http and https"),
+        ("not a url", "no spaces or control characters"),
+        ("mailto:x@example.com", "only http and https"),
+        // Composed by the model: note text carried out in the query, or a page it was never shown.
+        (&*format!("{}?q=We+use+the+shared+pool", s.site.url("/limits")), "appears in the question, the sources"),
+        (&*s.site.url("/other"), "appears in the question, the sources"),
+        (&*format!("{}\n/x", s.site.url("/limits")), "no spaces or control characters"),
     ] {
         let u = url.to_owned();
         let (a, reqs) = run(&s, &rules, move |body| match tool_reply(body) {

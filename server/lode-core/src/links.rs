@@ -138,6 +138,11 @@ pub fn extract(text: &str, blocks: &Tree) -> Vec<Link> {
 fn clean_target(raw: &str) -> String {
     let t = raw.trim().trim_start_matches('<').trim_end_matches('>');
     let t = t.split('#').next().unwrap_or("");
+    // A URL stays as written: decoding `%2F` or `%26` would name another page, and the
+    // editor (which reads the link as written) must find the same external.
+    if t.contains("://") {
+        return t.to_owned();
+    }
     percent_decode(t)
 }
 

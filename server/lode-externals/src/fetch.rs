@@ -104,7 +104,7 @@ impl Resolver for Guard {
         for a in all.iter() {
             let ip = a.ip();
             let loopback = ip.is_loopback() || matches!(ip, IpAddr::V6(v6) if v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()));
-            if is_public(ip) || (self.allow_loopback && loopback) || (self.allow_private && !loopback) {
+            if is_public(ip) || (self.allow_loopback && loopback) || (self.allow_private && is_private_network(ip)) {
                 out.push(*a);
             } else {
                 refused = Some(a.ip());
@@ -146,6 +146,10 @@ pub fn is_public(ip: IpAddr) -> bool {
             }
             let s = v6.segments();
             // 64:ff9b::/96 (NAT64) and 2002::/16 (6to4) carry an IPv4 address.
+            // 64:ff9b:1::/48: NAT64 for local use, whatever the address inside.
+            if s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1 {
+                return false;
+            }
             if s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0, 0, 0, 0] {
                 let v4 = std::net::Ipv4Addr::new((s[6] >> 8) as u8, s[6] as u8, (s[7] >> 8) as u8, s[7] as u8);
                 return is_public(IpAddr::V4(v4));
@@ -166,6 +170,22 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
+/// Private networks `allow_private` opens (RFC 1918, shared CGNAT space, IPv6 unique local):
+/// never unspecified (`0.0.0.0` reaches this machine), link-local (cloud metadata lives at
+/// `169.254.169.254`), multicast or broadcast.
+fn is_private_network(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let o = v4.octets();
+            v4.is_private() || (o[0] == 100 && (o[1] & 0xc0) == 64)
+        }
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => is_private_network(IpAddr::V4(v4)),
+            None => (v6.segments()[0] & 0xfe00) == 0xfc00,
+        },
+    }
+}
+
 /// Whether `url` is an http(s) URL with a host.
 pub fn check_url(url: &str) -> Result<url::Url, FetchError> {
     let parsed = url::Url::parse(url.trim()).map_err(|e| FetchError::NotWeb(format!("{url} ({e})")))?;
@@ -179,6 +199,9 @@ pub fn check_url(url: &str) -> Result<url::Url, FetchError> {
 pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
     let started = std::time::Instant::now();
     let parsed = check_url(url)?;
+    if url.trim().chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(FetchError::NotWeb(format!("{:?} (a URL has no spaces or control characters)", url.trim())));
+    }
     let config = Config::builder()
         .timeout_global(Some(opts.timeout))
         .max_redirects(opts.max_redirects)
@@ -334,6 +357,16 @@ mod tests {
         }
         for ip in ["93.184.216.34", "8.8.8.8", "2606:2800:220:1:248:1893:25c8:1946", "::ffff:8.8.8.8"] {
             assert!(is_public(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn allowing_private_networks_never_allows_this_machine_or_metadata() {
+        for ip in ["10.0.0.1", "192.168.1.2", "172.20.0.1", "100.64.1.1", "fd00::1", "::ffff:10.1.1.1"] {
+            assert!(is_private_network(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["0.0.0.0", "::", "169.254.169.254", "fe80::1", "224.0.0.1", "255.255.255.255", "127.0.0.1", "::1", "::ffff:169.254.169.254", "64:ff9b:1::a00:1"] {
+            assert!(!is_private_network(ip.parse().unwrap()) && !is_public(ip.parse().unwrap()), "{ip}");
         }
     }
 

@@ -28,6 +28,14 @@ pub struct Page {
 /// must not exhaust the stack.
 const MAX_DEPTH: usize = 200;
 
+/// Quotes and lists nested deeper than this are read as plain blocks: each level re-prefixes
+/// everything inside it, so unbounded nesting would copy the page once per level.
+const MAX_NEST: usize = 8;
+
+fn nest_of(node: NodeRef<'_, Node>) -> usize {
+    node.ancestors().filter(|a| is(*a, "blockquote") || is(*a, "ul") || is(*a, "ol")).count()
+}
+
 /// The page took longer than its budget to parse: html5ever's tree construction is quadratic
 /// in nesting depth (every `<div>` looks for an open `<p>` down the whole stack), so 100,000
 /// nested elements would take hours.
@@ -206,6 +214,7 @@ fn block(node: NodeRef<'_, Node>, name: &str, depth: usize, blocks: &mut Vec<Str
             let fence = "`".repeat(longest_run(code, '`').max(2) + 1);
             blocks.push(format!("{fence}{lang}\n{code}\n{fence}"));
         }
+        "ul" | "ol" | "blockquote" if nest_of(node) >= MAX_NEST => container(node, depth, blocks),
         "ul" | "ol" => {
             let list = list(node, name == "ol", depth);
             if !list.is_empty() {
@@ -249,7 +258,7 @@ fn language(pre: NodeRef<'_, Node>) -> Option<String> {
 
 fn list(node: NodeRef<'_, Node>, ordered: bool, depth: usize) -> String {
     let mut n: u64 = match node.value() {
-        Node::Element(e) => e.attr("start").and_then(|s| s.trim().parse().ok()).unwrap_or(1),
+        Node::Element(e) => e.attr("start").and_then(|s| s.trim().parse::<u32>().ok()).map_or(1, u64::from),
         _ => 1,
     };
     let mut items = Vec::new();
@@ -273,7 +282,7 @@ fn list(node: NodeRef<'_, Node>, ordered: bool, depth: usize) -> String {
             continue;
         }
         let marker = if ordered { format!("{n}. ") } else { "- ".to_owned() };
-        n += 1;
+        n = n.saturating_add(1);
         let pad = " ".repeat(marker.len());
         // A nested list follows its item's text directly (a tight list); other blocks of an
         // item are paragraphs of it.

@@ -170,12 +170,24 @@ pub mod annotations {
         Orphaned,
     }
 
-    /// Re-anchors a quote in a snapshot body: the same text, exactly or up to whitespace.
+    /// Re-anchors a quote in a snapshot body: the same text, exactly or up to whitespace; a
+    /// quote of several lines also when each line is found, in order (the page's own block
+    /// quotes carry `> ` between its lines).
     pub fn anchor(quote: &str, snapshot: &str) -> Anchor {
-        match lode_core::gate::locate(snapshot, quote) {
-            Some((range, exact)) => Anchor::Anchored { range, exact },
-            None => Anchor::Orphaned,
+        if let Some((range, normalised)) = lode_core::gate::locate(snapshot, quote) {
+            return Anchor::Anchored { range, exact: !normalised };
         }
+        let lines: Vec<&str> = quote.lines().map(str::trim).filter(|l| !l.is_empty()).collect();
+        if lines.len() < 2 {
+            return Anchor::Orphaned;
+        }
+        let (mut at, mut first) = (0, None);
+        for line in lines {
+            let Some((r, _)) = lode_core::gate::locate(&snapshot[at..], line) else { return Anchor::Orphaned };
+            first.get_or_insert(at + r.start);
+            at += r.end;
+        }
+        Anchor::Anchored { range: first.unwrap_or(0)..at, exact: false }
     }
 
     /// Every quote of an annotation note against the current snapshot of what it annotates.
@@ -184,5 +196,25 @@ pub mod annotations {
             let a = anchor(&q.text, snapshot);
             (q, a)
         }).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::annotations::{anchor, check, Anchor};
+
+    #[test]
+    fn quotes_are_re_anchored_or_orphaned() {
+        let page = "# Guide\n\n> Replicas lag by at most five seconds.\n> Alerts fire at ten.\n\nThe cluster keeps three replicas.\n";
+        assert!(matches!(anchor("The cluster keeps three replicas.", page), Anchor::Anchored { exact: true, .. }));
+        assert!(matches!(anchor("The cluster  keeps\nthree replicas.", page), Anchor::Anchored { exact: false, .. }), "whitespace");
+        // A quote of the page's own block quote: its lines are found in order.
+        let Anchor::Anchored { range, .. } = anchor("Replicas lag by at most five seconds.\nAlerts fire at ten.", page) else { panic!() };
+        assert_eq!(&page[range], "Replicas lag by at most five seconds.\n> Alerts fire at ten.");
+        assert_eq!(anchor("Alerts fire at ten.\nReplicas lag by at most five seconds.", page), Anchor::Orphaned, "order counts");
+        assert_eq!(anchor("Replicas lag by at most one second.", page), Anchor::Orphaned);
+        let note = "---\nannotates: https://x.example/guide\n---\n# Notes\n\n> The cluster keeps three replicas.\n\n```\n> not a quote\n```\n\n> Gone sentence.\n";
+        let got: Vec<(String, bool)> = check(note.as_bytes(), page).into_iter().map(|(q, a)| (q.text, a != Anchor::Orphaned)).collect();
+        assert_eq!(got, [("The cluster keeps three replicas.".to_owned(), true), ("Gone sentence.".to_owned(), false)]);
     }
 }

@@ -154,6 +154,9 @@ impl Store {
             params![ext_id, note_id, now, s.status],
         )
         .map_err(e)?;
+        // Where the text really came from, for egress rules by domain (a redirect may lead to
+        // a no-egress host).
+        tx.execute("UPDATE notes SET meta = json_object('final_url', ?2) WHERE id = ?1", params![note_id, s.final_url]).map_err(e)?;
         tx.commit().map_err(e)?;
         Ok(SnapshotSaved { snapshot_id: vid, note_id, changed: !unchanged, passages })
     }

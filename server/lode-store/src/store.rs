@@ -246,8 +246,12 @@ impl Store {
     /// Leaves WAL checkpoints to another connection ([`Store::checkpoint`] there): a commit on
     /// this one then never pays for copying the log into the database file (about 4 MB and an
     /// fsync every thousand pages), which is what a save's tail latency was made of.
+    /// A commit still checkpoints when the log passes 10,000 pages (40 MB), which only a
+    /// long job between two ticks of the other connection reaches (re-chunking a vault); and the
+    /// log file is cut back to 64 MB after a checkpoint.
     pub fn defer_checkpoints(&self) -> Result<(), StoreError> {
-        self.conn.pragma_update(None, "wal_autocheckpoint", 0).map_err(|e| self.err(e))
+        self.conn.pragma_update(None, "wal_autocheckpoint", 10_000).map_err(|e| self.err(e))?;
+        self.conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024).map_err(|e| self.err(e))
     }
 
     /// Copies committed log frames into the database file, without waiting for or blocking
@@ -477,7 +481,7 @@ impl Store {
         // Paths under `p/` sort between `p/` and `p0` ('0' follows '/').
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM notes WHERE head_version IS NOT NULL AND path >= ?1 || '/' AND path < ?1 || '0')",
+                "SELECT EXISTS (SELECT 1 FROM notes WHERE head_version IS NOT NULL AND kind = 'note' AND path >= ?1 || '/' AND path < ?1 || '0')",
                 [prefix],
                 |r| r.get(0),
             )
@@ -548,7 +552,7 @@ impl Store {
             }
         };
         for (p, t) in self.rows(
-            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND stem >= ?1 AND stem < ?1 || char(1114111)
+            "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND kind = 'note' AND stem >= ?1 AND stem < ?1 || char(1114111)
               ORDER BY stem, length(path) LIMIT ?2",
             params![folded, cap],
             |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
@@ -707,7 +711,7 @@ fn resolve_key(conn: &Connection, kind: LinkKind, key: &str) -> rusqlite::Result
         LinkKind::Wiki => {
             let stem = key.rsplit('/').next().unwrap_or(key);
             conn.query_row(
-                "SELECT id FROM notes WHERE stem = ?2 AND head_version IS NOT NULL
+                "SELECT id FROM notes WHERE stem = ?2 AND head_version IS NOT NULL AND kind = 'note'
                    AND (lower(path) IN (?1, ?1 || '.md') OR instr(?1, '/') = 0)
                  ORDER BY lower(path) IN (?1, ?1 || '.md') DESC, length(path), path LIMIT 1",
                 params![key, stem],
