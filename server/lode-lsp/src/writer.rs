@@ -83,13 +83,6 @@ impl Writer {
     /// Starts the writer thread on `store` for the vault at `root`. `after` runs on the writer
     /// thread after each editor job and scan batch (e.g. to wake the embedding worker).
     pub fn start(mut store: Store, root: PathBuf, opts: IndexOptions, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        let committed_tick = checkpointer(&store);
-        let after = move |d: &Done| {
-            after(d);
-            if let Some(tx) = &committed_tick {
-                let _ = tx.send(());
-            }
-        };
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
         let queue = shared.clone();
@@ -207,41 +200,6 @@ impl Writer {
         let mut rx = self.committed.clone();
         let _ = rx.wait_for(|&done| done >= ticket).await;
     }
-}
-
-/// Moves WAL checkpoints off the writer's commits onto a thread of their own, which runs one in
-/// a quiet moment (200 ms after the last commit) or every 2 s during a long burst (a scan). A
-/// PASSIVE checkpoint never blocks the writer, so a save no longer pays for one. Returns the
-/// sender the writer ticks after each commit; `None` (checkpoints stay on commits) when the
-/// checkpoint connection cannot be opened.
-fn checkpointer(store: &Store) -> Option<std::sync::mpsc::Sender<()>> {
-    use std::sync::mpsc::RecvTimeoutError;
-    use std::time::{Duration, Instant};
-    let ck = Store::open(store.path(), store.options().clone()).ok()?;
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let spawned = std::thread::Builder::new().name("lode-checkpoint".into()).spawn(move || {
-        while rx.recv().is_ok() {
-            let burst = Instant::now();
-            let gone = loop {
-                match rx.recv_timeout(Duration::from_millis(200)) {
-                    Ok(()) if burst.elapsed() < Duration::from_secs(2) => continue,
-                    Ok(()) | Err(RecvTimeoutError::Timeout) => break false,
-                    Err(RecvTimeoutError::Disconnected) => break true,
-                }
-            };
-            if let Err(e) = ck.checkpoint() {
-                tracing::warn!("WAL checkpoint: {e}");
-            }
-            if gone {
-                return;
-            }
-        }
-    });
-    // Only with the thread running: otherwise commits keep checkpointing, or the log would
-    // grow without bound.
-    spawned.ok()?;
-    store.defer_checkpoints().ok()?;
-    Some(tx)
 }
 
 /// A panic in one job fails that job only.

@@ -243,23 +243,6 @@ impl Store {
         &self.path
     }
 
-    /// Leaves WAL checkpoints to another connection ([`Store::checkpoint`] there): a commit on
-    /// this one then never pays for copying the log into the database file (about 4 MB and an
-    /// fsync every thousand pages), which is what a save's tail latency was made of.
-    /// A commit still checkpoints when the log passes 10,000 pages (40 MB), which only a
-    /// long job between two ticks of the other connection reaches (re-chunking a vault); and the
-    /// log file is cut back to 64 MB after a checkpoint.
-    pub fn defer_checkpoints(&self) -> Result<(), StoreError> {
-        self.conn.pragma_update(None, "wal_autocheckpoint", 10_000).map_err(|e| self.err(e))?;
-        self.conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024).map_err(|e| self.err(e))
-    }
-
-    /// Copies committed log frames into the database file, without waiting for or blocking
-    /// writers and readers (PASSIVE). Cheap when there is nothing to copy.
-    pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())).map_err(|e| self.err(e))
-    }
-
     /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
     /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
     /// none of a batch until it ends. A write that fails inside rolls the whole batch back

@@ -25,10 +25,12 @@ impl Backend {
         let freshness = state.settings.externals.freshness;
         let diags = blocking(move || {
             let store = readers.get()?;
-            let mut out = super::externals::external_diagnostics(&store, &rope, &text, enc, &freshness);
+            // One parse of the note's links for both kinds of link diagnostics.
+            let links = lode_core::nav::links(&text);
+            let mut out = super::externals::external_diagnostics(&store, &rope, &text, &links, enc, &freshness);
             // Links that lead nowhere (only for notes of the vault: links are relative to them).
             if let Some(rel) = &rel {
-                out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, enc));
+                out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, &links, enc));
             }
             for c in lode_core::citation::find_all(&text) {
                 let range = position::range(&rope, c.range.clone(), enc);

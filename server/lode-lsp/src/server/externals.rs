@@ -34,12 +34,19 @@ fn web_url(link: &lode_core::nav::NavLink) -> Option<String> {
 
 /// Diagnostics on the web links of a note: a hint when never mirrored, a warning when the
 /// snapshot is stale or the last fetch failed; nothing for a fresh snapshot.
-pub(super) fn external_diagnostics(store: &Store, rope: &Rope, text: &str, enc: Encoding, freshness: &Freshness) -> Vec<Diagnostic> {
+pub(super) fn external_diagnostics(
+    store: &Store,
+    rope: &Rope,
+    text: &str,
+    links: &[lode_core::nav::NavLink],
+    enc: Encoding,
+    freshness: &Freshness,
+) -> Vec<Diagnostic> {
     let now = now_ms();
     let mut known: HashMap<String, Option<ExternalInfo>> = HashMap::new();
     let mut out = Vec::new();
-    for link in lode_core::nav::links(text) {
-        let Some(url) = web_url(&link) else { continue };
+    for link in links {
+        let Some(url) = web_url(link) else { continue };
         let info = known.entry(url.clone()).or_insert_with(|| store.external_brief(&url).ok());
         let Some(info) = info else { continue };
         let (severity, code, message) = match freshness.state(info, now) {

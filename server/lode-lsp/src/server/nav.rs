@@ -531,7 +531,17 @@ impl Backend {
 
     /// Navigation diagnostics for an open note: links to no note or no heading, ambiguous wiki
     /// links. Computed with the citation diagnostics (open, save, file events).
-    pub(super) fn nav_diagnostics(store: &Store, root: &Path, docs: &Mutex<HashMap<String, Doc>>, rel: &str, rope: &Rope, text: &str, enc: Encoding) -> Vec<Diagnostic> {
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn nav_diagnostics(
+        store: &Store,
+        root: &Path,
+        docs: &Mutex<HashMap<String, Doc>>,
+        rel: &str,
+        rope: &Rope,
+        text: &str,
+        links: &[NavLink],
+        enc: Encoding,
+    ) -> Vec<Diagnostic> {
         let mut out = Vec::new();
         let diag = |r: Bytes<usize>, sev: DiagnosticSeverity, code: &str, message: String, data: Option<Value>| Diagnostic {
             range: position::range(rope, r, enc),
@@ -542,7 +552,7 @@ impl Backend {
             data,
             ..Default::default()
         };
-        for l in nav::links(text) {
+        for l in links.iter().cloned() {
             if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) || l.embed {
                 continue;
             }
