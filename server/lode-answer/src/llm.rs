@@ -282,11 +282,7 @@ pub const MAX_TOOL_CALLS: usize = 4;
 /// The assistant turn of a chat-completions response. Tool calls with no name are dropped;
 /// at most [`MAX_TOOL_CALLS`] are kept; a turn with neither content nor tool calls is malformed.
 pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
-    let v: serde_json::Value = serde_json::from_str(response)
-        .map_err(|e| LlmError::Malformed(format!("response is not JSON ({e}): {}", clip(response))))?;
-    if let Some(err) = v.get("error") {
-        return Err(LlmError::Malformed(format!("endpoint returned an error: {}", clip(&err.to_string()))));
-    }
+    let v = response_json(response)?;
     let received = v
         .get("choices")
         .and_then(|c| c.get(0))
@@ -326,13 +322,19 @@ pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
     Ok(Turn { content, tool_calls, message })
 }
 
-/// The assistant's content from a chat-completions response.
-pub fn message_content(response: &str) -> Result<String, LlmError> {
+/// A chat-completions response as JSON, unless it is not JSON or reports an error.
+fn response_json(response: &str) -> Result<serde_json::Value, LlmError> {
     let v: serde_json::Value = serde_json::from_str(response)
         .map_err(|e| LlmError::Malformed(format!("response is not JSON ({e}): {}", clip(response))))?;
     if let Some(err) = v.get("error") {
         return Err(LlmError::Malformed(format!("endpoint returned an error: {}", clip(&err.to_string()))));
     }
+    Ok(v)
+}
+
+/// The assistant's content from a chat-completions response.
+pub fn message_content(response: &str) -> Result<String, LlmError> {
+    let v = response_json(response)?;
     let choice = v
         .get("choices")
         .and_then(|c| c.get(0))
