@@ -243,6 +243,11 @@ impl Store {
         &self.path
     }
 
+    /// Pages of WAL after which a commit on this connection checkpoints (SQLite's default: 1000).
+    pub fn set_wal_autocheckpoint(&self, pages: u32) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "wal_autocheckpoint", pages).map_err(|e| self.err(e))
+    }
+
     /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
     /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
     /// none of a batch until it ends. A write that fails inside rolls the whole batch back

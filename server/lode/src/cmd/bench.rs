@@ -42,6 +42,9 @@ pub struct LspArgs {
     /// Headings typed into workspace/symbol, one request per keystroke
     #[arg(long, default_value_t = 40)]
     pub symbols: usize,
+    /// Reuse the index of a previous run (skips the cold scan; the other figures only)
+    #[arg(long)]
+    pub keep_index: bool,
 }
 
 #[derive(Args)]
@@ -286,7 +289,7 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
         }
         (None, None) => bail!("give a BEIR corpus folder or --notes N"),
     };
-    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings, nav_notes };
+    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings, nav_notes, keep_index: a.keep_index };
     let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, &opts)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)

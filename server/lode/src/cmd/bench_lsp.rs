@@ -34,12 +34,15 @@ pub struct Options {
     pub symbol_headings: Vec<String>,
     /// Navigation: vault-relative paths of notes to link to, complete and find references of.
     pub nav_notes: Vec<String>,
+    /// Keep the index a previous run left (its "cold scan" is then a restart's scan): for
+    /// repeated measurements of the other figures.
+    pub keep_index: bool,
 }
 
 pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     // No models: the RSS target is for the server alone.
     let state = vault.join(".lode");
-    if state.exists() {
+    if state.exists() && !opts.keep_index {
         std::fs::remove_dir_all(&state)?;
     }
     std::fs::create_dir_all(&state)?;
