@@ -115,24 +115,17 @@ pub struct Retrieved {
 
 /// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
 /// says `annotates:`), current snapshots, stale snapshots.
-fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit>, stale_days: f64) -> Result<HashMap<i64, Trust>, RetrievalError> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit> + Clone, stale_days: f64) -> Result<HashMap<i64, Trust>, RetrievalError> {
+    let now = lode_store::now_ms();
+    let notes: Vec<i64> = hits.clone().filter(|h| h.source == lode_store::Source::Note).map(|h| h.note_id).collect();
+    let annotations = store.annotation_notes(&notes)?;
     let mut out = HashMap::new();
     for h in hits {
-        if out.contains_key(&h.note_id) {
-            continue;
-        }
         let t = match (h.source, h.seen_at) {
             (lode_store::Source::Snapshot, Some(seen)) if (now - seen) as f64 > stale_days * 86_400_000.0 => Trust::StaleSnapshot,
             (lode_store::Source::Snapshot, _) => Trust::ExternalSnapshot,
-            (lode_store::Source::Note, _) => {
-                let meta = store.note_meta(h.note_id)?;
-                if meta.keys().any(|k| k.trim().eq_ignore_ascii_case("annotates")) {
-                    Trust::Annotation
-                } else {
-                    Trust::Note
-                }
-            }
+            (lode_store::Source::Note, _) if annotations.contains(&h.note_id) => Trust::Annotation,
+            (lode_store::Source::Note, _) => Trust::Note,
         };
         out.insert(h.note_id, t);
     }

@@ -324,6 +324,28 @@ impl Store {
 }
 
 impl Store {
+    /// Which of `note_ids` are annotations (frontmatter key `annotates`, any case): one query
+    /// for a whole result list, not one per note.
+    pub fn annotation_notes(&self, note_ids: &[i64]) -> Result<std::collections::HashSet<i64>, StoreError> {
+        if note_ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let ids = serde_json::to_string(note_ids).unwrap_or_else(|_| "[]".into());
+        let rows: Vec<(i64, String)> = self.rows(
+            "SELECT id, meta FROM notes WHERE id IN (SELECT value FROM json_each(?1)) AND instr(lower(meta), 'annotates') > 0",
+            [ids],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        Ok(rows
+            .into_iter()
+            .filter(|(_, m)| {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(m)
+                    .is_ok_and(|m| m.keys().any(|k| k.trim().eq_ignore_ascii_case("annotates")))
+            })
+            .map(|(id, _)| id)
+            .collect())
+    }
+
     /// Live notes whose frontmatter mentions `url`: `(path, head version, metadata)`. Which of
     /// them annotate it is for the caller to decide from the metadata.
     pub fn notes_with_meta_mentioning(&self, url: &str) -> Result<Vec<(String, String, serde_json::Map<String, serde_json::Value>)>, StoreError> {

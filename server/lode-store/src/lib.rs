@@ -22,7 +22,7 @@ pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult, Source};
-pub use store::{DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
+pub use store::{now_ms, DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
 
 /// Hex SHA-256 of a note's bytes: its version id.
 pub fn version_id(bytes: &[u8]) -> String {

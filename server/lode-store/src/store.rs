@@ -163,7 +163,8 @@ pub struct Stats {
     pub schema_version: i64,
 }
 
-pub(crate) fn now_ms() -> i64 {
+/// Now, in unix milliseconds (the unit of every time the store records).
+pub fn now_ms() -> i64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
 }
 

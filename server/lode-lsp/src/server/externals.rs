@@ -5,7 +5,7 @@
 use super::*;
 use lode_externals::{describe_age, Freshness, Recorded};
 use lode_store::externals::is_web_url;
-use lode_store::{ExternalInfo, Via};
+use lode_store::{now_ms, ExternalInfo, Via};
 
 /// The command that fetches a page and stores a snapshot: arguments `[{"url": …}]`.
 pub(super) const MIRROR: &str = "lode.mirror";
@@ -17,9 +17,6 @@ pub struct ExternalSettings {
     pub freshness: Freshness,
 }
 
-pub(super) fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 /// The web URL an external link points to (without `#fragment`), if it is one lode mirrors and
 /// not a citation (whose title starts with `lode `: drift diagnostics cover those).

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use lode_externals::{annotations, describe_age, FetchOptions, Recorded, State};
-use lode_store::{ExternalInfo, Store, Via};
+use lode_store::{now_ms, ExternalInfo, Store, Via};
 
 use super::Vault;
 use crate::progress::Progress;
@@ -59,9 +59,6 @@ pub fn run(c: ExternalsCommand) -> Result<ExitCode> {
     }
 }
 
-fn now_ms() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0)
-}
 
 fn refresh(a: RefreshArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&a.vault)?;
