@@ -122,8 +122,8 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
     Ok(if failed > 0 { ExitCode::FAILURE } else { ExitCode::SUCCESS })
 }
 
-/// Fetches on `parallel` threads; results come back in `urls` order as they complete in
-/// sequence, so the single writer (this thread) stores them one by one.
+/// Fetches on `parallel` threads; results come back as they complete, and the single writer
+/// (this thread) stores them one by one.
 fn fetch_all(urls: &[String], opts: &FetchOptions, parallel: usize) -> impl Iterator<Item = (String, Result<lode_externals::Fetched, lode_externals::FetchError>)> {
     let (tx, rx) = mpsc::channel();
     let queue = std::sync::Arc::new(std::sync::Mutex::new(urls.iter().cloned().enumerate().collect::<Vec<_>>().into_iter()));
@@ -139,7 +139,7 @@ fn fetch_all(urls: &[String], opts: &FetchOptions, parallel: usize) -> impl Iter
         });
     }
     drop(tx);
-    // In completion order: a slow page does not hold back the ones after it.
+    // A slow page does not hold back the ones after it.
     rx.into_iter().map(|(_, url, r)| (url, r))
 }
 
