@@ -1,7 +1,9 @@
 """Embeds the texts of a JSON-lines file with ONNX Runtime's Python API — the same model,
 tokenizer settings (truncation at the manifest's max_length, padding to the longest in a batch),
-threads and batch size as lode — and prints passages per second. Used by `lode bench dense` to
-report lode's throughput as a ratio of this one.
+threads and batching as lode (inputs sorted by length, at most BATCH per call and at most
+BATCH*128 padded tokens) — and prints inputs per second and tokens per second (real tokens,
+special tokens included, padding excluded). `lode bench dense` reports lode's throughput as a
+ratio of this one, and divides the vault's tokens by its tokens/s for the one-pass floor.
 
 usage: bench_python_embed.py MODEL_DIR TEXTS.jsonl THREADS BATCH MAX_LENGTH
 """
@@ -23,6 +25,22 @@ tok = Tokenizer.from_file(f"{model_dir}/tokenizer.json")
 tok.enable_truncation(max_length)
 tok.enable_padding()
 
+
+def batches(texts):
+    """Length-sorted batches bounded like lode's (embedder::length_batches)."""
+    lens = [len(e.ids) for e in tok.encode_batch(texts)]
+    order = sorted(range(len(texts)), key=lambda i: (lens[i], i))
+    out, cur = [], []
+    for i in order:
+        if cur and (len(cur) >= batch or (len(cur) + 1) * lens[i] > batch * 128):
+            out.append(cur)
+            cur = []
+        cur.append(i)
+    if cur:
+        out.append(cur)
+    return [[texts[i] for i in b] for b in out]
+
+
 def run(chunk):
     enc = tok.encode_batch(chunk)
     ids = np.array([e.ids for e in enc], dtype=np.int64)
@@ -32,11 +50,15 @@ def run(chunk):
         feeds["token_type_ids"] = np.array([e.type_ids for e in enc], dtype=np.int64)
     h = sess.run(None, feeds)[0]
     v = (h * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
+    v = v / np.linalg.norm(v, axis=1, keepdims=True)
+    return int(mask.sum())
+
 
 run(texts[:batch])  # warm-up
 t = time.perf_counter()
-for i in range(0, len(texts), batch):
-    run(texts[i:i + batch])
+tokens = 0
+for chunk in batches(texts):
+    tokens += run(chunk)
 secs = time.perf_counter() - t
-print(json.dumps({"passages": len(texts), "seconds": secs, "per_second": len(texts) / secs}))
+print(json.dumps({"passages": len(texts), "inputs": len(texts), "tokens": tokens, "seconds": secs,
+                  "per_second": len(texts) / secs, "tokens_per_second": tokens / secs}))

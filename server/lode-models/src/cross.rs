@@ -20,6 +20,8 @@ pub(crate) struct OnnxModel {
     pub manifest: Manifest,
     session: Session,
     tokenizer: Tokenizer,
+    /// The same tokenizer without truncation or padding: counts tokens.
+    counter: Tokenizer,
     inputs: Vec<String>,
     output: String,
     path: PathBuf,
@@ -66,11 +68,24 @@ impl OnnxModel {
         };
         let mut tokenizer = Tokenizer::from_file(&tok_path)
             .map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
+        let mut counter = tokenizer.clone();
+        counter.with_truncation(None).map_err(|e| ModelError::model(&tok_path, e))?;
+        counter.with_padding(None);
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: manifest.max_length, ..Default::default() }))
             .map_err(|e| ModelError::model(&tok_path, e))?;
         tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
-        Ok(OnnxModel { manifest, session, tokenizer, inputs, output, path: model_path })
+        Ok(OnnxModel { manifest, session, tokenizer, counter, inputs, output, path: model_path })
+    }
+
+    /// Tokens of each text, special tokens excluded, before truncation.
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
+        let inputs: Vec<EncodeInput> = texts.iter().map(|t| (*t).into()).collect();
+        let enc = self
+            .counter
+            .encode_batch(inputs, false)
+            .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
+        Ok(enc.iter().map(|e| e.get_ids().len()).collect())
     }
 
     /// Tokens of a (first, second) pair before truncation, special tokens included.

@@ -77,6 +77,16 @@ impl Embedder {
         self.model.manifest.dimensions
     }
 
+    /// The model's input length in tokens (longer inputs are truncated to it).
+    pub fn max_length(&self) -> usize {
+        self.model.manifest.max_length
+    }
+
+    /// Tokens of each text as the model sees it (special tokens and prefix excluded).
+    pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
+        self.model.token_counts(texts)
+    }
+
     /// Document side: passages get the manifest's `passage_prefix`.
     /// Inputs are batched by length ([`length_batches`]); vectors come back in input order.
     pub fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {

@@ -1,5 +1,6 @@
 //! The vector index: one LanceDB table per embedding model (named by model id and dimensions,
-//! so vectors of different models are never mixed), holding one row per head passage.
+//! so vectors of different models are never mixed), holding one row per embedding window,
+//! keyed by the window's first passage (`passage_id`).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -79,16 +80,21 @@ impl VectorIndex {
         RetrievalError::Index { path: self.path.clone(), detail: e.to_string() }
     }
 
-    /// Adds vectors, replacing any rows these passages already had (an add interrupted before its
-    /// bookkeeping was recorded is simply redone).
+    /// Adds vectors, replacing any rows these keys already had.
     pub fn upsert(&self, rows: &[VectorRow]) -> Result<(), RetrievalError> {
+        self.delete(&rows.iter().map(|r| r.passage_id).collect::<Vec<_>>())?;
+        self.add(rows)
+    }
+
+    /// Appends vectors. The caller knows no row with these keys exists (a delete scans the whole
+    /// table, so the embedding worker deletes only keys it has queued for deletion).
+    pub fn add(&self, rows: &[VectorRow]) -> Result<(), RetrievalError> {
         if rows.is_empty() {
             return Ok(());
         }
         if let Some(bad) = rows.iter().find(|r| r.vector.len() != self.dims) {
             return Err(self.err(format!("passage {} has a {}-dimensional vector, the index holds {}", bad.passage_id, bad.vector.len(), self.dims)));
         }
-        self.delete(&rows.iter().map(|r| r.passage_id).collect::<Vec<_>>())?;
         let batch = RecordBatch::try_new(
             schema(self.dims),
             vec![
@@ -107,10 +113,37 @@ impl VectorIndex {
     }
 
     pub fn delete(&self, passage_ids: &[i64]) -> Result<(), RetrievalError> {
+        if passage_ids.is_empty() {
+            return Ok(());
+        }
         for chunk in passage_ids.chunks(500) {
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
             self.rt.block_on(self.table.delete(format!("passage_id IN ({list})").as_str())).map_err(|e| self.err(e))?;
         }
+        Ok(())
+    }
+
+    /// Deletes every row (the bookkeeping no longer matches the table: it is rebuilt).
+    pub fn clear(&self) -> Result<(), RetrievalError> {
+        self.rt.block_on(self.table.delete("true")).map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Merges the small files every add leaves (one per embedding round) and drops versions older
+    /// than an hour: a search reads every file, so a table made in hundreds of rounds is slower
+    /// to search until compacted.
+    pub fn compact(&self) -> Result<(), RetrievalError> {
+        use lancedb::table::{CompactionOptions, OptimizeAction};
+        self.rt
+            .block_on(self.table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None }))
+            .map_err(|e| self.err(e))?;
+        self.rt
+            .block_on(self.table.optimize(OptimizeAction::Prune {
+                older_than: Some(lancedb::table::Duration::hours(1)),
+                delete_unverified: None,
+                error_if_tagged_old_versions: None,
+            }))
+            .map_err(|e| self.err(e))?;
         Ok(())
     }
 

@@ -146,6 +146,43 @@ fn dense_leg(
     Ok((near, embed_ms, t.elapsed().as_secs_f64() * 1000.0))
 }
 
+/// The dense leg ranks embedding windows; citations point at passages. Each window (by its
+/// leader) is represented by one member: the one the lexical leg ranked best, else the one
+/// holding most of the question's words, else the first. Windows no longer recorded (the worker
+/// has not caught up with an edit) are skipped.
+fn window_representatives(store: &Store, model: &str, leaders: &[i64], lexical: &[Hit], question: &str) -> Result<Vec<i64>, RetrievalError> {
+    let members = store.window_members(model, leaders)?;
+    let lex_rank: HashMap<i64, usize> = lexical.iter().enumerate().map(|(i, h)| (h.passage_id, i)).collect();
+    let asked = lode_core::query::terms(question);
+    let held = |text: &str| -> usize {
+        let words = lode_core::gate::tokens(&lode_core::text::index_text(text));
+        asked.iter().filter(|t| words.iter().any(|w| lode_core::query::stem_match(w, t))).count()
+    };
+    let mut texts: HashMap<i64, usize> = HashMap::new();
+    let need: Vec<i64> = members
+        .values()
+        .filter(|m| m.len() > 1 && !m.iter().any(|id| lex_rank.contains_key(id)))
+        .flatten()
+        .copied()
+        .collect();
+    for h in store.passages_by_id(&need)? {
+        texts.insert(h.passage_id, held(&h.text));
+    }
+    let mut out = Vec::with_capacity(leaders.len());
+    for leader in leaders {
+        let Some(m) = members.get(leader) else { continue };
+        let best = m
+            .iter()
+            .enumerate()
+            .min_by_key(|&(pos, id)| {
+                (lex_rank.get(id).copied().unwrap_or(usize::MAX), std::cmp::Reverse(texts.get(id).copied().unwrap_or(0)), pos)
+            })
+            .map(|(_, &id)| id);
+        out.extend(best);
+    }
+    Ok(out)
+}
+
 /// Runs the pipeline for `question` in `mode`. Stages whose models are missing are skipped with a
 /// warning (dense → lexical only; rerank → fused order), never an error.
 pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, cfg: &RetrievalConfig) -> Result<Retrieved, RetrievalError> {
@@ -155,6 +192,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     let want_dense = mode != Mode::Lexical;
     let k = if mode == Mode::Lexical { cfg.limit } else { cfg.candidates.max(cfg.limit) };
 
+    let model_id = embedder.as_ref().map(|e| e.id().to_owned());
     let dense_models = match (want_dense, embedder, index) {
         (true, Some(e), Some(i)) => Some((e, i)),
         (true, _, _) => {
@@ -184,7 +222,8 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         Some(Ok((near, embed_ms, search_ms))) => {
             out.stages.push(Stage { name: "embed_query", ms: embed_ms, note: None });
             out.stages.push(Stage { name: "dense", ms: search_ms, note: None });
-            dense_ids = near.into_iter().map(|(id, _)| id).collect();
+            let leaders: Vec<i64> = near.into_iter().map(|(id, _)| id).collect();
+            dense_ids = window_representatives(store, model_id.as_deref().unwrap_or_default(), &leaders, &lexical_hits, question)?;
         }
         Some(Err(e)) => {
             out.warnings.push(format!("dense retrieval failed, lexical results only: {e}"));

@@ -5,19 +5,74 @@
 use std::time::Instant;
 
 use lode_models::Embedder;
-use lode_store::Store;
+use lode_store::{PendingPassage, Store};
 
 use crate::index::{VectorIndex, VectorRow};
 use crate::RetrievalError;
 
 /// Passages fetched and embedded per round: a round is what a just-saved note waits behind
-/// (and what a question waits for before it can embed itself). Each round also pays a LanceDB
-/// delete + append, so rounds are not made smaller than this.
-const ROUND: usize = 64;
+/// (and what a question waits for before it can embed itself).
+const ROUND: usize = 96;
+
+/// A pass of this many rounds or more compacts the table when it ends (each round added a file).
+const COMPACT_AFTER: usize = 16;
+
+/// Tokens a round embeds at most (at least one window): a round is what a just-saved note may
+/// wait behind, about half a second of MiniLM on two cores.
+const ROUND_TOKENS: usize = 2_560;
+
+/// Default size of an embedding window, in model tokens (heading included).
+pub const WINDOW_TOKENS: usize = 128;
+
+/// Groups passages (in note and document order) into embedding windows: runs of passages that
+/// are consecutive in one section (same note, same heading, adjacent ordinals), each window at
+/// most `budget` tokens (`tokens[i]` counts passage `i`, `heading[i]` its heading). A passage
+/// over the budget is a window of its own. Returns index lists, in input order.
+pub fn windows(batch: &[PendingPassage], tokens: &[usize], heading: &[usize], budget: usize) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = Vec::new();
+    let mut used = 0usize;
+    for (i, p) in batch.iter().enumerate() {
+        let joins = out.last().and_then(|w| w.last()).is_some_and(|&j| {
+            let q = &batch[j];
+            q.note_id == p.note_id && q.heading == p.heading && q.ordinal + 1 == p.ordinal && used + tokens[i] + 1 <= budget
+        });
+        if joins {
+            out.last_mut().expect("joins implies a window").push(i);
+            used += tokens[i] + 1;
+        } else {
+            out.push(vec![i]);
+            used = heading[i] + 1 + tokens[i];
+        }
+    }
+    out
+}
+
+/// What a window embeds: its heading once, then its passages, one per line.
+fn window_text(batch: &[PendingPassage], w: &[usize]) -> String {
+    let first = &batch[w[0]];
+    let mut text = first.heading.clone();
+    for &i in w {
+        if !text.is_empty() {
+            text.push('\n');
+        }
+        text.push_str(&batch[i].passage);
+    }
+    text
+}
 
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct SyncReport {
+    /// Passages that got a vector.
     pub embedded: usize,
+    /// Vectors made: one per embedding window.
+    pub windows: usize,
+    /// Tokens the model read (headings included).
+    pub tokens: usize,
+    /// Seconds spent in the model (tokenizing included).
+    pub model_seconds: f64,
+    pub rounds: usize,
+    /// The longest round: what a just-saved note can wait before its own round starts.
+    pub round_seconds_max: f64,
     pub deleted: usize,
     /// The index had lost vectors the bookkeeping recorded (folder deleted or damaged): they
     /// were rebuilt from the passages.
@@ -30,6 +85,11 @@ pub struct SyncReport {
 pub struct Sync {
     model: String,
     started: Instant,
+    /// Notes before this one have nothing pending unless a save added passages since: the
+    /// backlog is read from here on, and from the start once more before the pass ends.
+    cursor: i64,
+    /// Embedding window size in tokens (a window of one passage may be longer).
+    pub window_tokens: usize,
     /// Passages lacking a vector when the pass started (progress is out of this).
     pub total: usize,
     pub report: SyncReport,
@@ -40,8 +100,14 @@ impl Sync {
     pub fn start(store: &mut Store, index: &VectorIndex, model: &str) -> Result<Sync, RetrievalError> {
         let started = Instant::now();
         let mut report = SyncReport::default();
+        // The table must hold every recorded window, and nothing else but rows queued for
+        // deletion. Fewer: the folder lost data. More: the bookkeeping was reset without it.
+        // Either way both are rebuilt from the passages.
         let fresh = store.vector_freshness(model)?;
-        if (index.count()? as i64) < fresh.with_vectors {
+        let rows = index.count()? as i64;
+        let queued = store.vector_deletions()?.len() as i64;
+        if rows < fresh.windows || rows > fresh.windows + queued {
+            index.clear()?;
             store.reset_vectors(Some(model))?;
             report.rebuilt = true;
         }
@@ -53,30 +119,87 @@ impl Sync {
         }
         let fresh = store.vector_freshness(model)?;
         let total = (fresh.passages - fresh.with_vectors).max(0) as usize;
-        Ok(Sync { model: model.to_owned(), started, total, report })
+        Ok(Sync { model: model.to_owned(), started, cursor: 0, window_tokens: WINDOW_TOKENS, total, report })
     }
 
     /// Embeds one round: passages of the notes at `first` before any other. Returns whether it
     /// found anything to do (`false`: every head passage has a vector).
     pub fn round(&mut self, store: &mut Store, index: &VectorIndex, embedder: &mut Embedder, first: &[String]) -> Result<bool, RetrievalError> {
         let mut batch = if first.is_empty() { Vec::new() } else { store.pending_vectors_of(&self.model, first, ROUND)? };
-        if batch.is_empty() {
-            batch = store.pending_vectors(&self.model, ROUND)?;
+        let backlog = batch.is_empty();
+        if backlog {
+            batch = store.pending_vectors(&self.model, self.cursor, ROUND)?;
+            if batch.is_empty() && self.cursor > 0 {
+                self.cursor = 0;
+                batch = store.pending_vectors(&self.model, 0, ROUND)?;
+            }
+            // A full batch may end inside a note: that note's passages wait for the next round
+            // (whole sections make whole windows), unless it is the only note in the batch.
+            if batch.len() == ROUND {
+                let last = batch[batch.len() - 1].note_id;
+                if batch[0].note_id != last {
+                    batch.retain(|p| p.note_id != last);
+                }
+            }
         }
         if batch.is_empty() {
             return Ok(false);
         }
-        let texts: Vec<&str> = batch.iter().map(|p| p.text.as_str()).collect();
-        let vectors = embedder.embed_passages(&texts)?;
-        let rows: Vec<VectorRow> = batch
+        let round_started = Instant::now();
+        let t = Instant::now();
+        let passages: Vec<&str> = batch.iter().map(|p| p.passage.as_str()).collect();
+        let tokens = embedder.token_counts(&passages)?;
+        let headings: Vec<&str> = batch.iter().map(|p| p.heading.as_str()).collect();
+        let heading_tokens = embedder.token_counts(&headings)?;
+        let budget = self.window_tokens.min(embedder.max_length().saturating_sub(2)).max(1);
+        let mut windows = windows(&batch, &tokens, &heading_tokens, budget);
+        // Bound the round's work (at least one window); the rest stays pending for the next.
+        let cost = |w: &Vec<usize>| heading_tokens[w[0]] + w.iter().map(|&i| tokens[i] + 1).sum::<usize>();
+        let mut spent = 0;
+        let keep = windows
+            .iter()
+            .take_while(|w| {
+                spent += cost(w);
+                spent <= ROUND_TOKENS
+            })
+            .count()
+            .max(1);
+        windows.truncate(keep);
+        if backlog {
+            // Windows are a prefix of the batch (note and document order): every pending passage
+            // of notes before the first one left out has been embedded.
+            let next = windows.iter().flatten().max().map_or(0, |&i| i + 1);
+            self.cursor = batch.get(next).unwrap_or(&batch[batch.len() - 1]).note_id;
+        }
+        let texts: Vec<String> = windows.iter().map(|w| window_text(&batch, w)).collect();
+        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let vectors = embedder.embed_passages(&refs)?;
+        self.report.model_seconds += t.elapsed().as_secs_f64();
+        self.report.tokens += windows
+            .iter()
+            .map(|w| heading_tokens[w[0]] + w.iter().map(|&i| tokens[i] + 1).sum::<usize>())
+            .sum::<usize>();
+        let rows: Vec<VectorRow> = windows
             .iter()
             .zip(vectors)
-            .map(|(p, v)| VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: v })
+            .map(|(w, v)| {
+                let p = &batch[w[0]];
+                VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: v }
+            })
             .collect();
-        index.upsert(&rows)?;
-        let ids: Vec<i64> = batch.iter().map(|p| p.id).collect();
-        store.mark_vectors(&self.model, &ids)?;
-        self.report.embedded += ids.len();
+        // Only leaders whose earlier window is queued for deletion can have a row already; the
+        // others are queued first, so a crash before they are recorded leaves no orphan rows.
+        let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
+        let stale = store.queued_deletions(&leaders)?;
+        index.delete(&stale)?;
+        store.queue_vector_deletions(&leaders)?;
+        index.add(&rows)?;
+        let members: Vec<Vec<i64>> = windows.iter().map(|w| w.iter().map(|&i| batch[i].id).collect()).collect();
+        store.mark_windows(&self.model, &members)?;
+        self.report.embedded += members.iter().map(Vec::len).sum::<usize>();
+        self.report.windows += windows.len();
+        self.report.rounds += 1;
+        self.report.round_seconds_max = self.report.round_seconds_max.max(round_started.elapsed().as_secs_f64());
         Ok(true)
     }
 
@@ -87,9 +210,19 @@ impl Sync {
 
     /// Ends the pass: once this model is complete, vectors of any other model are dropped.
     pub fn finish(mut self, store: &mut Store, index: &VectorIndex) -> Result<SyncReport, RetrievalError> {
+        // Windows that could not be recorded (a member left mid-round) are dropped now.
+        let gone = store.vector_deletions()?;
+        if !gone.is_empty() {
+            index.delete(&gone)?;
+            store.clear_vector_deletions(&gone)?;
+            self.report.deleted += gone.len();
+        }
         let fresh = store.vector_freshness(&self.model)?;
         if fresh.with_vectors == fresh.passages && store.drop_other_models(&self.model)? > 0 {
             index.drop_other_tables()?;
+        }
+        if self.report.rounds >= COMPACT_AFTER {
+            index.compact()?;
         }
         self.report.seconds = self.started.elapsed().as_secs_f64();
         Ok(self.report)
@@ -102,11 +235,13 @@ pub fn sync_vectors(
     store: &mut Store,
     index: &VectorIndex,
     embedder: &mut Embedder,
+    window_tokens: usize,
     mut progress: impl FnMut(usize, usize),
     mut keep_going: impl FnMut() -> bool,
 ) -> Result<SyncReport, RetrievalError> {
     let model = embedder.id().to_owned();
     let mut sync = Sync::start(store, index, &model)?;
+    sync.window_tokens = window_tokens;
     progress(0, sync.total);
     while keep_going() {
         if !sync.round(store, index, embedder, &[])? {

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use lode_models::{CrossEncoder, Embedder};
-use lode_retrieval::{retrieve, sync_vectors, Mode, Models, RetrievalConfig, VectorIndex};
+use lode_retrieval::{retrieve, sync_vectors, Mode, Models, RetrievalConfig, VectorIndex, WINDOW_TOKENS};
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 
@@ -41,7 +41,7 @@ fn paths(s: &mut Setup, idx: &VectorIndex, q: &str, mode: Mode, n: usize) -> Vec
 fn a_paraphrase_is_found_by_dense_retrieval_that_lexical_misses() {
     let mut s = setup();
     let idx = index(&s);
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert_eq!(r.embedded, s.store.stats().unwrap().passages as usize);
     let q = "swap to the standby datastore after an outage";
     let lexical = paths(&mut s, &idx, q, Mode::Lexical, 3);
@@ -55,9 +55,12 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     let mut s = setup();
     let idx = index(&s);
     let model = s.embedder.id().to_owned();
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let windows = |s: &Setup| s.store.vector_freshness(&model).unwrap().windows;
     let total = s.store.stats().unwrap().passages;
-    assert_eq!(idx.count().unwrap() as i64, total);
+    assert_eq!(s.store.vector_freshness(&model).unwrap().with_vectors, total, "every passage is covered");
+    assert_eq!(idx.count().unwrap() as i64, windows(&s), "one row per window");
+    assert!(windows(&s) < total, "consecutive passages of a section share a window");
 
     // An edit: only the new passage needs a vector; the replaced one's vector goes.
     let path = "reference/glossary.md";
@@ -67,27 +70,29 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     s.store.save_note(path, body.as_bytes()).unwrap();
     let fresh = s.store.vector_freshness(&model).unwrap();
     assert_eq!(fresh.passages - fresh.with_vectors, 1, "one new passage lacks a vector");
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert_eq!((r.embedded, r.deleted), (1, 0));
     let dense = paths(&mut s, &idx, "where is the pager handed over", Mode::Dense, 1);
     assert_eq!(dense, [path]);
 
     // A deletion: its vectors leave the index.
-    let before = idx.count().unwrap();
-    let n = s.store.passages_of("notes/reading-list.md").unwrap().len();
+    let before = idx.count().unwrap() as i64;
+    let windows_before = windows(&s);
     s.store.delete_note("notes/reading-list.md").unwrap();
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
-    assert_eq!(r.deleted, n);
-    assert_eq!(idx.count().unwrap(), before - n);
+    let n = windows_before - windows(&s);
+    assert!(n > 0);
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    assert_eq!(r.deleted as i64, n);
+    assert_eq!(idx.count().unwrap() as i64, before - n);
 
     // Interrupted: stop after the first round; the next run picks up the rest.
     s.store.reset_vectors(None).unwrap();
     let mut rounds = 0;
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || { rounds += 1; rounds == 1 }).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || { rounds += 1; rounds == 1 }).unwrap();
     assert!(r.embedded > 0 && (r.embedded as i64) < s.store.stats().unwrap().passages);
-    let r2 = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    let r2 = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert_eq!((r.embedded + r2.embedded) as i64, s.store.stats().unwrap().passages);
-    assert_eq!(idx.count().unwrap() as i64, s.store.stats().unwrap().passages, "re-adding replaced rows, no duplicates");
+    assert_eq!(idx.count().unwrap() as i64, windows(&s), "re-adding replaced rows, no duplicates");
     drop(idx);
 
     // The vector folder disappears: search falls back to lexical with a warning, and the next
@@ -98,16 +103,16 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
     let r = retrieve(&s.store, "redis failover", Mode::Hybrid, models, &cfg).unwrap();
     assert!(!r.hits.is_empty(), "lexical still answers");
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert!(r.rebuilt, "lost vectors are detected");
-    assert_eq!(idx.count().unwrap() as i64, s.store.stats().unwrap().passages);
+    assert_eq!(idx.count().unwrap() as i64, windows(&s));
 }
 
 #[test]
 fn a_new_model_re_embeds_instead_of_mixing() {
     let mut s = setup();
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     // The same weights under another id and prefixes: a different model as far as vectors go.
     let tmp = tempfile::tempdir().unwrap();
     for f in ["model.onnx", "tokenizer.json"] {
@@ -122,7 +127,7 @@ fn a_new_model_re_embeds_instead_of_mixing() {
     assert_eq!(s.store.vector_freshness("minilm-prefixed").unwrap().with_vectors, 0);
     let idx2 = VectorIndex::open(&s.vectors, other.id(), other.dimensions()).unwrap();
     assert_ne!(idx.name(), idx2.name());
-    let r = sync_vectors(&mut s.store, &idx2, &mut other, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx2, &mut other, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert_eq!(r.embedded as i64, s.store.stats().unwrap().passages, "everything re-embedded");
     assert_eq!(s.store.vector_freshness(s.embedder.id()).unwrap().with_vectors, 0, "old model's vectors forgotten");
 }
@@ -131,14 +136,14 @@ fn a_new_model_re_embeds_instead_of_mixing() {
 fn rerank_reorders_and_links_expand() {
     let mut s = setup();
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     let mut ce = CrossEncoder::load(&models().join("tiny-cross-encoder"), None, 1).unwrap();
     // The tiny cross-encoder scores passages by marker words: put "cherry" in one passage.
     let path = "runbooks/redis-failover.md";
     let head = s.store.head_of(path).unwrap().unwrap();
     let body = String::from_utf8(s.store.version_body(&head).unwrap().unwrap()).unwrap();
     s.store.save_note(path, format!("{body}\nThe failover drill ends with cherry pie for the on-call team.\n").as_bytes()).unwrap();
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     let cfg = RetrievalConfig { limit: 5, graph_limit: 0, ..Default::default() };
     let q = "redis failover";
     let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
@@ -172,4 +177,104 @@ fn without_models_dense_modes_fall_back_to_lexical() {
     assert!(!r.hits.is_empty());
     assert!(r.warnings[0].contains("lexical results only"));
     let _ = &mut s;
+}
+
+/// A note of many one-sentence paragraphs under one heading (the shape that costs one model
+/// input per line without windows).
+fn many_short_paragraphs() -> String {
+    let facts = [
+        "The backup job for the billing database starts at 02:15 UTC.",
+        "Snapshots are copied to the cold bucket in the eu-west region.",
+        "Restores were rehearsed in March and took 41 minutes end to end.",
+        "The retention period for nightly snapshots is 35 days.",
+        "Weekly snapshots are kept for one year.",
+        "The on-call engineer verifies checksums every Monday.",
+        "Encryption keys for the snapshots rotate every quarter.",
+        "A failed backup pages the storage team, not the database team.",
+    ];
+    format!("# Billing backups\n\n## Schedule\n\n{}\n", facts.join("\n\n"))
+}
+
+#[test]
+fn windows_cover_a_section_and_dense_hits_cite_exact_passages() {
+    let mut s = setup();
+    let path = "runbooks/billing-backups.md";
+    let body = many_short_paragraphs();
+    s.store.save_note(path, body.as_bytes()).unwrap();
+    let idx = index(&s);
+    let model = s.embedder.id().to_owned();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let passages = s.store.passages_of(path).unwrap();
+    assert!(passages.len() >= 8, "{}", passages.len());
+    let leaders: Vec<i64> = passages.iter().map(|p| p.id).collect();
+    let members = s.store.window_members(&model, &leaders).unwrap();
+    assert!(members.len() < passages.len(), "the note's sentences share windows: {members:?}");
+    assert_eq!(members.values().map(Vec::len).sum::<usize>(), passages.len(), "each passage is in exactly one window");
+
+    // A dense hit is a passage of the window, with a byte-exact range into the note.
+    let cfg = RetrievalConfig { limit: 5, graph_limit: 0, ..Default::default() };
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let r = retrieve(&s.store, "how long are nightly snapshots retained", Mode::Dense, models, &cfg).unwrap();
+    let hit = r.hits.iter().find(|h| h.hit.path == path).expect("the note is found").hit.clone();
+    assert_eq!(&body[hit.start..hit.end], hit.text, "the cited range is exactly the passage");
+    assert!(hit.text.contains("35 days"), "the window's member holding the question's words is cited: {:?}", hit.text);
+
+    // Hybrid: the lexical leg's passage represents the window.
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let r = retrieve(&s.store, "who verifies checksums", Mode::Hybrid, models, &cfg).unwrap();
+    let top = &r.hits[0].hit;
+    assert_eq!((top.path.as_str(), &body[top.start..top.end]), (path, top.text.as_str()));
+    assert!(top.text.contains("checksums"), "{:?}", top.text);
+}
+
+#[test]
+fn an_edit_inside_a_window_re_embeds_that_window_only() {
+    let mut s = setup();
+    let path = "runbooks/billing-backups.md";
+    let body = many_short_paragraphs();
+    s.store.save_note(path, body.as_bytes()).unwrap();
+    let idx = index(&s);
+    let model = s.embedder.id().to_owned();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let fresh = s.store.vector_freshness(&model).unwrap();
+    let edited = body.replace("35 days", "45 days");
+    s.store.save_note(path, edited.as_bytes()).unwrap();
+    let after = s.store.vector_freshness(&model).unwrap();
+    let reopened = fresh.with_vectors - after.with_vectors;
+    assert!(reopened > 0 && reopened < fresh.with_vectors, "only the edited window's members are pending again: {fresh:?} → {after:?}");
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    assert_eq!(r.deleted, 1, "the stale window's vector is deleted");
+    assert_eq!(r.embedded as i64, reopened, "its other members and the new passage are embedded again");
+    let fresh = s.store.vector_freshness(&model).unwrap();
+    assert_eq!(fresh.with_vectors, fresh.passages);
+    assert_eq!(idx.count().unwrap() as i64, fresh.windows, "no stale or duplicate rows");
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let cfg = RetrievalConfig { limit: 3, graph_limit: 0, ..Default::default() };
+    let r = retrieve(&s.store, "how long are nightly snapshots retained", Mode::Dense, models, &cfg).unwrap();
+    let hit = r.hits.iter().find(|h| h.hit.path == path).expect("found after the edit").hit.clone();
+    assert_eq!(&edited[hit.start..hit.end], hit.text);
+}
+
+#[test]
+fn rows_added_before_a_crash_are_not_left_behind() {
+    let mut s = setup();
+    let idx = index(&s);
+    let model = s.embedder.id().to_owned();
+    // The worker queues a round's leaders for deletion before adding their rows, and clears
+    // them when it records the windows: a crash in between leaves them queued.
+    let pending = s.store.pending_vectors(&model, 0, 4).unwrap();
+    let rows: Vec<lode_retrieval::VectorRow> = pending
+        .iter()
+        .map(|p| lode_retrieval::VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: vec![0.1; 384] })
+        .collect();
+    let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
+    s.store.queue_vector_deletions(&leaders).unwrap();
+    idx.add(&rows).unwrap();
+    drop(idx);
+    // "Restart": a new pass deletes the orphans and embeds everything once.
+    let idx = index(&s);
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    assert_eq!(r.deleted, 4);
+    let fresh = s.store.vector_freshness(&model).unwrap();
+    assert_eq!(idx.count().unwrap() as i64, fresh.windows);
 }

@@ -12,6 +12,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (5, include_str!("../../../migrations/0005_nav.sql")),
     (6, include_str!("../../../migrations/0006_headings.sql")),
     (7, include_str!("../../../migrations/0007_externals.sql")),
+    (8, include_str!("../../../migrations/0008_windows.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -1,6 +1,12 @@
 //! Lexical search: BM25 over head passages through FTS5. AND-mode over all content terms first;
 //! when that finds fewer hits than asked for, OR-mode over the few most selective terms fills the
 //! rest (a natural-language question rarely has every word in one passage).
+//!
+//! Sections rank, passages are cited: with `sections` on, the candidates of both modes are
+//! grouped by section (note and heading path) and sections are ordered by how many of the
+//! question's terms all their candidate passages hold together, then by the sum of their best
+//! passages' BM25. A note written one sentence per paragraph then ranks like the same note
+//! written as one paragraph, while each hit is still one exact passage.
 
 use lode_core::query;
 use rusqlite::params;
@@ -19,13 +25,18 @@ pub struct SearchOptions {
     pub fill: bool,
     /// Build snippets (costs a tokenization of every hit; evaluation turns it off).
     pub snippets: bool,
+    /// Rank sections from all their passages (see the module comment); off: passages alone.
+    pub sections: bool,
 }
 
 impl Default for SearchOptions {
     fn default() -> Self {
-        SearchOptions { limit: 10, or_terms: 12, heading_weight: 2.0, fill: true, snippets: true }
+        SearchOptions { limit: 10, or_terms: 12, heading_weight: 2.0, fill: true, snippets: true, sections: true }
     }
 }
+
+/// Passages of a section whose BM25 scores add up to the section's score.
+const SECTION_BEST: usize = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -101,6 +112,9 @@ impl Store {
         // a wider BM25 shortlist: short passages win BM25 even when they hold fewer of the terms.
         let (Some(all), Some(any)) = (query::and_query(&terms), query::or_query(&terms)) else { return Ok(result) };
         let and = format!("({all}) AND {{body}} : ({any})");
+        if opts.sections {
+            return self.search_sections(result, &and, opts);
+        }
         let mut hits = self.run(&and, (opts.limit * 4).max(40), &SearchOptions { snippets: false, ..opts.clone() }, MatchMode::All)?;
         rank_by_coverage(&mut hits, &terms);
         hits.truncate(opts.limit);
@@ -119,6 +133,71 @@ impl Store {
             }
             result.or_terms = selective;
         }
+        Ok(result)
+    }
+
+    /// Section-ranked search: AND-mode and OR-mode candidates pooled, grouped by section, ranked
+    /// by the terms the section holds and its best passages' BM25; within a section, passages by
+    /// the terms each holds, then BM25.
+    fn search_sections(&self, mut result: SearchResult, and: &str, opts: &SearchOptions) -> Result<SearchResult, StoreError> {
+        let terms = result.terms.clone();
+        let quiet = SearchOptions { snippets: false, ..opts.clone() };
+        let pool = (opts.limit * 4).max(40);
+        let mut hits = self.run(and, pool, &quiet, MatchMode::All)?;
+        if terms.len() > 1 {
+            let selective = self.most_selective(&terms, opts.or_terms)?;
+            if let Some(or) = query::or_query(&selective) {
+                let seen: std::collections::HashSet<i64> = hits.iter().map(|h| h.passage_id).collect();
+                let extra = self.run(&or, pool, &quiet, MatchMode::Any)?;
+                hits.extend(extra.into_iter().filter(|h| !seen.contains(&h.passage_id)));
+            }
+            result.or_terms = selective;
+        }
+        // Which terms each passage holds, as a bit set (questions have few terms; beyond 64 the
+        // rest only count through BM25).
+        let held = |h: &Hit| -> u64 {
+            let words = lode_core::gate::tokens(&lode_core::text::index_text(&h.text));
+            terms.iter().take(64).enumerate().filter(|(_, t)| words.iter().any(|w| query::stem_match(w, t))).fold(0u64, |m, (i, _)| m | 1 << i)
+        };
+        struct Section {
+            terms: u64,
+            best: Vec<f64>,
+            first: usize,
+        }
+        let mut sections: Vec<Section> = Vec::new();
+        let mut key_of: std::collections::HashMap<(i64, &str), usize> = std::collections::HashMap::new();
+        let mut keyed: Vec<(usize, u32, Hit)> = Vec::with_capacity(hits.len());
+        for (i, h) in hits.iter().enumerate() {
+            let m = held(h);
+            let k = *key_of.entry((h.note_id, h.heading.as_str())).or_insert_with(|| {
+                sections.push(Section { terms: 0, best: Vec::new(), first: i });
+                sections.len() - 1
+            });
+            sections[k].terms |= m;
+            sections[k].best.push(h.score);
+            keyed.push((k, m.count_ones(), h.clone()));
+        }
+        let score: Vec<(u32, f64, usize)> = sections
+            .iter_mut()
+            .map(|s| {
+                s.best.sort_by(|a, b| b.total_cmp(a));
+                (s.terms.count_ones(), s.best.iter().take(SECTION_BEST).sum::<f64>(), s.first)
+            })
+            .collect();
+        keyed.sort_by(|a, b| {
+            let (sa, sb) = (&score[a.0], &score[b.0]);
+            sb.0.cmp(&sa.0)
+                .then(sb.1.total_cmp(&sa.1))
+                .then(sa.2.cmp(&sb.2))
+                .then(b.1.cmp(&a.1))
+                .then(b.2.score.total_cmp(&a.2.score))
+        });
+        let mut hits: Vec<Hit> = keyed.into_iter().map(|(_, _, h)| h).take(opts.limit).collect();
+        if opts.snippets {
+            let or = query::or_query(&terms).unwrap_or_default();
+            self.add_snippets(&or, &mut hits)?;
+        }
+        result.hits = hits;
         Ok(result)
     }
 

@@ -1,5 +1,7 @@
-//! Bookkeeping for the dense index: which head passages have a vector for which model, which
-//! vectors must go, and how fresh the index is. The vectors themselves live in LanceDB.
+//! Bookkeeping for the dense index: which head passages are covered by a vector for which model,
+//! grouped in embedding windows (runs of consecutive passages embedded as one input), which
+//! vectors must go, and how fresh the index is. The vectors themselves live in LanceDB, one row
+//! per window, keyed by the window's first passage (its leader).
 
 use rusqlite::params;
 
@@ -12,36 +14,50 @@ pub struct PendingPassage {
     pub id: i64,
     pub note_id: i64,
     pub version_id: String,
-    /// What is embedded: heading context, then the passage text.
+    /// Position in its note (passages of a note are numbered 0, 1, … in document order).
+    pub ordinal: i64,
+    /// The note title and heading path: the section the passage is in.
+    pub heading: String,
+    /// The passage's own text.
+    pub passage: String,
+    /// What is embedded when the passage is a window of its own: heading, then the text.
     pub text: String,
 }
 
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
 pub struct Freshness {
     pub passages: i64,
+    /// Passages covered by a vector of the model.
     pub with_vectors: i64,
+    /// Vectors (windows) the model's LanceDB table should hold.
+    pub windows: i64,
 }
 
-/// A row of `id, note_id, version_id, heading, text`: what the embedder reads (heading first).
+/// A row of `id, note_id, version_id, ordinal, heading, text`.
 fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPassage> {
-    let heading: String = r.get(3)?;
-    let text: String = r.get(4)?;
+    let heading: String = r.get(4)?;
+    let passage: String = r.get(5)?;
     Ok(PendingPassage {
         id: r.get(0)?,
         note_id: r.get(1)?,
         version_id: r.get(2)?,
-        text: if heading.is_empty() { text } else { format!("{heading}\n{text}") },
+        ordinal: r.get(3)?,
+        text: if heading.is_empty() { passage.clone() } else { format!("{heading}\n{passage}") },
+        heading,
+        passage,
     })
 }
 
 impl Store {
-    /// Up to `limit` head passages without a vector for `model`, in id order.
-    pub fn pending_vectors(&self, model: &str, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
+    /// Up to `limit` head passages without a vector for `model`, of notes from `from_note` on,
+    /// in note and document order (so consecutive passages of a section arrive together).
+    pub fn pending_vectors(&self, model: &str, from_note: i64, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
         self.rows(
-            "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p
-             WHERE NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
-             ORDER BY p.id LIMIT ?2",
-            params![model, limit as i64],
+            "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text FROM passages p
+             WHERE p.note_id >= ?3
+               AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
+             ORDER BY p.note_id, p.ordinal LIMIT ?2",
+            params![model, limit as i64, from_note],
             pending_row,
         )
     }
@@ -55,9 +71,9 @@ impl Store {
                 break;
             }
             out.extend(self.rows(
-                "SELECT p.id, p.note_id, p.version_id, p.heading, p.text FROM passages p JOIN notes n ON n.id = p.note_id
+                "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text FROM passages p JOIN notes n ON n.id = p.note_id
                  WHERE n.path = ?2 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
-                 ORDER BY p.id LIMIT ?3",
+                 ORDER BY p.ordinal LIMIT ?3",
                 params![model, path, (limit - out.len()) as i64],
                 pending_row,
             )?);
@@ -65,29 +81,94 @@ impl Store {
         Ok(out)
     }
 
-    /// Records that these passages now have a vector for `model` (ids that left meanwhile are
-    /// ignored: their vectors are queued for deletion instead).
-    pub fn mark_vectors(&mut self, model: &str, ids: &[i64]) -> Result<(), StoreError> {
+    /// Of these window leaders, the ones queued for deletion: their old LanceDB rows must go
+    /// before new rows with the same key are added.
+    pub fn queued_deletions(&self, leaders: &[i64]) -> Result<Vec<i64>, StoreError> {
+        let mut st = self.conn.prepare_cached("SELECT 1 FROM vector_deletions WHERE passage_id = ?1").map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for &id in leaders {
+            if st.exists([id]).map_err(|e| self.err(e))? {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Queues window leaders for deletion before their rows are added to LanceDB: if the process
+    /// dies before [`Store::mark_windows`] records them, the next pass deletes the orphan rows.
+    pub fn queue_vector_deletions(&mut self, leaders: &[i64]) -> Result<(), StoreError> {
         let path = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path, e);
         let tx = self.conn.transaction().map_err(e)?;
         {
-            let mut ins = tx
-                .prepare_cached(
-                    "INSERT OR IGNORE INTO passage_vectors (passage_id, model)
-                     SELECT ?1, ?2 WHERE EXISTS (SELECT 1 FROM passages WHERE id = ?1)",
-                )
-                .map_err(e)?;
-            let mut gone = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) SELECT ?1 WHERE NOT EXISTS (SELECT 1 FROM passages WHERE id = ?1)").map_err(e)?;
-            for id in ids {
-                ins.execute(params![id, model]).map_err(e)?;
-                gone.execute([id]).map_err(e)?;
+            let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) VALUES (?1)").map_err(e)?;
+            for id in leaders {
+                ins.execute([id]).map_err(e)?;
             }
         }
         tx.commit().map_err(e)
     }
 
-    /// Passage ids whose vectors must be deleted.
+    /// Records that each window (its member passage ids, leader first) now has a vector for
+    /// `model`. A window one of whose members left meanwhile is not recorded: its vector covers
+    /// text that is gone, so it stays queued for deletion and the remaining members stay
+    /// pending. Returns how many windows were recorded.
+    pub fn mark_windows(&mut self, model: &str, windows: &[Vec<i64>]) -> Result<usize, StoreError> {
+        let path = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction().map_err(e)?;
+        let mut marked = 0;
+        {
+            let mut exists = tx.prepare_cached("SELECT 1 FROM passages WHERE id = ?1").map_err(e)?;
+            let mut ins = tx
+                .prepare_cached("INSERT OR REPLACE INTO passage_vectors (passage_id, model, window_id) VALUES (?1, ?2, ?3)")
+                .map_err(e)?;
+            let mut done = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1").map_err(e)?;
+            let mut queue = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) VALUES (?1)").map_err(e)?;
+            for w in windows {
+                let Some(&leader) = w.first() else { continue };
+                let mut whole = true;
+                for id in w {
+                    whole &= exists.exists([id]).map_err(e)?;
+                }
+                if !whole {
+                    queue.execute([leader]).map_err(e)?;
+                    continue;
+                }
+                for id in w {
+                    ins.execute(params![id, model, leader]).map_err(e)?;
+                }
+                done.execute([leader]).map_err(e)?;
+                marked += 1;
+            }
+        }
+        tx.commit().map_err(e)?;
+        Ok(marked)
+    }
+
+    /// The member passages of each window (by leader) of `model`, in document order.
+    pub fn window_members(&self, model: &str, leaders: &[i64]) -> Result<std::collections::HashMap<i64, Vec<i64>>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT v.passage_id FROM passage_vectors v JOIN passages p ON p.id = v.passage_id
+                 WHERE v.window_id = ?1 AND v.model = ?2 ORDER BY p.ordinal",
+            )
+            .map_err(|e| self.err(e))?;
+        let mut out = std::collections::HashMap::new();
+        for &leader in leaders {
+            let ids = st
+                .query_map(params![leader, model], |r| r.get::<_, i64>(0))
+                .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| self.err(e))?;
+            if !ids.is_empty() {
+                out.insert(leader, ids);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Window leaders whose vectors must be deleted.
     pub fn vector_deletions(&self) -> Result<Vec<i64>, StoreError> {
         self.rows("SELECT passage_id FROM vector_deletions ORDER BY passage_id", [], |r| r.get(0))
     }
@@ -125,11 +206,15 @@ impl Store {
     /// Head passages in all, and how many have a vector for `model`.
     pub fn vector_freshness(&self, model: &str) -> Result<Freshness, StoreError> {
         let passages: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).map_err(|e| self.err(e))?;
-        let with_vectors: i64 = self
+        let (with_vectors, windows): (i64, i64) = self
             .conn
-            .query_row("SELECT count(*) FROM passage_vectors WHERE model = ?1", [model], |r| r.get(0))
+            .query_row(
+                "SELECT count(*), count(DISTINCT window_id) FROM passage_vectors WHERE model = ?1",
+                [model],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
             .map_err(|e| self.err(e))?;
-        Ok(Freshness { passages, with_vectors })
+        Ok(Freshness { passages, with_vectors, windows })
     }
 
     /// Passage rows by id (for hits from the dense index), skipping ids no longer present.

@@ -510,3 +510,33 @@ fn upgrading_from_v5_fills_headings_of_existing_heads() {
     assert_eq!(syms, [("p.md".to_owned(), "Empty section".to_owned(), 3, false)]);
     assert_eq!(store.symbols("rollout", 10).unwrap()[0].2, 5);
 }
+
+/// The same note written one sentence per paragraph ranks as it does written as one paragraph:
+/// a section holding all the question's words across its passages beats a passage that repeats
+/// one of them, and the hit is still one exact passage of it.
+#[test]
+fn sections_rank_from_all_their_passages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let sentences = [
+        "Redis evicts keys when memory runs out.",
+        "Our cache runs with the allkeys-lru policy.",
+        "The memory limit is two gigabytes per shard.",
+    ];
+    let one_paragraph = format!("# Ops notes\n\n{}\n", sentences.join(" "));
+    let one_per_line = format!("# Ops notes\n\n{}\n", sentences.join("\n\n"));
+    let decoy = "# Policies\n\nEviction of tenants uses the tenancy policy; eviction notices cite the policy.\n";
+    store.save_note("decoy.md", decoy.as_bytes()).unwrap();
+    let q = "which eviction policy does the redis cache use";
+    for (shape, body) in [("paragraph", &one_paragraph), ("sentence", &one_per_line)] {
+        store.save_note("cache.md", body.as_bytes()).unwrap();
+        let hits = store.search(q, &SearchOptions::default()).unwrap().hits;
+        assert_eq!(hits[0].path, "cache.md", "{shape} shape: {:?}", hits.iter().map(|h| (&h.path, &h.text)).collect::<Vec<_>>());
+        assert_eq!(&body[hits[0].start..hits[0].end], hits[0].text, "{shape} shape: the hit is an exact passage");
+        // Passages alone: in the one-per-line shape the decoy's passage wins.
+        let alone = store.search(q, &SearchOptions { sections: false, ..Default::default() }).unwrap().hits;
+        if shape == "sentence" {
+            assert_eq!(alone[0].path, "decoy.md", "the fixture must defeat passage-only ranking, else it proves nothing");
+        }
+    }
+}

@@ -90,6 +90,9 @@ pub struct ModelsSection {
     pub nli: Option<String>,
     /// Inference threads.
     pub threads: usize,
+    /// Embedding window size in model tokens: consecutive passages of a section are embedded
+    /// together up to this length (citations still point at single passages).
+    pub window_tokens: usize,
 }
 
 impl Default for ModelsSection {
@@ -101,6 +104,7 @@ impl Default for ModelsSection {
             reranker: None,
             nli: None,
             threads: lode_models::default_threads(),
+            window_tokens: lode_retrieval::WINDOW_TOKENS,
         }
     }
 }

@@ -57,6 +57,8 @@ pub struct VectorSettings {
     pub embedder: PathBuf,
     pub runtime: Option<PathBuf>,
     pub threads: usize,
+    /// Embedding window size in model tokens.
+    pub window_tokens: usize,
     pub dir: PathBuf,
 }
 

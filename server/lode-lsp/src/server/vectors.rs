@@ -90,7 +90,9 @@ pub(super) fn start_vectors(
                     let mut sync = {
                         let guard = shared.lock();
                         let Some((_, index)) = guard.as_ref() else { return Ok(()) };
-                        lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?
+                        let mut sync = lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?;
+                        sync.window_tokens = vs.window_tokens;
+                        sync
                     };
                     loop {
                         // Kicks that came in meanwhile: their notes go first; any kick means

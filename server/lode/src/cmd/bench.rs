@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lode_store::{SearchOptions, Store};
 
-use super::eval::{default_work_dir, evaluate_lexical, load_beir, percentile, write_vault};
+use super::eval::{default_work_dir, evaluate_lexical, load_beir, percentile, write_vault, Shape};
 use crate::config::Config;
 
 #[derive(Subcommand)]
@@ -50,17 +50,23 @@ pub struct LspArgs {
 #[derive(Args)]
 pub struct DenseArgs {
     pub beir_dir: PathBuf,
+    /// How each document is written as a note
+    #[arg(long, value_enum, default_value_t = Shape::Paragraph)]
+    pub shape: Shape,
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
-    /// Passages for the throughput comparison
-    #[arg(long, default_value_t = 320)]
+    /// Passages whose windows are timed in the throughput comparison
+    #[arg(long, default_value_t = 640)]
     pub sample: usize,
     /// Questions timed through the hybrid pipeline
     #[arg(long, default_value_t = 200)]
     pub queries: usize,
-    /// Skip embedding the whole vault from scratch (reuse the vectors there are)
+    /// Skip indexing and embedding the whole vault from scratch (reuse what there is)
     #[arg(long)]
     pub keep_vectors: bool,
+    /// Embedding window size in tokens [default: the vault's config, 128]
+    #[arg(long, value_name = "N")]
+    pub window_tokens: Option<usize>,
     #[arg(long)]
     pub json: bool,
 }
@@ -127,9 +133,9 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     }
     let exe = std::env::current_exe()?;
     let beir = load_beir(&args.beir_dir)?;
-    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir).with_extension("bench"));
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir, Shape::Paragraph).with_extension("bench"));
     let vault = work.join("vault");
-    let doc_of_path = write_vault(&beir, &vault)?;
+    let doc_of_path = write_vault(&beir, &vault, Shape::Paragraph)?;
     let state = vault.join(".lode");
     let part = |name: &str| args.parts.iter().any(|p| p == name);
 
@@ -279,9 +285,9 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
         }
         (Some(dir), None) => {
             let beir = load_beir(dir)?;
-            let work = a.work.clone().unwrap_or_else(|| default_work_dir(dir).with_extension("lsp"));
+            let work = a.work.clone().unwrap_or_else(|| default_work_dir(dir, Shape::Paragraph).with_extension("lsp"));
             let vault = super::bench_lsp::vault_of(&work);
-            write_vault(&beir, &vault)?;
+            write_vault(&beir, &vault, Shape::Paragraph)?;
             let headings = (0..a.symbols).map(|_| beir.docs[rng.below(beir.docs.len())].1.clone()).collect();
             let nav = super::bench_lsp::some_notes(&vault, 30)?;
             drop(beir);
@@ -306,13 +312,25 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
     let beir = load_beir(&args.beir_dir)?;
-    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir).with_extension("bench"));
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir, args.shape).with_extension("bench"));
     let vault_dir = work.join("vault");
-    write_vault(&beir, &vault_dir)?;
-    let config = Config::load(&vault_dir)?;
+    let doc_of_path = write_vault(&beir, &vault_dir, args.shape)?;
+    let mut config = Config::load(&vault_dir)?;
+    if let Some(w) = args.window_tokens {
+        config.models.window_tokens = w;
+    }
     let vault = super::Vault { root: vault_dir.clone(), config: config.clone(), db: vault_dir.join(".lode/lode.db") };
+    let window_tokens = config.models.window_tokens;
+
+    // 1. The lexical index from nothing: the first half of "hybrid-ready".
+    if !args.keep_vectors && vault_dir.join(".lode").exists() {
+        std::fs::remove_dir_all(vault_dir.join(".lode"))?;
+    }
+    let t = Instant::now();
     let mut store = Store::open(&vault.db, config.store_options())?;
-    lode_store::vault::index_vault(&mut store, &vault_dir, &Default::default(), |_| {})?;
+    let scan = lode_store::vault::index_vault(&mut store, &vault_dir, &Default::default(), |_| {})?;
+    let lexical_s = t.elapsed().as_secs_f64();
+    let passages = store.vector_freshness("")?.passages;
 
     let rss_before = rss_mib("VmRSS:");
     let m = &config.models;
@@ -321,9 +339,27 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     let load_s = t.elapsed().as_secs_f64();
     let rss_model = rss_mib("VmRSS:");
 
-    // 1. Throughput on the same passages as ONNX Runtime's Python API.
-    let sample: Vec<String> = store.pending_vectors("bench-sample-never-marked", args.sample)?.into_iter().map(|p| p.text).collect();
+    // 2. Throughput on the same windows as ONNX Runtime's Python API.
+    let pending = store.pending_vectors("bench-sample-never-marked", 0, args.sample)?;
+    let texts_of = |p: &[lode_store::PendingPassage], e: &lode_models::Embedder| -> Result<Vec<String>> {
+        let tokens = e.token_counts(&p.iter().map(|x| x.passage.as_str()).collect::<Vec<_>>())?;
+        let heading = e.token_counts(&p.iter().map(|x| x.heading.as_str()).collect::<Vec<_>>())?;
+        let budget = window_tokens.min(e.max_length().saturating_sub(2)).max(1);
+        Ok(lode_retrieval::windows(p, &tokens, &heading, budget)
+            .iter()
+            .map(|w| {
+                let mut t = p[w[0]].heading.clone();
+                for &i in w {
+                    t.push('\n');
+                    t.push_str(&p[i].passage);
+                }
+                t
+            })
+            .collect())
+    };
+    let sample = texts_of(&pending, &embedder)?;
     let refs: Vec<&str> = sample.iter().map(String::as_str).collect();
+    let sample_tokens: usize = embedder.token_counts(&refs)?.iter().map(|n| (n + 2).min(embedder.max_length())).sum();
     embedder.embed_passages(&refs[..refs.len().min(16)])?; // warm-up
     let t = Instant::now();
     embedder.embed_passages(&refs)?;
@@ -359,8 +395,9 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
         }
     };
     let py_rate = python.as_ref().and_then(|p| p["per_second"].as_f64());
+    let py_tokens_rate = python.as_ref().and_then(|p| p["tokens_per_second"].as_f64());
 
-    // 2. The whole vault, from an empty vector index.
+    // 3. The whole vault, from an empty vector index: the second half of "hybrid-ready".
     let vectors_dir = vault.vectors_dir();
     if !args.keep_vectors {
         if vectors_dir.exists() {
@@ -370,11 +407,32 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     }
     let index = lode_retrieval::VectorIndex::open(&vectors_dir, embedder.id(), embedder.dimensions())?;
     let mut progress = crate::progress::Progress::new(!args.json);
-    let sync = lode_retrieval::sync_vectors(&mut store, &index, &mut embedder, |d, t| progress.update("embedding", d, t, ""), || true)?;
+    let sync = lode_retrieval::sync_vectors(&mut store, &index, &mut embedder, window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
     progress.finish();
     let rss_after_embed = rss_mib("VmHWM:");
+    let vault_tokens = sync.tokens + 2 * sync.windows;
+    let floor_s = py_tokens_rate.map(|r| vault_tokens as f64 / r);
+    let ready_s = lexical_s + sync.seconds;
 
-    // 3. Retrieval latency for one question, hybrid, query embedding included.
+    // 4. Quality on this shape, and retrieval latency for one question.
+    let lex_opts = SearchOptions { snippets: false, ..config.search_options() };
+    let lexical = evaluate_lexical(&store, &beir, &doc_of_path, &lex_opts, None)?;
+    let cfg = lode_retrieval::RetrievalConfig {
+        limit: 100,
+        candidates: 100,
+        graph_limit: 0,
+        search: lex_opts.clone(),
+        ..Default::default()
+    };
+    let mut quality = serde_json::Map::new();
+    quality.insert("lexical".into(), serde_json::json!(lexical.ndcg_at_10));
+    for mode in [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid] {
+        let r = super::eval::evaluate(&beir, &doc_of_path, None, |q| {
+            let models = lode_retrieval::Models { embedder: Some(&mut embedder), index: Some(&index), reranker: None };
+            Ok(lode_retrieval::retrieve(&store, q, mode, models, &cfg)?.hits.into_iter().map(|h| h.hit.path).collect())
+        })?;
+        quality.insert(format!("{mode:?}").to_lowercase(), serde_json::json!(r.ndcg_at_10));
+    }
     let cfg = lode_retrieval::RetrievalConfig { limit: 10, graph_limit: 0, ..Default::default() };
     let mut times = Vec::new();
     let mut embed_times = Vec::new();
@@ -389,12 +447,21 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     }
     let v = serde_json::json!({
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "shape": args.shape, "notes": scan.scanned, "passages": passages, "window_tokens": window_tokens,
         "model": embedder.id(), "threads": m.threads, "model_load_s": load_s,
+        "lexical_index_s": lexical_s,
         "rss_mib": {"before_model": rss_before, "model_loaded": rss_model, "peak_after_embedding": rss_after_embed},
-        "throughput": {"passages": sample.len(), "lode_per_s": lode_rate, "python_ort_per_s": py_rate,
+        "throughput": {"windows": sample.len(), "from_passages": pending.len(), "tokens": sample_tokens,
+                       "lode_windows_per_s": lode_rate, "lode_tokens_per_s": sample_tokens as f64 / lode_secs,
+                       "python_ort_windows_per_s": py_rate, "python_ort_tokens_per_s": py_tokens_rate,
                        "ratio": py_rate.map(|p| lode_rate / p)},
-        "vault_embedding": {"passages": sync.embedded, "seconds": sync.seconds,
-                            "per_s": sync.embedded as f64 / sync.seconds.max(1e-9)},
+        "vault_embedding": {"passages": sync.embedded, "windows": sync.windows, "tokens": vault_tokens,
+                            "seconds": sync.seconds, "model_seconds": sync.model_seconds,
+                            "windows_per_s": sync.windows as f64 / sync.seconds.max(1e-9),
+                            "tokens_per_s": vault_tokens as f64 / sync.seconds.max(1e-9),
+                            "rounds": sync.rounds, "round_seconds_max": sync.round_seconds_max},
+        "hybrid_ready_s": ready_s, "one_pass_floor_s": floor_s, "ready_over_floor": floor_s.map(|f| ready_s / f),
+        "ndcg_at_10": quality,
         "hybrid_query_ms": stats(times), "embed_query_ms": stats(embed_times),
     });
     if args.json {

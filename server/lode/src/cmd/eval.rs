@@ -76,6 +76,9 @@ pub struct AnswersArgs {
 pub struct RetrievalArgs {
     /// Folder with corpus.jsonl, queries.jsonl and qrels.tsv
     pub beir_dir: PathBuf,
+    /// How each document is written as a note
+    #[arg(long, value_enum, default_value_t = Shape::Paragraph)]
+    pub shape: Shape,
     /// Where the generated vault and its index live (reused across runs)
     #[arg(long, value_name = "DIR")]
     pub work: Option<PathBuf>,
@@ -89,8 +92,15 @@ pub struct RetrievalArgs {
     /// Only use OR-mode when AND-mode finds nothing (instead of filling up to the limit)
     #[arg(long)]
     pub no_fill: bool,
+    /// Rank passages alone, without ranking their sections from all their passages (the
+    /// behaviour before section ranking, for comparison)
+    #[arg(long)]
+    pub passages_only: bool,
     #[arg(long)]
     pub max_tokens: Option<usize>,
+    /// Embedding window size in tokens [default: the vault's config, 128]
+    #[arg(long, value_name = "N")]
+    pub window_tokens: Option<usize>,
     /// Modes to evaluate (comma-separated): lexical, dense, hybrid, rerank [default: every mode
     /// the configured models allow]
     #[arg(long, value_delimiter = ',')]
@@ -98,6 +108,10 @@ pub struct RetrievalArgs {
     /// Cross-encoder for the rerank mode (a folder under the models dir, or a path)
     #[arg(long)]
     pub reranker: Option<String>,
+    /// Also score a whole-note BM25 baseline (one FTS5 row per note, every question term ORed):
+    /// the peer design passage-level ranking is compared against
+    #[arg(long)]
+    pub baseline: bool,
     #[arg(long)]
     pub json: bool,
 }
@@ -109,6 +123,19 @@ struct Doc {
     #[serde(default)]
     title: String,
     text: String,
+    /// The abstract split into sentences (SciFact's corpus has it; other BEIR sets may not).
+    #[serde(default)]
+    sentences: Vec<String>,
+}
+
+/// How a corpus document is written as a note: the abstract as one paragraph, or one paragraph
+/// per sentence (the shape of notes written as many short paragraphs or list items).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shape {
+    #[default]
+    Paragraph,
+    Sentence,
 }
 
 #[derive(Deserialize)]
@@ -120,6 +147,8 @@ struct Query {
 
 pub struct Beir {
     pub docs: Vec<(String, String, String)>,
+    /// Each document's sentences, parallel to `docs` (empty when the corpus has none).
+    pub sentences: Vec<Vec<String>>,
     /// (query id, text), only queries with judgements, in file order.
     pub queries: Vec<(String, String)>,
     pub qrels: HashMap<String, HashMap<String, f64>>,
@@ -157,7 +186,8 @@ pub fn load_beir(dir: &Path) -> Result<Beir> {
         }
     }
     let queries = queries.into_iter().filter(|q| qrels.contains_key(&q.id)).map(|q| (q.id, q.text)).collect();
-    Ok(Beir { docs: docs.into_iter().map(|d| (d.id, d.title, d.text)).collect(), queries, qrels })
+    let sentences = docs.iter().map(|d| d.sentences.clone()).collect();
+    Ok(Beir { docs: docs.into_iter().map(|d| (d.id, d.title, d.text)).collect(), sentences, queries, qrels })
 }
 
 /// File name of a corpus document's note.
@@ -166,12 +196,18 @@ pub fn note_file(id: &str) -> String {
     format!("{safe}.md")
 }
 
-/// Writes one note per document (only files whose content changed are rewritten).
-pub fn write_vault(beir: &Beir, vault: &Path) -> Result<HashMap<String, String>> {
+/// Writes one note per document in `shape` (only files whose content changed are rewritten).
+/// A document without sentences is written as one paragraph whatever the shape.
+pub fn write_vault(beir: &Beir, vault: &Path, shape: Shape) -> Result<HashMap<String, String>> {
     std::fs::create_dir_all(vault).with_context(|| format!("cannot create {}", vault.display()))?;
     let mut by_path = HashMap::new();
-    for (id, title, text) in &beir.docs {
+    for (i, (id, title, text)) in beir.docs.iter().enumerate() {
         let file = note_file(id);
+        let sentences = beir.sentences.get(i).filter(|s| !s.is_empty());
+        let text = match (shape, sentences) {
+            (Shape::Sentence, Some(s)) => s.iter().map(|x| x.trim()).filter(|x| !x.is_empty()).collect::<Vec<_>>().join("\n\n"),
+            _ => text.clone(),
+        };
         let body = if title.trim().is_empty() { format!("{text}\n") } else { format!("# {}\n\n{text}\n", title.trim()) };
         let path = vault.join(&file);
         if std::fs::read(&path).ok().as_deref() != Some(body.as_bytes()) {
@@ -280,9 +316,12 @@ pub fn evaluate(
     })
 }
 
-pub fn default_work_dir(beir_dir: &Path) -> PathBuf {
+/// Where a corpus's generated vault and index live by default: one folder per corpus and shape
+/// (the paragraph shape keeps the name it always had).
+pub fn default_work_dir(beir_dir: &Path, shape: Shape) -> PathBuf {
     let name = beir_dir.canonicalize().ok().and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
-    std::env::temp_dir().join(format!("lode-eval-{}", name.unwrap_or_else(|| "beir".into())))
+    let suffix = if shape == Shape::Sentence { "-sentence" } else { "" };
+    std::env::temp_dir().join(format!("lode-eval-{}{suffix}", name.unwrap_or_else(|| "beir".into())))
 }
 
 pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
@@ -292,13 +331,16 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         EvalCommand::Answers(a) => return eval_answers(a),
     };
     let beir = load_beir(&args.beir_dir)?;
-    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir));
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir, args.shape));
     let vault = work.join("vault");
-    let doc_of_path = write_vault(&beir, &vault)?;
+    let doc_of_path = write_vault(&beir, &vault, args.shape)?;
 
     let mut config = Config::load(&vault)?;
     if let Some(t) = args.max_tokens {
         config.chunk.max_tokens = t;
+    }
+    if let Some(w) = args.window_tokens {
+        config.models.window_tokens = w;
     }
     let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
     let mut progress = Progress::new(!args.json);
@@ -314,6 +356,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         opts.or_terms = k;
     }
     opts.fill = !args.no_fill;
+    opts.sections = !args.passages_only;
 
     let want = |m: lode_retrieval::Mode| args.modes.is_empty() || args.modes.contains(&m);
     let needs_dense = [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid, lode_retrieval::Mode::Rerank].into_iter().any(want);
@@ -325,12 +368,14 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     let mut embed_seconds = None;
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
         let mut progress = Progress::new(!args.json);
-        let r = lode_retrieval::sync_vectors(&mut store, i, e, |d, t| progress.update("embedding", d, t, ""), || true)?;
+        let r = lode_retrieval::sync_vectors(&mut store, i, e, config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
         progress.finish();
         if r.embedded > 0 {
             embed_seconds = Some(r.seconds);
         }
     }
+    let passages = store.vector_freshness("")?.passages;
+    let baseline = if args.baseline { Some(note_bm25(&beir, &vault, &doc_of_path, args.max_queries)?) } else { None };
     let mut results: Vec<(lode_retrieval::Mode, Metrics)> = Vec::new();
     if want(lode_retrieval::Mode::Lexical) {
         results.push((lode_retrieval::Mode::Lexical, evaluate_lexical(&store, &beir, &doc_of_path, &opts, args.max_queries)?));
@@ -365,14 +410,22 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     }
     if args.json {
         let v = serde_json::json!({
-            "data": args.beir_dir, "notes": report.scanned, "embed_seconds": embed_seconds,
+            "data": args.beir_dir, "shape": args.shape, "notes": report.scanned, "passages": passages, "embed_seconds": embed_seconds,
             "modes": results.iter().map(|(m, x)| serde_json::json!({"mode": m, "metrics": x})).collect::<Vec<_>>(),
-            "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill,
+            "note_bm25_baseline": baseline,
+            "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill, "sections": opts.sections,
+                         "window_tokens": config.models.window_tokens,
                          "max_tokens": config.chunk.max_tokens},
         });
         println!("{v}");
     } else {
-        println!("{} notes, {} judged queries ({})", report.scanned, results.first().map_or(0, |r| r.1.queries), args.beir_dir.display());
+        println!(
+            "{} notes ({}), {passages} passages, {} judged queries ({})",
+            report.scanned,
+            if args.shape == Shape::Sentence { "one paragraph per sentence" } else { "one paragraph per abstract" },
+            results.first().map_or(0, |r| r.1.queries),
+            args.beir_dir.display()
+        );
         println!("mode      nDCG@10  Recall@100  MRR@10  empty  p50 ms  p95 ms");
         for (mode, m) in &results {
             println!(
@@ -381,11 +434,42 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
                 m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
             );
         }
+        if let Some(m) = &baseline {
+            println!(
+                "{:<9} {:.4}   {:.4}      {:.4}  {:>5}  {:>6.2}  {:>6.2}   (baseline: whole-note BM25, not lode)",
+                "note-bm25", m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
+            );
+        }
         if cfg!(debug_assertions) {
             println!("(debug build: latencies are not representative; use a release build)");
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The whole-note BM25 baseline: every note of the vault as one row of an in-memory FTS5 table
+/// (same tokenizer as lode's index, title weighted like lode's headings), each question's terms
+/// ORed, notes ranked by BM25. What a note-level peer does; lode's passage-level ranking is
+/// measured against it on every vault shape.
+fn note_bm25(beir: &Beir, vault: &Path, doc_of_path: &HashMap<String, String>, max_queries: Option<usize>) -> Result<Metrics> {
+    let db = rusqlite::Connection::open_in_memory()?;
+    db.execute_batch("CREATE VIRTUAL TABLE notes USING fts5(path UNINDEXED, title, body, tokenize = 'porter unicode61 remove_diacritics 2')")?;
+    {
+        let mut ins = db.prepare("INSERT INTO notes (path, title, body) VALUES (?1, ?2, ?3)")?;
+        for path in doc_of_path.keys() {
+            let text = std::fs::read_to_string(vault.join(path)).with_context(|| format!("cannot read {path}"))?;
+            let (title, body) = match text.strip_prefix("# ").and_then(|t| t.split_once('\n')) {
+                Some((t, b)) => (t.to_owned(), b.to_owned()),
+                None => (String::new(), text),
+            };
+            ins.execute(rusqlite::params![path, title, body])?;
+        }
+    }
+    let mut st = db.prepare("SELECT path FROM notes WHERE notes MATCH ?1 AND rank MATCH 'bm25(0.0, 2.0, 1.0)' ORDER BY rank LIMIT 100")?;
+    evaluate(beir, doc_of_path, max_queries, |q| {
+        let Some(fts) = lode_core::query::or_query(&lode_core::query::terms(q)) else { return Ok(Vec::new()) };
+        Ok(st.query_map([fts], |r| r.get::<_, String>(0))?.collect::<Result<Vec<_>, _>>()?)
+    })
 }
 
 #[derive(Deserialize)]
@@ -529,9 +613,9 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     use lode_answer::{ask, Synthesizer};
     use lode_core::gate::ScorerSlot;
     let beir = load_beir(&args.beir_dir)?;
-    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir));
+    let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir, Shape::Paragraph));
     let vault = work.join("vault");
-    let doc_of_path = write_vault(&beir, &vault)?;
+    let doc_of_path = write_vault(&beir, &vault, Shape::Paragraph)?;
     let config = Config::load(&vault)?;
     let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
     let mut progress = Progress::new(!args.json);
@@ -545,7 +629,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     let vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
     let mut loaded = crate::models::load(&vault_cfg, args.hybrid, false);
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
-        lode_retrieval::sync_vectors(&mut store, i, e, |_, _| {}, || true)?;
+        lode_retrieval::sync_vectors(&mut store, i, e, config.models.window_tokens, |_, _| {}, || true)?;
     }
     let synth = match &args.llm {
         Some(endpoint) => Synthesizer::Llm(lode_answer::llm::LlmConfig {

@@ -40,7 +40,7 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
         match (loaded.embedder.as_mut(), loaded.index.as_ref()) {
             (Some(embedder), Some(index)) => {
                 let mut progress = Progress::new(!args.quiet && !args.vault.json);
-                let r = lode_retrieval::sync_vectors(&mut store, index, embedder, |d, t| progress.update("embedding", d, t, ""), || true)?;
+                let r = lode_retrieval::sync_vectors(&mut store, index, embedder, vault.config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
                 progress.finish();
                 let fresh = store.vector_freshness(embedder.id())?;
                 vectors = serde_json::json!({"status": "ok", "model": embedder.id(), "embedded": r.embedded, "deleted": r.deleted,

@@ -31,6 +31,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             embedder: m.resolve(&m.embedder),
             runtime: m.runtime.clone(),
             threads: m.threads,
+            window_tokens: m.window_tokens,
             dir: state_dir(root).join("vectors"),
         });
         Ok(lode_lsp::Settings {
