@@ -18,3 +18,34 @@ BEGIN
     DELETE FROM passage_vectors WHERE (window_id, model) IN
         (SELECT window_id, model FROM passage_vectors WHERE passage_id = old.id);
 END;
+
+-- Sections for ranking: a section is a run of consecutive passages of a note under one heading
+-- path. Its whole text is indexed once more, contentless (the text lives in `passages`), so
+-- lexical search can rank a note written as forty one-line paragraphs by all forty of them.
+-- `hash` lets a save rewrite only the sections whose text changed.
+CREATE TABLE sections (
+    id            INTEGER PRIMARY KEY,
+    note_id       INTEGER NOT NULL,
+    heading       TEXT NOT NULL,
+    first_ordinal INTEGER NOT NULL,
+    last_ordinal  INTEGER NOT NULL,
+    hash          INTEGER NOT NULL
+);
+CREATE INDEX sections_note ON sections(note_id, first_ordinal);
+CREATE VIRTUAL TABLE sections_fts USING fts5(
+    heading, body,
+    content = '', contentless_delete = 1,
+    tokenize = 'porter unicode61 remove_diacritics 2'
+);
+CREATE TRIGGER sections_ad AFTER DELETE ON sections BEGIN
+    DELETE FROM sections_fts WHERE rowid = old.id;
+END;
+-- Existing notes: one section per note and heading path (hash 0: the next save of a note
+-- rewrites its sections exactly).
+INSERT INTO sections (note_id, heading, first_ordinal, last_ordinal, hash)
+    SELECT note_id, heading, min(ordinal), max(ordinal), 0 FROM passages GROUP BY note_id, heading;
+INSERT INTO sections_fts (rowid, heading, body)
+    SELECT s.id, s.heading,
+           (SELECT group_concat(body, char(10)) FROM
+               (SELECT p.body FROM passages p WHERE p.note_id = s.note_id AND p.heading = s.heading ORDER BY p.ordinal))
+    FROM sections s;

@@ -251,3 +251,42 @@ pub fn sync_vectors(
     }
     sync.finish(store, index)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn p(id: i64, note: i64, ordinal: i64, heading: &str) -> PendingPassage {
+        PendingPassage {
+            id,
+            note_id: note,
+            version_id: String::new(),
+            ordinal,
+            heading: heading.into(),
+            passage: String::new(),
+            text: String::new(),
+        }
+    }
+
+    #[test]
+    fn windows_stay_inside_one_section_of_one_note_and_within_budget() {
+        let batch = [
+            p(1, 1, 0, "A"),
+            p(2, 1, 1, "A"),
+            p(3, 1, 2, "A"),      // budget reached before this one
+            p(4, 1, 3, "A › B"),  // another section
+            p(5, 1, 5, "A › B"),  // ordinal 4 is not pending (it has a vector): not adjacent
+            p(6, 2, 0, "A › B"),  // another note, same heading text
+            p(7, 2, 1, "A › B"),
+            p(8, 3, 0, "C"),      // longer than the budget on its own
+        ];
+        let tokens = [10, 10, 10, 5, 5, 5, 5, 500];
+        let heading = [2, 2, 2, 4, 4, 4, 4, 1];
+        let w = windows(&batch, &tokens, &heading, 26);
+        // 2 + 1 + 10 = 13, + 11 = 24 ≤ 26, + 11 = 35 > 26.
+        assert_eq!(w, vec![vec![0, 1], vec![2], vec![3], vec![4], vec![5, 6], vec![7]]);
+        // Every passage in exactly one window, in input order.
+        assert_eq!(w.concat(), (0..batch.len()).collect::<Vec<_>>());
+        assert!(windows(&[], &[], &[], 128).is_empty());
+    }
+}

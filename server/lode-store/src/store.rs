@@ -367,6 +367,7 @@ impl Store {
         )
         .map_err(e)?;
         tx.execute("DELETE FROM passages WHERE note_id = ?1", [id]).map_err(e)?;
+        tx.execute("DELETE FROM sections WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM tags WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM aliases WHERE note_id = ?1", [id]).map_err(e)?;
@@ -729,6 +730,76 @@ fn resolve_incoming(conn: &Connection, id: i64, path: &str) -> rusqlite::Result<
     Ok(())
 }
 
+/// FNV-1a: a stable 64-bit hash (stored, so it must not change between builds).
+fn fnv1a(parts: &[&str]) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for part in parts {
+        for b in part.bytes().chain(std::iter::once(0xff)) {
+            h ^= b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    h as i64
+}
+
+/// Brings a note's sections (runs of consecutive passages under one heading path) in line with
+/// its head passages: sections whose heading and text are unchanged keep their row (and their
+/// full-text entry); the rest are replaced.
+fn write_sections(tx: &Connection, note_id: i64) -> rusqlite::Result<()> {
+    struct Run {
+        heading: String,
+        first: i64,
+        last: i64,
+        body: String,
+    }
+    let mut runs: Vec<Run> = Vec::new();
+    {
+        let mut st = tx.prepare_cached("SELECT heading, body, ordinal FROM passages WHERE note_id = ?1 ORDER BY ordinal")?;
+        let mut rows = st.query([note_id])?;
+        while let Some(r) = rows.next()? {
+            let heading: String = r.get(0)?;
+            let body = r.get_ref(1)?.as_str().unwrap_or_default();
+            let ordinal: i64 = r.get(2)?;
+            match runs.last_mut() {
+                Some(run) if run.heading == heading && run.last + 1 == ordinal => {
+                    run.body.push('\n');
+                    run.body.push_str(body);
+                    run.last = ordinal;
+                }
+                _ => runs.push(Run { heading, first: ordinal, last: ordinal, body: body.to_owned() }),
+            }
+        }
+    }
+    let mut old: std::collections::HashMap<i64, Vec<i64>> = std::collections::HashMap::new();
+    {
+        let mut st = tx.prepare_cached("SELECT id, hash FROM sections WHERE note_id = ?1")?;
+        let rows = st.query_map([note_id], |r| Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?)))?;
+        for row in rows {
+            let (sid, hash) = row?;
+            old.entry(hash).or_default().push(sid);
+        }
+    }
+    let mut mv = tx.prepare_cached("UPDATE sections SET first_ordinal = ?2, last_ordinal = ?3 WHERE id = ?1")?;
+    let mut ins = tx.prepare_cached(
+        "INSERT INTO sections (note_id, heading, first_ordinal, last_ordinal, hash) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
+    )?;
+    let mut fts = tx.prepare_cached("INSERT INTO sections_fts (rowid, heading, body) VALUES (?1, ?2, ?3)")?;
+    for run in &runs {
+        let hash = fnv1a(&[&run.heading, &run.body]);
+        if let Some(sid) = old.get_mut(&hash).and_then(Vec::pop) {
+            mv.execute(params![sid, run.first, run.last])?;
+            continue;
+        }
+        let sid: i64 = ins.query_row(params![note_id, run.heading, run.first, run.last, hash], |r| r.get(0))?;
+        fts.execute(params![sid, run.heading, run.body])?;
+    }
+    let mut del = tx.prepare_cached("DELETE FROM sections WHERE id = ?1")?;
+    for sid in old.into_values().flatten() {
+        del.execute([sid])?;
+    }
+    Ok(())
+}
+
 /// The last segment of a heading path (`Title › Section › Subsection`): a symbol's name.
 fn section_of(heading: &str) -> &str {
     heading.rsplit(" › ").next().unwrap_or(heading)
@@ -957,6 +1028,7 @@ pub(crate) fn write_note(
     for pid in old.into_values().flatten() {
         del.execute([pid])?;
     }
+    write_sections(tx, id)?;
 
     tx.prepare_cached("DELETE FROM links WHERE src_note = ?1")?.execute([id])?;
     if snapshot {

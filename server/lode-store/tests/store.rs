@@ -518,23 +518,25 @@ fn upgrading_from_v5_fills_headings_of_existing_heads() {
 fn sections_rank_from_all_their_passages() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = open(tmp.path());
+    // A vault around them, so BM25's term rarity means something.
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
     let sentences = [
-        "Redis evicts keys when memory runs out.",
-        "Our cache runs with the allkeys-lru policy.",
-        "The memory limit is two gigabytes per shard.",
+        "The heater switches on below eight degrees in the greenhouse.",
+        "Seedlings stay on the north bench until May.",
+        "Tomato plants fruit in July.",
     ];
-    let one_paragraph = format!("# Ops notes\n\n{}\n", sentences.join(" "));
-    let one_per_line = format!("# Ops notes\n\n{}\n", sentences.join("\n\n"));
-    let decoy = "# Policies\n\nEviction of tenants uses the tenancy policy; eviction notices cite the policy.\n";
+    let one_paragraph = format!("# Garden log\n\n{}\n", sentences.join(" "));
+    let one_per_line = format!("# Garden log\n\n{}\n", sentences.join("\n\n"));
+    let decoy = "# Glazing\n\nEach bench uses greenhouse glass; the bench by the greenhouse door uses it too.\n";
     store.save_note("decoy.md", decoy.as_bytes()).unwrap();
-    let q = "which eviction policy does the redis cache use";
+    let q = "which bench do the greenhouse tomato seedlings use";
     for (shape, body) in [("paragraph", &one_paragraph), ("sentence", &one_per_line)] {
-        store.save_note("cache.md", body.as_bytes()).unwrap();
+        store.save_note("garden.md", body.as_bytes()).unwrap();
         let hits = store.search(q, &SearchOptions::default()).unwrap().hits;
-        assert_eq!(hits[0].path, "cache.md", "{shape} shape: {:?}", hits.iter().map(|h| (&h.path, &h.text)).collect::<Vec<_>>());
+        assert_eq!(hits[0].path, "garden.md", "{shape} shape: {:?}", hits.iter().map(|h| (&h.path, &h.text)).collect::<Vec<_>>());
         assert_eq!(&body[hits[0].start..hits[0].end], hits[0].text, "{shape} shape: the hit is an exact passage");
         // Passages alone: in the one-per-line shape the decoy's passage wins.
-        let alone = store.search(q, &SearchOptions { sections: false, ..Default::default() }).unwrap().hits;
+        let alone = store.search(q, &SearchOptions { section_weight: 0.0, ..Default::default() }).unwrap().hits;
         if shape == "sentence" {
             assert_eq!(alone[0].path, "decoy.md", "the fixture must defeat passage-only ranking, else it proves nothing");
         }

@@ -189,6 +189,9 @@ pub struct SearchSection {
     pub or_terms: usize,
     /// BM25 weight of note titles and headings relative to body text.
     pub heading_weight: f64,
+    /// Weight of the section leg (whole sections ranked by BM25) against the passage leg; 0
+    /// ranks passages alone.
+    pub section_weight: f64,
 }
 
 impl Default for Config {
@@ -222,7 +225,7 @@ impl Default for IndexSection {
 impl Default for SearchSection {
     fn default() -> Self {
         let s = SearchOptions::default();
-        SearchSection { limit: s.limit, or_terms: s.or_terms, heading_weight: s.heading_weight }
+        SearchSection { limit: s.limit, or_terms: s.or_terms, heading_weight: s.heading_weight, section_weight: s.section_weight }
     }
 }
 
@@ -273,6 +276,7 @@ impl Config {
             limit: self.search.limit,
             or_terms: self.search.or_terms,
             heading_weight: self.search.heading_weight,
+            section_weight: self.search.section_weight,
             ..SearchOptions::default()
         }
     }

@@ -96,6 +96,9 @@ pub struct RetrievalArgs {
     /// behaviour before section ranking, for comparison)
     #[arg(long)]
     pub passages_only: bool,
+    /// Weight of the section leg in the lexical fusion [default: the vault's config, 2.0]
+    #[arg(long, value_name = "W")]
+    pub section_weight: Option<f64>,
     #[arg(long)]
     pub max_tokens: Option<usize>,
     /// Embedding window size in tokens [default: the vault's config, 128]
@@ -356,7 +359,12 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         opts.or_terms = k;
     }
     opts.fill = !args.no_fill;
-    opts.sections = !args.passages_only;
+    if args.passages_only {
+        opts.section_weight = 0.0;
+    }
+    if let Some(w) = args.section_weight {
+        opts.section_weight = w;
+    }
 
     let want = |m: lode_retrieval::Mode| args.modes.is_empty() || args.modes.contains(&m);
     let needs_dense = [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid, lode_retrieval::Mode::Rerank].into_iter().any(want);
@@ -413,7 +421,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             "data": args.beir_dir, "shape": args.shape, "notes": report.scanned, "passages": passages, "embed_seconds": embed_seconds,
             "modes": results.iter().map(|(m, x)| serde_json::json!({"mode": m, "metrics": x})).collect::<Vec<_>>(),
             "note_bm25_baseline": baseline,
-            "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill, "sections": opts.sections,
+            "settings": {"heading_weight": opts.heading_weight, "or_terms": opts.or_terms, "fill": opts.fill, "section_weight": opts.section_weight,
                          "window_tokens": config.models.window_tokens,
                          "max_tokens": config.chunk.max_tokens},
         });
