@@ -1,11 +1,11 @@
 """Embeds the texts of a JSON-lines file with ONNX Runtime's Python API — the same model,
 tokenizer settings (truncation at the manifest's max_length, padding to the longest in a batch),
 threads and batching as lode (inputs sorted by length, at most BATCH per call and at most
-BATCH*128 padded tokens) — and prints inputs per second and tokens per second (real tokens,
+BATCH_TOKENS padded tokens) — and prints inputs per second and tokens per second (real tokens,
 special tokens included, padding excluded). `lode bench dense` reports lode's throughput as a
 ratio of this one, and divides the vault's tokens by its tokens/s for the one-pass floor.
 
-usage: bench_python_embed.py MODEL_DIR TEXTS.jsonl THREADS BATCH MAX_LENGTH
+usage: bench_python_embed.py MODEL_DIR TEXTS.jsonl THREADS BATCH MAX_LENGTH BATCH_TOKENS
 """
 import json
 import sys
@@ -16,6 +16,7 @@ import onnxruntime as ort
 from tokenizers import Tokenizer
 
 model_dir, texts_path, threads, batch, max_length = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+batch_tokens = int(sys.argv[6]) if len(sys.argv) > 6 else batch * 128
 texts = [json.loads(l)["text"] for l in open(texts_path)]
 opts = ort.SessionOptions()
 opts.intra_op_num_threads = threads
@@ -32,7 +33,7 @@ def batches(texts):
     order = sorted(range(len(texts)), key=lambda i: (lens[i], i))
     out, cur = [], []
     for i in order:
-        if cur and (len(cur) >= batch or (len(cur) + 1) * lens[i] > batch * 128):
+        if cur and (len(cur) >= batch or (len(cur) + 1) * lens[i] > batch_tokens):
             out.append(cur)
             cur = []
         cur.append(i)

@@ -13,7 +13,7 @@ mod runtime;
 use std::path::PathBuf;
 
 pub use cross::{CrossEncoder, NliModel};
-pub use embedder::Embedder;
+pub use embedder::{Embedder, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
 pub use manifest::{Manifest, ModelKind, Pooling};
 pub use runtime::{environment, loaded_runtime, runtime_candidates, user_data_dir};
 

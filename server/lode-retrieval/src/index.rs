@@ -14,6 +14,9 @@ use lancedb::{DistanceType, Table};
 
 use crate::RetrievalError;
 
+/// Budget of each LanceDB cache (index, metadata), in bytes.
+const CACHE_BYTES: usize = 16 << 20;
+
 /// One vector to store.
 pub struct VectorRow {
     pub passage_id: i64,
@@ -59,7 +62,10 @@ impl VectorIndex {
         let uri = dir.to_string_lossy().into_owned();
         let name = table_name(model_id, dims);
         let (db, table) = rt.block_on(async {
-            let db = lancedb::connect(&uri).execute().await?;
+            // Small caches: LanceDB's defaults (1 GB of metadata) keep every version's manifest a
+            // pass of hundreds of rounds makes, and RSS grew with the rounds.
+            let session = Arc::new(lancedb::Session::new(CACHE_BYTES, CACHE_BYTES, Arc::new(lancedb::ObjectStoreRegistry::default())));
+            let db = lancedb::connect(&uri).session(session).execute().await?;
             let names = db.table_names().execute().await?;
             let table = if names.contains(&name) {
                 db.open_table(&name).execute().await?
@@ -130,8 +136,10 @@ impl VectorIndex {
     }
 
     /// Merges the small files every add leaves (one per embedding round) and drops versions older
-    /// than an hour: a search reads every file, so a table made in hundreds of rounds is slower
-    /// to search until compacted.
+    /// than a minute: a search reads every file, so a table made in hundreds of rounds is slower
+    /// to search until compacted, and every version keeps a manifest on disk. The one table
+    /// handle of a process is always at the latest version, so pruning never pulls files from
+    /// under a search of ours.
     pub fn compact(&self) -> Result<(), RetrievalError> {
         use lancedb::table::{CompactionOptions, OptimizeAction};
         self.rt
@@ -139,7 +147,7 @@ impl VectorIndex {
             .map_err(|e| self.err(e))?;
         self.rt
             .block_on(self.table.optimize(OptimizeAction::Prune {
-                older_than: Some(lancedb::table::Duration::hours(1)),
+                older_than: Some(lancedb::table::Duration::minutes(1)),
                 delete_unverified: None,
                 error_if_tagged_old_versions: None,
             }))

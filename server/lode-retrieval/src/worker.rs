@@ -14,8 +14,10 @@ use crate::RetrievalError;
 /// (and what a question waits for before it can embed itself).
 const ROUND: usize = 96;
 
-/// A pass of this many rounds or more compacts the table when it ends (each round added a file).
+/// A pass of this many rounds or more compacts the table when it ends (each round added a file),
+/// and a long pass compacts every `COMPACT_EVERY` rounds on the way.
 const COMPACT_AFTER: usize = 16;
+const COMPACT_EVERY: usize = 128;
 
 /// Tokens a round embeds at most (at least one window): a round is what a just-saved note may
 /// wait behind, about half a second of MiniLM on two cores.
@@ -199,6 +201,9 @@ impl Sync {
         self.report.embedded += members.iter().map(Vec::len).sum::<usize>();
         self.report.windows += windows.len();
         self.report.rounds += 1;
+        if self.report.rounds % COMPACT_EVERY == 0 {
+            index.compact()?;
+        }
         self.report.round_seconds_max = self.report.round_seconds_max.max(round_started.elapsed().as_secs_f64());
         Ok(true)
     }

@@ -380,8 +380,9 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
         .arg(m.resolve(&m.embedder))
         .arg(&texts)
         .arg(m.threads.to_string())
-        .arg("16")
+        .arg(lode_models::EMBED_BATCH.to_string())
         .arg(embedder.manifest().max_length.to_string())
+        .arg(lode_models::EMBED_BATCH_TOKENS.to_string())
         .output();
     let python: Option<serde_json::Value> = match out {
         Ok(o) if o.status.success() => serde_json::from_slice(&o.stdout).ok(),
