@@ -136,10 +136,9 @@ impl VectorIndex {
     }
 
     /// Merges the small files every add leaves (one per embedding round) and drops versions older
-    /// than a minute: a search reads every file, so a table made in hundreds of rounds is slower
-    /// to search until compacted, and every version keeps a manifest on disk. The one table
-    /// handle of a process is always at the latest version, so pruning never pulls files from
-    /// under a search of ours.
+    /// than an hour: a search reads every file, so a table made in hundreds of rounds is slower
+    /// to search until compacted. Versions are kept an hour because another process (a second
+    /// editor, a `lode search`) may be reading one.
     pub fn compact(&self) -> Result<(), RetrievalError> {
         use lancedb::table::{CompactionOptions, OptimizeAction};
         self.rt
@@ -147,7 +146,7 @@ impl VectorIndex {
             .map_err(|e| self.err(e))?;
         self.rt
             .block_on(self.table.optimize(OptimizeAction::Prune {
-                older_than: Some(lancedb::table::Duration::minutes(1)),
+                older_than: Some(lancedb::table::Duration::hours(1)),
                 delete_unverified: None,
                 error_if_tagged_old_versions: None,
             }))

@@ -107,16 +107,16 @@ impl Sync {
         // Either way both are rebuilt from the passages.
         let fresh = store.vector_freshness(model)?;
         let rows = index.count()? as i64;
-        let queued = store.vector_deletions()?.len() as i64;
+        let queued = store.vector_deletions(model)?.len() as i64;
         if rows < fresh.windows || rows > fresh.windows + queued {
             index.clear()?;
             store.reset_vectors(Some(model))?;
             report.rebuilt = true;
         }
-        let gone = store.vector_deletions()?;
+        let gone = store.vector_deletions(model)?;
         if !gone.is_empty() {
             index.delete(&gone)?;
-            store.clear_vector_deletions(&gone)?;
+            store.clear_vector_deletions(model, &gone)?;
             report.deleted = gone.len();
         }
         let fresh = store.vector_freshness(model)?;
@@ -192,9 +192,9 @@ impl Sync {
         // Only leaders whose earlier window is queued for deletion can have a row already; the
         // others are queued first, so a crash before they are recorded leaves no orphan rows.
         let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
-        let stale = store.queued_deletions(&leaders)?;
+        let stale = store.queued_deletions(&self.model, &leaders)?;
         index.delete(&stale)?;
-        store.queue_vector_deletions(&leaders)?;
+        store.queue_vector_deletions(&self.model, &leaders)?;
         index.add(&rows)?;
         let members: Vec<Vec<i64>> = windows.iter().map(|w| w.iter().map(|&i| batch[i].id).collect()).collect();
         store.mark_windows(&self.model, &members)?;
@@ -216,10 +216,10 @@ impl Sync {
     /// Ends the pass: once this model is complete, vectors of any other model are dropped.
     pub fn finish(mut self, store: &mut Store, index: &VectorIndex) -> Result<SyncReport, RetrievalError> {
         // Windows that could not be recorded (a member left mid-round) are dropped now.
-        let gone = store.vector_deletions()?;
+        let gone = store.vector_deletions(&self.model)?;
         if !gone.is_empty() {
             index.delete(&gone)?;
-            store.clear_vector_deletions(&gone)?;
+            store.clear_vector_deletions(&self.model, &gone)?;
             self.report.deleted += gone.len();
         }
         let fresh = store.vector_freshness(&self.model)?;

@@ -268,7 +268,7 @@ fn rows_added_before_a_crash_are_not_left_behind() {
         .map(|p| lode_retrieval::VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: vec![0.1; 384] })
         .collect();
     let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
-    s.store.queue_vector_deletions(&leaders).unwrap();
+    s.store.queue_vector_deletions(&model, &leaders).unwrap();
     idx.add(&rows).unwrap();
     drop(idx);
     // "Restart": a new pass deletes the orphans and embeds everything once.

@@ -10,7 +10,7 @@
 //! same note written as one paragraph, while every hit is still one exact passage.
 
 use lode_core::query;
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use crate::error::StoreError;
 use crate::store::Store;
@@ -120,7 +120,7 @@ impl Store {
         let Some(any) = query::or_query(&passages.terms) else { return Ok(passages) };
         let sections = self.section_leg(&any, deep.limit, opts.heading_weight)?;
         let SearchResult { terms, or_terms, hits } = passages;
-        let hits = self.fuse_sections(&terms, hits, &sections, opts)?;
+        let hits = self.fuse_sections(&any, hits, &sections, opts)?;
         let mut result = SearchResult { terms, or_terms, hits };
         if opts.snippets {
             self.add_snippets(&any, &mut result.hits)?;
@@ -156,7 +156,7 @@ impl Store {
     /// passage comes before a section's third.
     fn fuse_sections(
         &self,
-        terms: &[String],
+        any: &str,
         passages: Vec<Hit>,
         sections: &[(i64, String, i64, i64)],
         opts: &SearchOptions,
@@ -206,7 +206,9 @@ impl Store {
             let hits = match of_section.remove(key) {
                 Some(hits) => hits,
                 None => match range.get(key) {
-                    Some(&(first, last)) if pos < opts.limit => self.best_passage_of(key.0, first, last, terms)?.into_iter().collect(),
+                    Some(&(first, last)) if pos < opts.limit => {
+                        self.best_passage_of(key.0, first, last, any, opts.heading_weight)?.into_iter().collect()
+                    }
                     _ => Vec::new(),
                 },
             };
@@ -221,26 +223,28 @@ impl Store {
         Ok(out)
     }
 
-    /// The passage of a section holding most of the terms (the first among equals).
-    fn best_passage_of(&self, note_id: i64, first: i64, last: i64, terms: &[String]) -> Result<Option<Hit>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached(
-                "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
-                        0.0, p.text, p.parent_start, p.parent_end, n.kind
-                 FROM passages p JOIN notes n ON n.id = p.note_id
-                 WHERE p.note_id = ?1 AND p.ordinal BETWEEN ?2 AND ?3 ORDER BY p.ordinal",
-            )
-            .map_err(|e| self.err(e))?;
-        let hits = st
-            .query_map(params![note_id, first, last], |r| hit_from_row(r, MatchMode::Any))
-            .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-            .map_err(|e| self.err(e))?;
-        let held = |h: &Hit| {
-            let words = lode_core::gate::tokens(&lode_core::text::index_text(&h.text));
-            terms.iter().filter(|t| words.iter().any(|w| query::stem_match(w, t))).count()
-        };
-        Ok(hits.into_iter().enumerate().max_by_key(|(i, h)| (held(h), std::cmp::Reverse(*i))).map(|(_, h)| h))
+    /// The passage of a section that matches the question best by the full-text index (BM25 over
+    /// every term), else the section's first passage (a section found by its heading alone).
+    fn best_passage_of(&self, note_id: i64, first: i64, last: i64, fts_query: &str, heading_weight: f64) -> Result<Option<Hit>, StoreError> {
+        let select = "p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
+                      0.0, p.text, p.parent_start, p.parent_end, n.kind";
+        let sql = format!(
+            "SELECT {select} FROM passages_fts f JOIN passages p ON p.id = f.rowid JOIN notes n ON n.id = p.note_id
+             WHERE passages_fts MATCH ?1 AND rank MATCH 'bm25({heading_weight:.3}, 1.0)'
+               AND p.note_id = ?2 AND p.ordinal BETWEEN ?3 AND ?4
+             ORDER BY rank LIMIT 1"
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let best = st.query_row(params![fts_query, note_id, first, last], |r| hit_from_row(r, MatchMode::Any)).optional().map_err(|e| self.err(e))?;
+        if best.is_some() {
+            return Ok(best);
+        }
+        let sql = format!(
+            "SELECT {select} FROM passages p JOIN notes n ON n.id = p.note_id
+             WHERE p.note_id = ?1 AND p.ordinal BETWEEN ?2 AND ?3 ORDER BY p.ordinal LIMIT 1"
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        st.query_row(params![note_id, first, last], |r| hit_from_row(r, MatchMode::Any)).optional().map_err(|e| self.err(e))
     }
 
     /// Passage-level search alone: AND-mode, then OR-mode filling up to the limit.
@@ -337,8 +341,14 @@ impl Store {
                      WHERE passages_fts MATCH ?1 AND rowid = ?2",
                 )
                 .map_err(|e| self.err(e))?;
+            // A passage that does not match the query (a section's first, standing for a section
+            // found by its heading) gets no snippet rather than failing the search.
             for h in hits.iter_mut() {
-                h.snippet = st.query_row(params![fts_query, h.passage_id], |r| r.get(0)).map_err(|e| self.err(e))?;
+                h.snippet = st
+                    .query_row(params![fts_query, h.passage_id], |r| r.get(0))
+                    .optional()
+                    .map_err(|e| self.err(e))?
+                    .unwrap_or_default();
             }
         }
         Ok(())

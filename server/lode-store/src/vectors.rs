@@ -83,11 +83,14 @@ impl Store {
 
     /// Of these window leaders, the ones queued for deletion: their old LanceDB rows must go
     /// before new rows with the same key are added.
-    pub fn queued_deletions(&self, leaders: &[i64]) -> Result<Vec<i64>, StoreError> {
-        let mut st = self.conn.prepare_cached("SELECT 1 FROM vector_deletions WHERE passage_id = ?1").map_err(|e| self.err(e))?;
+    pub fn queued_deletions(&self, model: &str, leaders: &[i64]) -> Result<Vec<i64>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT 1 FROM vector_deletions WHERE passage_id = ?1 AND model = ?2")
+            .map_err(|e| self.err(e))?;
         let mut out = Vec::new();
         for &id in leaders {
-            if st.exists([id]).map_err(|e| self.err(e))? {
+            if st.exists(params![id, model]).map_err(|e| self.err(e))? {
                 out.push(id);
             }
         }
@@ -96,14 +99,14 @@ impl Store {
 
     /// Queues window leaders for deletion before their rows are added to LanceDB: if the process
     /// dies before [`Store::mark_windows`] records them, the next pass deletes the orphan rows.
-    pub fn queue_vector_deletions(&mut self, leaders: &[i64]) -> Result<(), StoreError> {
+    pub fn queue_vector_deletions(&mut self, model: &str, leaders: &[i64]) -> Result<(), StoreError> {
         let path = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path, e);
-        let tx = self.conn.transaction().map_err(e)?;
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(e)?;
         {
-            let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) VALUES (?1)").map_err(e)?;
+            let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id, model) VALUES (?1, ?2)").map_err(e)?;
             for id in leaders {
-                ins.execute([id]).map_err(e)?;
+                ins.execute(params![id, model]).map_err(e)?;
             }
         }
         tx.commit().map_err(e)
@@ -116,15 +119,17 @@ impl Store {
     pub fn mark_windows(&mut self, model: &str, windows: &[Vec<i64>]) -> Result<usize, StoreError> {
         let path = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path, e);
-        let tx = self.conn.transaction().map_err(e)?;
+        // Immediate: the first statement reads, and a deferred transaction whose snapshot another
+        // connection's commit outdated fails with SQLITE_BUSY_SNAPSHOT, which no timeout retries.
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(e)?;
         let mut marked = 0;
         {
             let mut exists = tx.prepare_cached("SELECT 1 FROM passages WHERE id = ?1").map_err(e)?;
             let mut ins = tx
                 .prepare_cached("INSERT OR REPLACE INTO passage_vectors (passage_id, model, window_id) VALUES (?1, ?2, ?3)")
                 .map_err(e)?;
-            let mut done = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1").map_err(e)?;
-            let mut queue = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id) VALUES (?1)").map_err(e)?;
+            let mut done = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1 AND model = ?2").map_err(e)?;
+            let mut queue = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id, model) VALUES (?1, ?2)").map_err(e)?;
             for w in windows {
                 let Some(&leader) = w.first() else { continue };
                 let mut whole = true;
@@ -132,13 +137,13 @@ impl Store {
                     whole &= exists.exists([id]).map_err(e)?;
                 }
                 if !whole {
-                    queue.execute([leader]).map_err(e)?;
+                    queue.execute(params![leader, model]).map_err(e)?;
                     continue;
                 }
                 for id in w {
                     ins.execute(params![id, model, leader]).map_err(e)?;
                 }
-                done.execute([leader]).map_err(e)?;
+                done.execute(params![leader, model]).map_err(e)?;
                 marked += 1;
             }
         }
@@ -169,19 +174,19 @@ impl Store {
     }
 
     /// Window leaders whose vectors must be deleted.
-    pub fn vector_deletions(&self) -> Result<Vec<i64>, StoreError> {
-        self.rows("SELECT passage_id FROM vector_deletions ORDER BY passage_id", [], |r| r.get(0))
+    pub fn vector_deletions(&self, model: &str) -> Result<Vec<i64>, StoreError> {
+        self.rows("SELECT passage_id FROM vector_deletions WHERE model = ?1 ORDER BY passage_id", [model], |r| r.get(0))
     }
 
     /// Forgets deletions that were carried out.
-    pub fn clear_vector_deletions(&mut self, ids: &[i64]) -> Result<(), StoreError> {
+    pub fn clear_vector_deletions(&mut self, model: &str, ids: &[i64]) -> Result<(), StoreError> {
         let path = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path, e);
         let tx = self.conn.transaction().map_err(e)?;
         {
-            let mut del = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1").map_err(e)?;
+            let mut del = tx.prepare_cached("DELETE FROM vector_deletions WHERE passage_id = ?1 AND model = ?2").map_err(e)?;
             for id in ids {
-                del.execute([id]).map_err(e)?;
+                del.execute(params![id, model]).map_err(e)?;
             }
         }
         tx.commit().map_err(e)
@@ -195,11 +200,16 @@ impl Store {
             None => self.conn.execute("DELETE FROM passage_vectors", []),
         };
         n.map(|_| ()).map_err(|e| self.err(e))?;
-        self.conn.execute("DELETE FROM vector_deletions", []).map(|_| ()).map_err(|e| self.err(e))
+        let d = match model {
+            Some(m) => self.conn.execute("DELETE FROM vector_deletions WHERE model = ?1", [m]),
+            None => self.conn.execute("DELETE FROM vector_deletions", []),
+        };
+        d.map(|_| ()).map_err(|e| self.err(e))
     }
 
     /// Forgets vectors of every model but `model`.
     pub fn drop_other_models(&mut self, model: &str) -> Result<usize, StoreError> {
+        self.conn.execute("DELETE FROM vector_deletions WHERE model != ?1", [model]).map_err(|e| self.err(e))?;
         self.conn.execute("DELETE FROM passage_vectors WHERE model != ?1", [model]).map_err(|e| self.err(e))
     }
 

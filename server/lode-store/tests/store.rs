@@ -320,6 +320,9 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
     let names: Vec<String> = store.symbols("sub p", 10).unwrap().into_iter().map(|s| s.1).collect();
     assert_eq!(names, ["Sub part"]);
     assert_eq!(store.tagged("TOPIC", 10).unwrap().len(), 1);
+    // Sections of existing notes (v8) rank them: the hit is still the exact passage.
+    let hits = store.search("topic", &SearchOptions::default()).unwrap().hits;
+    assert_eq!((hits.len(), hits[0].text.as_str(), hits[0].start), (1, "Text #topic here.", 16));
     store.log_egress("api.example.com:443", "synthesis", &[1, 2], 10, 0).unwrap();
     assert_eq!(store.egress_log().unwrap()[0].passages, [1, 2]);
 }
@@ -541,4 +544,27 @@ fn sections_rank_from_all_their_passages() {
             assert_eq!(alone[0].path, "decoy.md", "the fixture must defeat passage-only ranking, else it proves nothing");
         }
     }
+}
+
+/// Deletions are queued per model: a leader survives its window, so one model's queued leader
+/// can be another model's live row, and neither may delete or clear the other's.
+#[test]
+fn vector_deletions_are_kept_per_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let body = "# Log\n\nFirst line of the log.\n\nSecond line of the log.\n\nThird line of the log.\n";
+    store.save_note("log.md", body.as_bytes()).unwrap();
+    let ids: Vec<i64> = store.passages_of("log.md").unwrap().iter().map(|p| p.id).collect();
+    assert_eq!(ids.len(), 3);
+    // Model a: one window of all three; model b: [first] and [second, third].
+    assert_eq!(store.mark_windows("a", &[ids.clone()]).unwrap(), 1);
+    assert_eq!(store.mark_windows("b", &[vec![ids[0]], vec![ids[1], ids[2]]]).unwrap(), 2);
+    // The third line changes: a's window (leader ids[0]) and b's second (leader ids[1]) go.
+    store.save_note("log.md", body.replace("Third line", "Last line").as_bytes()).unwrap();
+    assert_eq!(store.vector_deletions("a").unwrap(), vec![ids[0]]);
+    assert_eq!(store.vector_deletions("b").unwrap(), vec![ids[1]]);
+    assert_eq!(store.vector_freshness("b").unwrap().with_vectors, 1, "b's first window is intact");
+    // Clearing one model's queue leaves the other's.
+    store.clear_vector_deletions("a", &[ids[0]]).unwrap();
+    assert_eq!(store.vector_deletions("b").unwrap(), vec![ids[1]]);
 }
