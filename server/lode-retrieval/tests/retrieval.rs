@@ -195,15 +195,21 @@ fn many_short_paragraphs() -> String {
     format!("# Billing backups\n\n## Schedule\n\n{}\n", facts.join("\n\n"))
 }
 
-#[test]
-fn windows_cover_a_section_and_dense_hits_cite_exact_passages() {
+/// The example vault plus [`many_short_paragraphs`], every passage embedded.
+fn with_short_paragraphs() -> (Setup, VectorIndex, &'static str, String) {
     let mut s = setup();
     let path = "runbooks/billing-backups.md";
     let body = many_short_paragraphs();
     s.store.save_note(path, body.as_bytes()).unwrap();
     let idx = index(&s);
-    let model = s.embedder.id().to_owned();
     sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    (s, idx, path, body)
+}
+
+#[test]
+fn windows_cover_a_section_and_dense_hits_cite_exact_passages() {
+    let (mut s, idx, path, body) = with_short_paragraphs();
+    let model = s.embedder.id().to_owned();
     let passages = s.store.passages_of(path).unwrap();
     assert!(passages.len() >= 8, "{}", passages.len());
     let leaders: Vec<i64> = passages.iter().map(|p| p.id).collect();
@@ -229,13 +235,8 @@ fn windows_cover_a_section_and_dense_hits_cite_exact_passages() {
 
 #[test]
 fn an_edit_inside_a_window_re_embeds_that_window_only() {
-    let mut s = setup();
-    let path = "runbooks/billing-backups.md";
-    let body = many_short_paragraphs();
-    s.store.save_note(path, body.as_bytes()).unwrap();
-    let idx = index(&s);
+    let (mut s, idx, path, body) = with_short_paragraphs();
     let model = s.embedder.id().to_owned();
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     let fresh = s.store.vector_freshness(&model).unwrap();
     let edited = body.replace("35 days", "45 days");
     s.store.save_note(path, edited.as_bytes()).unwrap();
