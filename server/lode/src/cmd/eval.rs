@@ -96,7 +96,10 @@ pub struct RetrievalArgs {
     /// behaviour before section ranking, for comparison)
     #[arg(long)]
     pub passages_only: bool,
-    /// Weight of the section leg in the lexical fusion [default: the vault's config, 2.0]
+    /// Weight of the dense leg against the lexical leg in hybrid fusion [default: 1.0]
+    #[arg(long, value_name = "W")]
+    pub dense_weight: Option<f64>,
+    /// Weight of the section leg in the lexical fusion [default: the vault's config, 8.0]
     #[arg(long, value_name = "W")]
     pub section_weight: Option<f64>,
     #[arg(long)]
@@ -399,12 +402,14 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             }
             continue;
         }
+        let defaults = lode_retrieval::RetrievalConfig::default();
         let cfg = lode_retrieval::RetrievalConfig {
             limit: 100,
             candidates: 100,
             graph_limit: 0,
             search: SearchOptions { snippets: false, ..opts.clone() },
-            ..Default::default()
+            dense_weight: args.dense_weight.unwrap_or(defaults.dense_weight),
+            ..defaults
         };
         let m = evaluate(&beir, &doc_of_path, args.max_queries, |q| {
             let models = lode_retrieval::Models {
