@@ -568,3 +568,23 @@ fn vector_deletions_are_kept_per_model() {
     store.clear_vector_deletions("a", &[ids[0]]).unwrap();
     assert_eq!(store.vector_deletions("b").unwrap(), vec![ids[1]]);
 }
+
+/// Sections found by the section leg alone stand in with one of their passages; whatever the
+/// question's spelling (diacritics the index folds and Rust does not, a term only the heading
+/// holds, a term split over two passages), the search answers with exact passages and snippets
+/// never fail it.
+#[test]
+fn section_only_hits_answer_with_exact_passages() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    let body = "# Café notes\n\n## Opening\n\nHours.\n\nThe café opens at eight.\n\nCrème brûlée on Fridays.\n";
+    store.save_note("cafe.md", body.as_bytes()).unwrap();
+    for q in ["cafe opening", "CAFÉ OPENS", "creme brulee fridays", "opening", "cafe eight creme", "café\u{301} opens"] {
+        let hits = store.search(q, &SearchOptions::default()).unwrap_or_else(|e| panic!("{q:?}: {e}")).hits;
+        assert!(hits.iter().any(|h| h.path == "cafe.md"), "{q:?}: {:?}", hits.iter().map(|h| &h.path).collect::<Vec<_>>());
+        for h in hits.iter().filter(|h| h.path == "cafe.md") {
+            assert_eq!(&body[h.start..h.end], h.text, "{q:?}");
+        }
+    }
+}
