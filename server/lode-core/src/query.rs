@@ -75,6 +75,13 @@ pub fn or_query(terms: &[String]) -> Option<String> {
     (!terms.is_empty()).then(|| terms.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" OR "))
 }
 
+/// How many of `terms` a passage's text holds: as the index reads it (link destinations
+/// blanked), a word being a form of the term ([`stem_match`]).
+pub fn terms_held(text: &str, terms: &[String]) -> usize {
+    let words = crate::gate::tokens(&crate::text::index_text(text));
+    terms.iter().filter(|t| words.iter().any(|w| stem_match(w, t))).count()
+}
+
 /// Whether a (lower-cased) word is a form of a (lower-cased) term: equal, or sharing all but the
 /// last couple of letters ("rotated"/"rotate", "policies"/"policy"). A cheap stand-in for the
 /// index's Porter stemmer where Rust code needs to know which terms a text holds.

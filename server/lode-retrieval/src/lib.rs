@@ -9,7 +9,7 @@ use std::path::PathBuf;
 
 pub use index::{table_name, VectorIndex, VectorRow};
 pub use pipeline::{retrieve, Mode, Models, RetrievalConfig, Retrieved, Stage};
-pub use worker::{sync_vectors, windows, Sync, SyncReport, WINDOW_TOKENS};
+pub use worker::{plan_windows, sync_vectors, window_text, windows, Sync, SyncReport, WINDOW_TOKENS};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RetrievalError {

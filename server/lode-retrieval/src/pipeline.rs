@@ -149,25 +149,26 @@ fn dense_leg(
 /// The dense leg ranks embedding windows; citations point at passages. Each window (by its
 /// leader) is represented by one member: the one the lexical leg ranked best, else the one
 /// holding most of the question's words, else the first. Windows no longer recorded (the worker
-/// has not caught up with an edit) are skipped.
-fn window_representatives(store: &Store, model: &str, leaders: &[i64], lexical: &[Hit], question: &str) -> Result<Vec<i64>, RetrievalError> {
+/// has not caught up with an edit) are skipped. Returns the chosen passage ids, in window order,
+/// and the rows it had to read on the way (so they are not read again).
+fn window_representatives(
+    store: &Store,
+    model: &str,
+    leaders: &[i64],
+    lexical: &[Hit],
+    question: &str,
+) -> Result<(Vec<i64>, HashMap<i64, Hit>), RetrievalError> {
     let members = store.window_members(model, leaders)?;
     let lex_rank: HashMap<i64, usize> = lexical.iter().enumerate().map(|(i, h)| (h.passage_id, i)).collect();
     let asked = lode_core::query::terms(question);
-    let held = |text: &str| -> usize {
-        let words = lode_core::gate::tokens(&lode_core::text::index_text(text));
-        asked.iter().filter(|t| words.iter().any(|w| lode_core::query::stem_match(w, t))).count()
-    };
-    let mut texts: HashMap<i64, usize> = HashMap::new();
     let need: Vec<i64> = members
         .values()
         .filter(|m| m.len() > 1 && !m.iter().any(|id| lex_rank.contains_key(id)))
         .flatten()
         .copied()
         .collect();
-    for h in store.passages_by_id(&need)? {
-        texts.insert(h.passage_id, held(&h.text));
-    }
+    let read: HashMap<i64, Hit> = store.passages_by_id(&need)?.into_iter().map(|h| (h.passage_id, h)).collect();
+    let held: HashMap<i64, usize> = read.iter().map(|(&id, h)| (id, lode_core::query::terms_held(&h.text, &asked))).collect();
     let mut out = Vec::with_capacity(leaders.len());
     for leader in leaders {
         let Some(m) = members.get(leader) else { continue };
@@ -175,12 +176,12 @@ fn window_representatives(store: &Store, model: &str, leaders: &[i64], lexical: 
             .iter()
             .enumerate()
             .min_by_key(|&(pos, id)| {
-                (lex_rank.get(id).copied().unwrap_or(usize::MAX), std::cmp::Reverse(texts.get(id).copied().unwrap_or(0)), pos)
+                (lex_rank.get(id).copied().unwrap_or(usize::MAX), std::cmp::Reverse(held.get(id).copied().unwrap_or(0)), pos)
             })
             .map(|(_, &id)| id);
         out.extend(best);
     }
-    Ok(out)
+    Ok((out, read))
 }
 
 /// Runs the pipeline for `question` in `mode`. Stages whose models are missing are skipped with a
@@ -218,12 +219,13 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         out.stages.push(Stage { name: "lexical", ms, note: None });
     }
     let mut dense_ids: Vec<i64> = Vec::new();
+    let mut dense_read: HashMap<i64, Hit> = HashMap::new();
     match dense {
         Some(Ok((near, embed_ms, search_ms))) => {
             out.stages.push(Stage { name: "embed_query", ms: embed_ms, note: None });
             out.stages.push(Stage { name: "dense", ms: search_ms, note: None });
             let leaders: Vec<i64> = near.into_iter().map(|(id, _)| id).collect();
-            dense_ids = window_representatives(store, model_id.as_deref().unwrap_or_default(), &leaders, &lexical_hits, question)?;
+            (dense_ids, dense_read) = window_representatives(store, model_id.as_deref().unwrap_or_default(), &leaders, &lexical_hits, question)?;
         }
         Some(Err(e)) => {
             out.warnings.push(format!("dense retrieval failed, lexical results only: {e}"));
@@ -238,6 +240,11 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     let t = Instant::now();
     let lex_ids: Vec<i64> = lexical_hits.iter().map(|h| h.passage_id).collect();
     let mut by_id: HashMap<i64, Hit> = lexical_hits.into_iter().map(|h| (h.passage_id, h)).collect();
+    for id in &dense_ids {
+        if let Some(h) = dense_read.remove(id) {
+            by_id.entry(*id).or_insert(h);
+        }
+    }
     let missing: Vec<i64> = dense_ids.iter().copied().filter(|id| !by_id.contains_key(id)).collect();
     for h in store.passages_by_id(&missing)? {
         by_id.insert(h.passage_id, h);

@@ -49,8 +49,24 @@ pub fn windows(batch: &[PendingPassage], tokens: &[usize], heading: &[usize], bu
     out
 }
 
+/// A batch (in note and document order) grouped into windows of at most `window_tokens` model
+/// tokens (see [`windows`]; never more than the model reads), each with its cost in tokens: its
+/// heading once, then each passage and a separator.
+pub fn plan_windows(embedder: &Embedder, batch: &[PendingPassage], window_tokens: usize) -> Result<Vec<(Vec<usize>, usize)>, RetrievalError> {
+    let tokens = embedder.token_counts(&batch.iter().map(|p| p.passage.as_str()).collect::<Vec<_>>())?;
+    let heading = embedder.token_counts(&batch.iter().map(|p| p.heading.as_str()).collect::<Vec<_>>())?;
+    let budget = window_tokens.min(embedder.max_length().saturating_sub(2)).max(1);
+    Ok(windows(batch, &tokens, &heading, budget)
+        .into_iter()
+        .map(|w| {
+            let cost = heading[w[0]] + w.iter().map(|&i| tokens[i] + 1).sum::<usize>();
+            (w, cost)
+        })
+        .collect())
+}
+
 /// What a window embeds: its heading once, then its passages, one per line.
-fn window_text(batch: &[PendingPassage], w: &[usize]) -> String {
+pub fn window_text(batch: &[PendingPassage], w: &[usize]) -> String {
     let first = &batch[w[0]];
     let mut text = first.heading.clone();
     for &i in w {
@@ -149,24 +165,19 @@ impl Sync {
         }
         let round_started = Instant::now();
         let t = Instant::now();
-        let passages: Vec<&str> = batch.iter().map(|p| p.passage.as_str()).collect();
-        let tokens = embedder.token_counts(&passages)?;
-        let headings: Vec<&str> = batch.iter().map(|p| p.heading.as_str()).collect();
-        let heading_tokens = embedder.token_counts(&headings)?;
-        let budget = self.window_tokens.min(embedder.max_length().saturating_sub(2)).max(1);
-        let mut windows = windows(&batch, &tokens, &heading_tokens, budget);
+        let mut planned = plan_windows(embedder, &batch, self.window_tokens)?;
         // Bound the round's work (at least one window); the rest stays pending for the next.
-        let cost = |w: &Vec<usize>| heading_tokens[w[0]] + w.iter().map(|&i| tokens[i] + 1).sum::<usize>();
         let mut spent = 0;
-        let keep = windows
+        let keep = planned
             .iter()
-            .take_while(|w| {
-                spent += cost(w);
+            .take_while(|(_, cost)| {
+                spent += cost;
                 spent <= ROUND_TOKENS
             })
             .count()
             .max(1);
-        windows.truncate(keep);
+        planned.truncate(keep);
+        let (windows, costs): (Vec<Vec<usize>>, Vec<usize>) = planned.into_iter().unzip();
         if backlog {
             // Windows are a prefix of the batch (note and document order): every pending passage
             // of notes before the first one left out has been embedded.
@@ -177,10 +188,7 @@ impl Sync {
         let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
         let vectors = embedder.embed_passages(&refs)?;
         self.report.model_seconds += t.elapsed().as_secs_f64();
-        self.report.tokens += windows
-            .iter()
-            .map(|w| heading_tokens[w[0]] + w.iter().map(|&i| tokens[i] + 1).sum::<usize>())
-            .sum::<usize>();
+        self.report.tokens += costs.iter().sum::<usize>();
         let rows: Vec<VectorRow> = windows
             .iter()
             .zip(vectors)

@@ -357,10 +357,7 @@ impl Store {
 
 /// Stable re-rank: more question terms in the passage's own text first, BM25 within a level.
 fn rank_by_coverage(hits: &mut [Hit], terms: &[String]) {
-    let coverage = |h: &Hit| {
-        let words = lode_core::gate::tokens(&lode_core::text::index_text(&h.text));
-        terms.iter().filter(|t| words.iter().any(|w| query::stem_match(w, t))).count()
-    };
+    let coverage = |h: &Hit| query::terms_held(&h.text, terms);
     let mut keyed: Vec<(usize, Hit)> = hits.iter().map(|h| (coverage(h), h.clone())).collect();
     keyed.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.score.total_cmp(&a.1.score)));
     for (slot, (_, h)) in hits.iter_mut().zip(keyed) {

@@ -330,7 +330,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     let mut store = Store::open(&vault.db, config.store_options())?;
     let scan = lode_store::vault::index_vault(&mut store, &vault_dir, &Default::default(), |_| {})?;
     let lexical_s = t.elapsed().as_secs_f64();
-    let passages = store.vector_freshness("")?.passages;
+    let passages = store.stats()?.passages;
 
     let rss_before = rss_mib("VmRSS:");
     let m = &config.models;
@@ -341,23 +341,10 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
 
     // 2. Throughput on the same windows as ONNX Runtime's Python API.
     let pending = store.pending_vectors("bench-sample-never-marked", 0, args.sample)?;
-    let texts_of = |p: &[lode_store::PendingPassage], e: &lode_models::Embedder| -> Result<Vec<String>> {
-        let tokens = e.token_counts(&p.iter().map(|x| x.passage.as_str()).collect::<Vec<_>>())?;
-        let heading = e.token_counts(&p.iter().map(|x| x.heading.as_str()).collect::<Vec<_>>())?;
-        let budget = window_tokens.min(e.max_length().saturating_sub(2)).max(1);
-        Ok(lode_retrieval::windows(p, &tokens, &heading, budget)
-            .iter()
-            .map(|w| {
-                let mut t = p[w[0]].heading.clone();
-                for &i in w {
-                    t.push('\n');
-                    t.push_str(&p[i].passage);
-                }
-                t
-            })
-            .collect())
-    };
-    let sample = texts_of(&pending, &embedder)?;
+    let sample: Vec<String> = lode_retrieval::plan_windows(&embedder, &pending, window_tokens)?
+        .iter()
+        .map(|(w, _)| lode_retrieval::window_text(&pending, w))
+        .collect();
     let refs: Vec<&str> = sample.iter().map(String::as_str).collect();
     let sample_tokens: usize = embedder.token_counts(&refs)?.iter().map(|n| (n + 2).min(embedder.max_length())).sum();
     embedder.embed_passages(&refs[..refs.len().min(16)])?; // warm-up

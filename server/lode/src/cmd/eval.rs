@@ -385,7 +385,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             embed_seconds = Some(r.seconds);
         }
     }
-    let passages = store.vector_freshness("")?.passages;
+    let passages = store.stats()?.passages;
     let baseline = if args.baseline { Some(note_bm25(&beir, &vault, &doc_of_path, args.max_queries)?) } else { None };
     let mut results: Vec<(lode_retrieval::Mode, Metrics)> = Vec::new();
     if want(lode_retrieval::Mode::Lexical) {
