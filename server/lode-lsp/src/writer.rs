@@ -20,6 +20,15 @@ use lode_store::{SaveOutcome, Store, StoreError};
 use parking_lot::{Condvar, Mutex};
 use tokio::sync::{oneshot, watch};
 
+/// How long the writer waits with nothing to do before it checkpoints: longer than the gap
+/// between two jobs of a burst, far shorter than a pause in typing.
+const IDLE: std::time::Duration = std::time::Duration::from_millis(50);
+/// Pages of log after which a commit checkpoints anyway: a writer that is never idle (a burst
+/// of saves, a checkout storm) pays small checkpoints often rather than a large one rarely.
+const BACKSTOP_PAGES: u32 = 200;
+/// Size the log file is cut back to after a checkpoint (a cold scan grows it to hundreds of MB).
+const LOG_LIMIT_BYTES: i64 = 64 << 20;
+
 pub enum Job {
     /// The editor's text of a buffer that has no file on disk (an unsaved or virtual document).
     Save { path: String, bytes: Vec<u8> },
@@ -54,6 +63,14 @@ pub enum Done {
 
 type Reply = oneshot::Sender<Done>;
 
+/// What the writer thread does next.
+enum Next {
+    Editor,
+    Background(Background, Reply),
+    /// Nothing queued for [`IDLE`] since the last commit: checkpoint.
+    Idle,
+}
+
 #[derive(Default)]
 struct Queues {
     editor: VecDeque<(u64, Job, Reply)>,
@@ -83,11 +100,11 @@ impl Writer {
     /// Starts the writer thread on `store` for the vault at `root`. `after` runs on the writer
     /// thread after each editor job and scan batch (e.g. to wake the embedding worker).
     pub fn start(mut store: Store, root: PathBuf, opts: IndexOptions, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        // Checkpoint every 200 pages of log instead of SQLite's 1,000: the commit that pays
-        // for a checkpoint copies 0.8 MB instead of 4 MB. On the 100k-note vault this took
-        // save p99 from 14–24 ms to 8–14 ms (docs/benchmarks.md).
-        if let Err(e) = store.set_wal_autocheckpoint(200) {
-            tracing::warn!("WAL checkpoint interval: {e}");
+        // Checkpoints happen while the writer is idle, not inside a save. A save that paid for
+        // one took 15-30 ms instead of 4-6 on the 100k-note vault (docs/benchmarks.md); SQLite's
+        // own checkpoint on commit stays, as a backstop for a writer that is never idle.
+        if let Err(e) = store.set_wal_autocheckpoint(BACKSTOP_PAGES).and_then(|()| store.set_journal_size_limit(LOG_LIMIT_BYTES)) {
+            tracing::warn!("WAL settings: {e}");
         }
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
@@ -109,24 +126,50 @@ impl Writer {
                         None => break,
                     }
                 };
+                // Commits since the last checkpoint.
+                let mut unflushed = false;
+                let checkpoint = |store: &Store| {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        if let Err(e) = store.checkpoint() {
+                            tracing::debug!("checkpoint: {e}");
+                        }
+                    }));
+                };
                 loop {
-                    let background = {
+                    let next = {
                         let mut q = queue.queues.lock();
-                        while q.editor.is_empty() && q.background.is_empty() && !q.closed {
-                            queue.ready.wait(&mut q);
-                        }
-                        if q.editor.is_empty() && q.background.is_empty() {
-                            return; // closed and drained
-                        }
-                        if !q.editor.is_empty() {
-                            None
-                        } else {
-                            q.background.pop_front()
+                        loop {
+                            if !q.editor.is_empty() {
+                                break Next::Editor;
+                            }
+                            if let Some((work, reply)) = q.background.pop_front() {
+                                break Next::Background(work, reply);
+                            }
+                            if q.closed {
+                                return; // closed and drained
+                            }
+                            if !unflushed {
+                                queue.ready.wait(&mut q);
+                            } else if queue.ready.wait_for(&mut q, IDLE).timed_out() && q.editor.is_empty() && q.background.is_empty() {
+                                break Next::Idle;
+                            }
                         }
                     };
-                    let Some((work, reply)) = background else {
-                        drain_editor(&mut store);
-                        continue;
+                    let (work, reply) = match next {
+                        Next::Idle => {
+                            checkpoint(&store);
+                            unflushed = false;
+                            continue;
+                        }
+                        Next::Editor => {
+                            unflushed = true;
+                            drain_editor(&mut store);
+                            continue;
+                        }
+                        Next::Background(work, reply) => {
+                            unflushed = true;
+                            (work, reply)
+                        }
                     };
                     let result = match work {
                         Background::Steps(steps) => {
@@ -252,5 +295,50 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
             Ok(false) => Done::Applied(Applied::Nothing),
             Err(e) => Done::Failed(e.to_string()),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// (frames in the log, frames copied back into the database), read from the WAL index
+    /// (`-shm`) the way SQLite lays it out: `mxFrame` at byte 16 of the header, `nBackfill` at
+    /// byte 96, native byte order. Reading it checkpoints nothing, unlike `PRAGMA wal_checkpoint`.
+    fn log_frames(db: &std::path::Path) -> (u32, u32) {
+        let shm = std::fs::read(db.with_extension("db-shm")).expect("the WAL index exists");
+        let at = |i: usize| u32::from_ne_bytes(shm[i..i + 4].try_into().unwrap());
+        (at(16), at(96))
+    }
+
+    #[test]
+    fn the_log_is_checkpointed_while_the_writer_is_idle_not_inside_a_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lode.db");
+        let store = Store::open(&db, lode_store::StoreOptions::default()).unwrap();
+        let writer = Writer::start(store, dir.path().to_path_buf(), IndexOptions::default(), |_| {});
+        let body: String = (0..40).map(|i| format!("Paragraph {i} of a note saved twice.\n\n")).collect();
+        let (_, rx) = writer.submit(Job::Save { path: "a.md".into(), bytes: format!("# A\n\n{body}").into_bytes() });
+        assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
+        // Right after the save, its pages are in the log, not yet in the database: the save did
+        // not pay for a checkpoint (a small save stays under the backstop).
+        let (frames, copied) = log_frames(&db);
+        assert!(frames > 0 && copied < frames, "log after the save: {frames} frames, {copied} copied");
+        // Idle: the writer checkpoints on its own.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (frames, copied) = log_frames(&db);
+            if frames > 0 && copied == frames {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "idle writer never checkpointed: {frames} frames, {copied} copied");
+            std::thread::sleep(IDLE);
+        }
+        // The next save starts the log over, and is found.
+        let (_, rx) = writer.submit(Job::Save { path: "b.md".into(), bytes: b"# B\n\nAnother note.\n".to_vec() });
+        assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
+        let reader = Store::open(&db, lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
+        let found = reader.search("another note", &lode_store::SearchOptions::default()).unwrap();
+        assert_eq!(found.hits.first().map(|h| h.path.as_str()), Some("b.md"));
     }
 }

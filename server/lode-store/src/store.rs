@@ -249,6 +249,20 @@ impl Store {
         self.conn.pragma_update(None, "wal_autocheckpoint", pages).map_err(|e| self.err(e))
     }
 
+    /// Copies committed pages from the log back into the database, as far as no reader still
+    /// needs them (`PASSIVE`: it waits for no one). Returns (pages in the log, pages copied).
+    pub fn checkpoint(&self) -> Result<(i64, i64), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Keeps the log file at most this size once a checkpoint has emptied it (a cold scan
+    /// grows it to hundreds of MB; SQLite otherwise keeps the file at its largest).
+    pub fn set_journal_size_limit(&self, bytes: i64) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "journal_size_limit", bytes).map_err(|e| self.err(e))
+    }
+
     /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
     /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
     /// none of a batch until it ends. A write that fails inside rolls the whole batch back
