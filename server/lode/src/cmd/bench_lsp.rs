@@ -22,6 +22,12 @@ fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
     Ok(c)
 }
 
+/// The ten slowest `workspace/symbol` requests: what the tail is made of.
+fn slowest(mut queries: Vec<(f64, String, usize)>) -> Value {
+    queries.sort_by(|a, b| b.0.total_cmp(&a.0));
+    queries.iter().take(10).map(|(ms, q, n)| json!({"query": q, "ms": (ms * 100.0).round() / 100.0, "symbols": n})).collect()
+}
+
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
@@ -128,14 +134,17 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
 
     // workspace/symbol, one request per keystroke.
     let mut symbol_ms = Vec::new();
+    let mut symbol_queries: Vec<(f64, String, usize)> = Vec::new();
     let mut symbol_hits = 0usize;
     for h in &opts.symbol_headings {
         let chars: Vec<char> = h.chars().collect();
         for n in 1..=chars.len().min(16) {
             let q: String = chars[..n].iter().collect();
             let t = Instant::now();
-            let r = c.request("workspace/symbol", json!({"query": q}))?;
-            symbol_ms.push(t.elapsed().as_secs_f64() * 1000.0);
+            let r = c.request("workspace/symbol", json!({"query": &q}))?;
+            let ms = t.elapsed().as_secs_f64() * 1000.0;
+            symbol_ms.push(ms);
+            symbol_queries.push((ms, q, r["result"].as_array().map_or(0, Vec::len)));
             if n == chars.len().min(16) && r["result"].as_array().is_some_and(|x| !x.is_empty()) {
                 symbol_hits += 1;
             }
@@ -177,6 +186,7 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
         "hover_citation_ms": super::bench::stats(hover_ms),
         "diagnostics_50_citations_open_to_publish_ms": super::bench::stats(diag_ms),
         "workspace_symbol_per_keystroke_ms": super::bench::stats(symbol_ms),
+        "workspace_symbol_slowest": slowest(symbol_queries),
         "workspace_symbol_full_headings_found": format!("{symbol_hits}/{}", opts.symbol_headings.len()),
         "restart_to_searchable_ms": restart_searchable_ms,
         "restart_scan_unchanged_s": restart_scan_s,
