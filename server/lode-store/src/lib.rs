@@ -11,6 +11,7 @@ mod egress;
 mod error;
 pub mod externals;
 mod migrate;
+mod prechunk;
 mod search;
 mod store;
 mod vectors;
@@ -21,6 +22,7 @@ pub use externals::{ExternalInfo, NewSnapshot, SnapshotOf, SnapshotSaved, Via};
 pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
+pub use prechunk::Prechunked;
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult, Source};
 pub use store::{now_ms, DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
 

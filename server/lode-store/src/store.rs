@@ -33,6 +33,8 @@ pub struct Store {
     pub(crate) conn: Connection,
     pub(crate) path: PathBuf,
     pub(crate) opts: StoreOptions,
+    /// Chunkings prepared ahead of saves (the language server's open buffers).
+    prechunked: Option<crate::Prechunked>,
 }
 
 /// One write: its own IMMEDIATE transaction, or a part of the open batch. Not a savepoint:
@@ -237,11 +239,16 @@ impl Store {
         }
         // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
         // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
-        Ok(Store { conn, path: path.to_path_buf(), opts })
+        Ok(Store { conn, path: path.to_path_buf(), opts, prechunked: None })
     }
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Saves look up chunkings prepared by `p` before parsing (see [`crate::Prechunked`]).
+    pub fn set_prechunked(&mut self, p: crate::Prechunked) {
+        self.prechunked = Some(p);
     }
 
     /// Pages of WAL after which a commit on this connection checkpoints (SQLite's default: 1000).
@@ -353,7 +360,10 @@ impl Store {
                 });
             }
         }
-        let chunked = chunk_note(bytes, &self.opts.chunk);
+        let chunked = match self.prechunked.as_ref().and_then(|p| p.take(&vid, &self.opts.chunk)) {
+            Some(c) => c,
+            None => std::sync::Arc::new(chunk_note(bytes, &self.opts.chunk)),
+        };
         let path_buf = self.path.clone();
         let tx = self.write_tx().map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
         let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true, false)

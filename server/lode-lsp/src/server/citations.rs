@@ -17,16 +17,25 @@ impl Backend {
     /// has drifted (warning); one still there but pinned to an older version is noted (hint).
     pub(super) async fn publish_citation_diagnostics(&self, uri: Uri) {
         let Ok(state) = self.state_for(&uri).await else { return };
-        let Some((rope, text)) = self.doc_text(&uri) else { return };
-        let version = self.doc_version(&uri);
+        let Some((rope, text, version, parsed)) = self.doc_with_links(&uri) else { return };
         let enc = self.enc();
         let readers = state.readers.clone();
         let (rel, root, docs) = (Self::rel(&state, &uri), state.root.clone(), self.docs.clone());
         let freshness = state.settings.externals.freshness;
+        let key = uri.as_str().to_owned();
         let diags = blocking(move || {
             let store = readers.get()?;
-            // One parse of the note's links for both kinds of link diagnostics.
-            let links = lode_core::nav::links(&text);
+            // One parse of the note's links per version, for both kinds of link diagnostics.
+            let links = match parsed {
+                Some(l) => l,
+                None => {
+                    let l = Arc::new(lode_core::nav::links(&text));
+                    if let Some(doc) = docs.lock().get_mut(&key).filter(|d| d.version == version) {
+                        doc.links = Some(l.clone());
+                    }
+                    l
+                }
+            };
             let mut out = super::externals::external_diagnostics(&store, &rope, &text, &links, enc, &freshness);
             // Links that lead nowhere (only for notes of the vault: links are relative to them).
             if let Some(rel) = &rel {
@@ -82,8 +91,8 @@ impl Backend {
         .unwrap_or_default();
         // Only for the text they were computed on: if the buffer changed meanwhile, the next
         // publication (after the change is saved) replaces them.
-        if self.doc_version(&uri) == version {
-            self.client.publish_diagnostics(uri, diags, version).await;
+        if self.doc_version(&uri) == Some(version) {
+            self.client.publish_diagnostics(uri, diags, Some(version)).await;
         }
     }
 

@@ -68,7 +68,14 @@ struct Doc {
     rope: Rope,
     /// The editor's version of the buffer (from didOpen / didChange).
     version: i32,
+    /// The buffer's links, parsed once per version: diagnostics are published again after
+    /// every save in the vault, and the parse is most of their cost.
+    links: Option<Arc<Vec<lode_core::nav::NavLink>>>,
 }
+
+/// A buffer is chunked ahead of its save once it has not changed for this long: a pause in
+/// typing, shorter than any editor's autosave delay.
+const PRECHUNK_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
 
 pub(crate) struct State {
     pub(crate) root: PathBuf,
@@ -88,6 +95,8 @@ pub(crate) struct State {
     kick: Option<Mutex<std::sync::mpsc::Sender<vectors::Kick>>>,
     /// The client, for the vector thread's progress (set when the vault starts).
     reporter: vectors::Reporter,
+    /// Open buffers chunked while the user pauses, for the writer's next save of those bytes.
+    prechunked: lode_store::Prechunked,
 }
 
 impl State {
@@ -158,7 +167,9 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
         None => Err("no workspace folder: open a folder of notes".to_owned()),
         Some(root) => (|| {
             let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
-            let write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let mut write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let prechunked = lode_store::Prechunked::default();
+            write.set_prechunked(prechunked.clone());
             let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
             let reporter: vectors::Reporter = Arc::default();
@@ -193,6 +204,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 dense_loaded: Mutex::new(dense_loaded),
                 kick,
                 reporter,
+                prechunked,
             }))
         })(),
     }
@@ -340,6 +352,14 @@ impl Backend {
 
     fn doc_version(&self, uri: &Uri) -> Option<i32> {
         self.docs.lock().get(uri.as_str()).map(|d| d.version)
+    }
+
+    /// The buffer, its version and its links if they were parsed for that version: one look,
+    /// so the three belong together.
+    #[allow(clippy::type_complexity)]
+    fn doc_with_links(&self, uri: &Uri) -> Option<(Rope, String, i32, Option<Arc<Vec<lode_core::nav::NavLink>>>)> {
+        let docs = self.docs.lock();
+        docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string(), d.version, d.links.clone()))
     }
 
     fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
@@ -496,7 +516,7 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri;
-        let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version };
+        let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version, links: None };
         self.docs.lock().insert(uri.as_str().to_owned(), doc);
         self.publish_citation_diagnostics(uri.clone()).await;
         // A note the user opens is likely what they ask about next: its vectors first.
@@ -508,12 +528,40 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
-        // Buffers only: no index work per keystroke.
+        // No index work per keystroke: the buffer is applied here, before the first await.
         let enc = self.enc();
-        let mut docs = self.docs.lock();
-        let Some(doc) = docs.get_mut(params.text_document.uri.as_str()) else { return };
-        doc.version = params.text_document.version;
-        position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
+        let uri = params.text_document.uri;
+        let version = params.text_document.version;
+        {
+            let mut docs = self.docs.lock();
+            let Some(doc) = docs.get_mut(uri.as_str()) else { return };
+            doc.version = version;
+            doc.links = None;
+            position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
+        }
+        // Once the user pauses, the buffer is chunked ahead of its save (`Prechunked`): a save
+        // of the same bytes then skips the parse. Nothing is indexed from the buffer. Its links
+        // are parsed then too, for the diagnostics published after the save.
+        let Ok(state) = self.state_for(&uri).await else { return };
+        let docs = self.docs.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(PRECHUNK_AFTER).await;
+            let text = match docs.lock().get(uri.as_str()) {
+                Some(doc) if doc.version == version && doc.rope.len_bytes() as u64 <= state.settings.index.max_file_bytes => doc.rope.to_string(),
+                _ => return, // typed on, closed, or too large to be a note
+            };
+            let _ = tokio::task::spawn_blocking(move || {
+                let cfg = state.settings.store.chunk;
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    state.prechunked.prepare(text.as_bytes(), &cfg);
+                    let links = Arc::new(lode_core::nav::links(&text));
+                    if let Some(doc) = docs.lock().get_mut(uri.as_str()).filter(|d| d.version == version) {
+                        doc.links = Some(links);
+                    }
+                }));
+            })
+            .await;
+        });
     }
 
     async fn did_save(&self, params: DidSaveTextDocumentParams) {
