@@ -99,11 +99,16 @@ impl Drop for Writer {
 impl Writer {
     /// Starts the writer thread on `store` for the vault at `root`. `after` runs on the writer
     /// thread after each editor job and scan batch (e.g. to wake the embedding worker).
-    pub fn start(mut store: Store, root: PathBuf, opts: IndexOptions, after: impl Fn(&Done) + Send + 'static) -> Writer {
+    pub fn start(store: Store, root: PathBuf, opts: IndexOptions, after: impl Fn(&Done) + Send + 'static) -> Writer {
+        Writer::start_with_idle(store, root, opts, IDLE, after)
+    }
+
+    /// [`Writer::start`], checkpointing after `idle` without work.
+    fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
         // Checkpoints happen while the writer is idle, not inside a save. A save that paid for
         // one took 15-30 ms instead of 4-6 on the 100k-note vault (docs/benchmarks.md); SQLite's
         // own checkpoint on commit stays, as a backstop for a writer that is never idle.
-        if let Err(e) = store.set_wal_autocheckpoint(BACKSTOP_PAGES).and_then(|()| store.set_journal_size_limit(LOG_LIMIT_BYTES)) {
+        if let Err(e) = log_settings(&store) {
             tracing::warn!("WAL settings: {e}");
         }
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
@@ -126,14 +131,20 @@ impl Writer {
                         None => break,
                     }
                 };
-                // Commits since the last checkpoint.
+                // Whether the log may hold pages not yet copied back (work ran since the last
+                // complete checkpoint).
                 let mut unflushed = false;
-                let checkpoint = |store: &Store| {
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                        if let Err(e) = store.checkpoint() {
+                // Whether the log was copied back whole: a reader still on an older snapshot
+                // holds pages back, and the next idle spell tries again.
+                let checkpoint = |store: &Store| -> bool {
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match store.checkpoint() {
+                        Ok((log, copied)) => copied >= log,
+                        Err(e) => {
                             tracing::debug!("checkpoint: {e}");
+                            true
                         }
-                    }));
+                    }))
+                    .unwrap_or(true)
                 };
                 loop {
                     let next = {
@@ -150,15 +161,14 @@ impl Writer {
                             }
                             if !unflushed {
                                 queue.ready.wait(&mut q);
-                            } else if queue.ready.wait_for(&mut q, IDLE).timed_out() && q.editor.is_empty() && q.background.is_empty() {
+                            } else if queue.ready.wait_for(&mut q, idle).timed_out() && q.editor.is_empty() && q.background.is_empty() {
                                 break Next::Idle;
                             }
                         }
                     };
                     let (work, reply) = match next {
                         Next::Idle => {
-                            checkpoint(&store);
-                            unflushed = false;
+                            unflushed = !checkpoint(&store);
                             continue;
                         }
                         Next::Editor => {
@@ -251,6 +261,12 @@ impl Writer {
     }
 }
 
+/// The log settings of every connection that writes (the writer's, the vector thread's).
+pub(crate) fn log_settings(store: &Store) -> Result<(), StoreError> {
+    store.set_wal_autocheckpoint(BACKSTOP_PAGES)?;
+    store.set_journal_size_limit(LOG_LIMIT_BYTES)
+}
+
 /// A panic in one job fails that job only.
 fn guarded(f: impl FnOnce() -> Done) -> Done {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Done::Failed("the writer panicked on this job".into()))
@@ -316,7 +332,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lode.db");
         let store = Store::open(&db, lode_store::StoreOptions::default()).unwrap();
-        let writer = Writer::start(store, dir.path().to_path_buf(), IndexOptions::default(), |_| {});
+        // The log starts empty (the schema's pages copied back), so the save below stays under
+        // the backstop; a long idle spell leaves time to look at the log before it is copied.
+        store.checkpoint().unwrap();
+        let idle = std::time::Duration::from_millis(500);
+        let writer = Writer::start_with_idle(store, dir.path().to_path_buf(), IndexOptions::default(), idle, |_| {});
         let body: String = (0..40).map(|i| format!("Paragraph {i} of a note saved twice.\n\n")).collect();
         let (_, rx) = writer.submit(Job::Save { path: "a.md".into(), bytes: format!("# A\n\n{body}").into_bytes() });
         assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
@@ -332,7 +352,7 @@ mod tests {
                 break;
             }
             assert!(std::time::Instant::now() < deadline, "idle writer never checkpointed: {frames} frames, {copied} copied");
-            std::thread::sleep(IDLE);
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
         // The next save starts the log over, and is found.
         let (_, rx) = writer.submit(Job::Save { path: "b.md".into(), bytes: b"# B\n\nAnother note.\n".to_vec() });

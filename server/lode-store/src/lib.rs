@@ -22,7 +22,7 @@ pub use externals::{ExternalInfo, NewSnapshot, SnapshotOf, SnapshotSaved, Via};
 pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
-pub use prechunk::Prechunked;
+pub use prechunk::{Prechunked, MAX_BYTES as PRECHUNK_MAX_BYTES};
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult, Source};
 pub use store::{now_ms, DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
 

@@ -17,7 +17,7 @@ impl Backend {
     /// has drifted (warning); one still there but pinned to an older version is noted (hint).
     pub(super) async fn publish_citation_diagnostics(&self, uri: Uri) {
         let Ok(state) = self.state_for(&uri).await else { return };
-        let Some((rope, text, version, parsed)) = self.doc_with_links(&uri) else { return };
+        let Some((rope, text, version, generation, parsed)) = self.doc_with_links(&uri) else { return };
         let enc = self.enc();
         let readers = state.readers.clone();
         let (rel, root, docs) = (Self::rel(&state, &uri), state.root.clone(), self.docs.clone());
@@ -30,7 +30,7 @@ impl Backend {
                 Some(l) => l,
                 None => {
                     let l = Arc::new(lode_core::nav::links(&text));
-                    if let Some(doc) = docs.lock().get_mut(&key).filter(|d| d.version == version) {
+                    if let Some(doc) = docs.lock().get_mut(&key).filter(|d| d.generation == generation) {
                         doc.links = Some(l.clone());
                     }
                     l

@@ -68,6 +68,11 @@ struct Doc {
     rope: Rope,
     /// The editor's version of the buffer (from didOpen / didChange).
     version: i32,
+    /// Bumped on every open and change, unlike `version`, which a client may reuse after a
+    /// close and reopen: work done for one text is attached to that text only.
+    generation: u64,
+    /// A chunking ahead of the save is running for this buffer (one at a time).
+    preparing: bool,
     /// The buffer's links, parsed once per version: diagnostics are published again after
     /// every save in the vault, and the parse is most of their cost.
     links: Option<Arc<Vec<lode_core::nav::NavLink>>>,
@@ -76,6 +81,9 @@ struct Doc {
 /// A buffer is chunked ahead of its save once it has not changed for this long: a pause in
 /// typing, shorter than any editor's autosave delay.
 const PRECHUNK_AFTER: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Source of [`Doc::generation`].
+static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 pub(crate) struct State {
     pub(crate) root: PathBuf,
@@ -259,6 +267,18 @@ impl Backend {
         }
     }
 
+    /// [`Backend::state_for`], if that vault is open already: never waits, never opens one.
+    fn state_if_open(&self, uri: &Uri) -> Option<Arc<State>> {
+        let folders = self.folders.lock().clone().unwrap_or_default();
+        let path = uri.to_file_path().map(|p| p.into_owned());
+        let folder = path
+            .and_then(|p| folders.iter().filter(|f| p.starts_with(f)).max_by_key(|f| f.components().count()).cloned())
+            .or_else(|| folders.first().cloned())?;
+        let cell = self.states.lock().get(&folder).cloned()?;
+        let state = cell.get()?.as_ref().ok()?.clone();
+        Some(state)
+    }
+
     /// The vault of `uri` (the primary one without a document), once every save sent before this
     /// request is committed. The ticket is read before the first real await (the state is open
     /// by then): see writer.rs.
@@ -354,12 +374,12 @@ impl Backend {
         self.docs.lock().get(uri.as_str()).map(|d| d.version)
     }
 
-    /// The buffer, its version and its links if they were parsed for that version: one look,
-    /// so the three belong together.
+    /// The buffer, its version and generation, and its links if they were parsed for that text:
+    /// one look, so they belong together.
     #[allow(clippy::type_complexity)]
-    fn doc_with_links(&self, uri: &Uri) -> Option<(Rope, String, i32, Option<Arc<Vec<lode_core::nav::NavLink>>>)> {
+    fn doc_with_links(&self, uri: &Uri) -> Option<(Rope, String, i32, u64, Option<Arc<Vec<lode_core::nav::NavLink>>>)> {
         let docs = self.docs.lock();
-        docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string(), d.version, d.links.clone()))
+        docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string(), d.version, d.generation, d.links.clone()))
     }
 
     fn doc_text(&self, uri: &Uri) -> Option<(Rope, String)> {
@@ -516,7 +536,13 @@ impl LanguageServer for Backend {
 
     async fn did_open(&self, params: DidOpenTextDocumentParams) {
         let uri = params.text_document.uri;
-        let doc = Doc { rope: Rope::from_str(&params.text_document.text), version: params.text_document.version, links: None };
+        let doc = Doc {
+            rope: Rope::from_str(&params.text_document.text),
+            version: params.text_document.version,
+            generation: GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            preparing: false,
+            links: None,
+        };
         self.docs.lock().insert(uri.as_str().to_owned(), doc);
         self.publish_citation_diagnostics(uri.clone()).await;
         // A note the user opens is likely what they ask about next: its vectors first.
@@ -528,39 +554,53 @@ impl LanguageServer for Backend {
     }
 
     async fn did_change(&self, params: DidChangeTextDocumentParams) {
-        // No index work per keystroke: the buffer is applied here, before the first await.
+        // No index work per keystroke: the buffer is applied here, before any await.
         let enc = self.enc();
         let uri = params.text_document.uri;
-        let version = params.text_document.version;
+        let generation = GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         {
             let mut docs = self.docs.lock();
             let Some(doc) = docs.get_mut(uri.as_str()) else { return };
-            doc.version = version;
+            doc.version = params.text_document.version;
+            doc.generation = generation;
             doc.links = None;
             position::apply_changes(&mut doc.rope, params.content_changes.into_iter().map(|c| (c.range, c.text)), enc);
         }
         // Once the user pauses, the buffer is chunked ahead of its save (`Prechunked`): a save
         // of the same bytes then skips the parse. Nothing is indexed from the buffer. Its links
-        // are parsed then too, for the diagnostics published after the save.
-        let Ok(state) = self.state_for(&uri).await else { return };
+        // are parsed then too, for the diagnostics published after the save. Only in a vault
+        // that is open already (this never waits for one), one buffer at a time.
+        let Some(state) = self.state_if_open(&uri) else { return };
         let docs = self.docs.clone();
         tokio::spawn(async move {
             tokio::time::sleep(PRECHUNK_AFTER).await;
-            let text = match docs.lock().get(uri.as_str()) {
-                Some(doc) if doc.version == version && doc.rope.len_bytes() as u64 <= state.settings.index.max_file_bytes => doc.rope.to_string(),
-                _ => return, // typed on, closed, or too large to be a note
+            let text = {
+                let mut docs = docs.lock();
+                match docs.get_mut(uri.as_str()) {
+                    Some(doc) if doc.generation == generation && !doc.preparing && doc.rope.len_bytes() <= lode_store::PRECHUNK_MAX_BYTES => {
+                        doc.preparing = true;
+                        doc.rope.to_string()
+                    }
+                    _ => return, // typed on, closed, busy or large
+                }
             };
+            let key = uri.as_str().to_owned();
+            let (docs_after, key_after) = (docs.clone(), key.clone());
             let _ = tokio::task::spawn_blocking(move || {
-                let cfg = state.settings.store.chunk;
                 let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                    state.prechunked.prepare(text.as_bytes(), &cfg);
+                    if Backend::rel(&state, &uri).is_some() {
+                        state.prechunked.prepare(&key, text.as_bytes(), &state.settings.store.chunk);
+                    }
                     let links = Arc::new(lode_core::nav::links(&text));
-                    if let Some(doc) = docs.lock().get_mut(uri.as_str()).filter(|d| d.version == version) {
+                    if let Some(doc) = docs.lock().get_mut(&key).filter(|d| d.generation == generation) {
                         doc.links = Some(links);
                     }
                 }));
             })
             .await;
+            if let Some(doc) = docs_after.lock().get_mut(&key_after) {
+                doc.preparing = false;
+            };
         });
     }
 
@@ -593,6 +633,9 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         self.docs.lock().remove(params.text_document.uri.as_str());
+        if let Some(state) = self.state_if_open(&params.text_document.uri) {
+            state.prechunked.forget(params.text_document.uri.as_str());
+        }
         self.client.publish_diagnostics(params.text_document.uri, Vec::new(), None).await;
     }
 

@@ -69,6 +69,11 @@ pub(super) fn start_vectors(
                 }
             };
             let Ok(mut store) = Store::open(&db, opts) else { return };
+            // Its commits grow the same log: the same small backstop and file limit as the
+            // writer's, so the writer's next save never meets a log of SQLite's default size.
+            if let Err(e) = crate::writer::log_settings(&store) {
+                tracing::warn!("WAL settings: {e}");
+            }
             let mut first: Vec<String> = Vec::new();
             let take = |k: Kick, first: &mut Vec<String>| {
                 if let Some(p) = k {
