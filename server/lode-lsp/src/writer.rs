@@ -221,6 +221,14 @@ impl Writer {
                             Err(e) => Done::Failed(e.to_string()),
                         }),
                     };
+                    // A job that panicked inside a batch never ended it, and every later write
+                    // would join that batch: what it wrote commits, as a failed re-chunk's does.
+                    if store.in_batch() {
+                        tracing::warn!("a background job left its batch open; committing it");
+                        if let Err(e) = store.end_batch() {
+                            tracing::warn!("ending the batch: {e}");
+                        }
+                    }
                     after(&result);
                     let _ = reply.send(result);
                 }
