@@ -17,7 +17,7 @@ use lode_core::chunk::{chunk_note, ChunkConfig, ChunkedNote};
 const KEEP: usize = 16;
 /// Buffers larger than this are chunked by their save, not ahead: preparing them while the user
 /// types would cost more than it saves.
-pub const MAX_BYTES: usize = 256 * 1024;
+pub const MAX_BYTES: usize = 64 * 1024;
 
 /// Shared between the thread that prepares chunkings and the store that saves (cheap to clone).
 #[derive(Clone, Default)]

@@ -707,6 +707,55 @@ fn the_scan_never_commits_bytes_older_than_a_save() {
 }
 
 #[test]
+fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
+    // The server chunks an open buffer while the user pauses. A save indexes the file's bytes:
+    // the prepared chunking when they are the buffer's, else their own — never the buffer's.
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    let note = vault.join("herd.md");
+    std::fs::write(&note, "# Herd\n\nThe ibex count runs every 11 days.\n").unwrap();
+    let mut lsp = start_on(&vault, json!({}));
+    let u = uri(&note);
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1,
+        "text": "# Herd\n\nThe ibex count runs every 11 days.\n"}}));
+    let pause = || std::thread::sleep(Duration::from_millis(400));
+    // 1. Typed, paused (chunked ahead), saved as typed.
+    let typed = "# Herd\n\nThe ibex count runs every 12 days.\n\n## Notes\n\nThe yak count runs every 5 days.\n";
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 2}, "contentChanges": [{"text": typed}]}));
+    pause();
+    std::fs::write(&note, typed).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    assert!(answers_with(&mut lsp, "How often does the yak count run?", "every 5 days"));
+    // 2. Typed and paused, but the file on disk holds other bytes (another program wrote it,
+    //    or the editor saved with another encoding): those are indexed.
+    let typed = "# Herd\n\nThe ibex count runs every 13 days.\n";
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 3}, "contentChanges": [{"text": typed}]}));
+    pause();
+    std::fs::write(&note, "\u{feff}# Herd\r\n\r\nThe ibex count runs every 14 days.\r\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    assert!(answers_with(&mut lsp, "How often does the ibex count run?", "every 14 days"));
+    assert!(!answers_with(&mut lsp, "How often does the ibex count run?", "every 13 days"));
+    // 3. Closed and reopened with the version numbers starting over: nothing of the old
+    //    buffer is used for the new one.
+    lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": u}}));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": typed}}));
+    let reopened = "# Herd\n\nThe ibex count runs every 15 days.\n";
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 3}, "contentChanges": [{"text": reopened}]}));
+    pause();
+    std::fs::write(&note, reopened).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    assert!(answers_with(&mut lsp, "How often does the ibex count run?", "every 15 days"));
+    lsp.0.stop().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+    // A fresh index of the files agrees with what the saves left.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--json", "--vault"]).arg(&vault).output().unwrap();
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!((report["created"].as_u64(), report["updated"].as_u64()), (Some(0), Some(0)), "{report}");
+}
+
+#[test]
 fn folder_renames_deletes_and_checkouts_reach_the_index() {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
