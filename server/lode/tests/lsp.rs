@@ -756,6 +756,40 @@ fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
 }
 
 #[test]
+fn a_burst_of_saves_refreshes_open_diagnostics_once_it_ends() {
+    // Diagnostics of open documents are published again after writes, once the writes pause:
+    // the requests that follow a save are answered first, and a burst costs one refresh.
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    let note = vault.join("tapir.md");
+    std::fs::write(&note, "# Tapir\n\nThe tapir feeds at dawn.\n").unwrap();
+    let mut lsp = start_on(&vault, json!({}));
+    let a = lsp.request("lode/ask", json!({"question": "When does the tapir feed?"}));
+    let c = &a["result"]["claims"][0]["citations"][0];
+    let (vid, s, e) = (c["version_id"].as_str().unwrap().to_owned(), c["start"].as_u64().unwrap(), c["end"].as_u64().unwrap());
+    let citing = vault.join("citing.md");
+    let d = uri(&citing);
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d, "languageId": "markdown", "version": 1,
+        "text": format!("- The tapir feeds at dawn [tapir.md:3](tapir.md#L3 \"lode {vid}:{s}-{e}\")\n")}}));
+    let first = diagnostics_of(&mut lsp, &d, |_| true);
+    assert!(first.iter().all(|x| code(x) != "lode.drifted"), "{first:?}");
+    lsp.0.seen.clear();
+    // Ten saves back to back; the last one drops the quoted sentence.
+    for i in 0..10 {
+        let text = if i < 9 { format!("# Tapir\n\nThe tapir feeds at dawn.\n\nSeen {i} times.\n") } else { "# Tapir\n\nThe tapir feeds at dusk.\n".to_owned() };
+        std::fs::write(&note, text).unwrap();
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
+    }
+    let after = diagnostics_of(&mut lsp, &d, |ds| ds.iter().any(|x| code(x) == "lode.drifted"));
+    assert_eq!(after.iter().filter(|x| code(x) == "lode.drifted").count(), 1, "{after:?}");
+    std::thread::sleep(Duration::from_millis(500));
+    lsp.request("lode/status", json!(null));
+    let refreshes = 1 + lsp.0.seen.iter().filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == d.as_str()).count();
+    assert!(refreshes <= 5, "{refreshes} refreshes for a burst of 10 saves");
+}
+
+#[test]
 fn folder_renames_deletes_and_checkouts_reach_the_index() {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
