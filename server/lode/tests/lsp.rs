@@ -706,34 +706,41 @@ fn the_scan_never_commits_bytes_older_than_a_save() {
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
 }
 
+/// A vault holding one note, and a server on it that has scanned it.
+fn one_note_vault(name: &str, text: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    let note = vault.join(name);
+    std::fs::write(&note, text).unwrap();
+    let lsp = start_on(&vault, json!({}));
+    (tmp, vault, note, lsp)
+}
+
 #[test]
 fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
     // The server chunks an open buffer while the user pauses. A save indexes the file's bytes:
     // the prepared chunking when they are the buffer's, else their own — never the buffer's.
-    let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    std::fs::create_dir_all(&vault).unwrap();
-    let note = vault.join("herd.md");
-    std::fs::write(&note, "# Herd\n\nThe ibex count runs every 11 days.\n").unwrap();
-    let mut lsp = start_on(&vault, json!({}));
+    let (_tmp, vault, note, mut lsp) = one_note_vault("herd.md", "# Herd\n\nThe ibex count runs every 11 days.\n");
     let u = uri(&note);
     lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1,
         "text": "# Herd\n\nThe ibex count runs every 11 days.\n"}}));
-    let pause = || std::thread::sleep(Duration::from_millis(400));
-    // 1. Typed, paused (chunked ahead), saved as typed.
+    // The editor's buffer becomes `typed` (version `v`); after a pause (chunked ahead), the file
+    // holds `on_disk` and is saved.
+    let type_and_save = |lsp: &mut Lsp, v: i32, typed: &str, on_disk: &str| {
+        lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": v}, "contentChanges": [{"text": typed}]}));
+        std::thread::sleep(Duration::from_millis(400));
+        std::fs::write(&note, on_disk).unwrap();
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    };
+    // 1. Saved as typed.
     let typed = "# Herd\n\nThe ibex count runs every 12 days.\n\n## Notes\n\nThe yak count runs every 5 days.\n";
-    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 2}, "contentChanges": [{"text": typed}]}));
-    pause();
-    std::fs::write(&note, typed).unwrap();
-    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    type_and_save(&mut lsp, 2, typed, typed);
     assert!(answers_with(&mut lsp, "How often does the yak count run?", "every 5 days"));
-    // 2. Typed and paused, but the file on disk holds other bytes (another program wrote it,
-    //    or the editor saved with another encoding): those are indexed.
+    // 2. The file on disk holds other bytes than the buffer (another program wrote it, or the
+    //    editor saved with another encoding): those are indexed.
     let typed = "# Herd\n\nThe ibex count runs every 13 days.\n";
-    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 3}, "contentChanges": [{"text": typed}]}));
-    pause();
-    std::fs::write(&note, "\u{feff}# Herd\r\n\r\nThe ibex count runs every 14 days.\r\n").unwrap();
-    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    type_and_save(&mut lsp, 3, typed, "\u{feff}# Herd\r\n\r\nThe ibex count runs every 14 days.\r\n");
     assert!(answers_with(&mut lsp, "How often does the ibex count run?", "every 14 days"));
     assert!(!answers_with(&mut lsp, "How often does the ibex count run?", "every 13 days"));
     // 3. Closed and reopened with the version numbers starting over: nothing of the old
@@ -741,10 +748,7 @@ fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
     lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": u}}));
     lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": typed}}));
     let reopened = "# Herd\n\nThe ibex count runs every 15 days.\n";
-    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 3}, "contentChanges": [{"text": reopened}]}));
-    pause();
-    std::fs::write(&note, reopened).unwrap();
-    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}}));
+    type_and_save(&mut lsp, 3, reopened, reopened);
     assert!(answers_with(&mut lsp, "How often does the ibex count run?", "every 15 days"));
     lsp.0.stop().unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
@@ -759,12 +763,7 @@ fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
 fn a_burst_of_saves_refreshes_open_diagnostics_once_it_ends() {
     // Diagnostics of open documents are published again after writes, once the writes pause:
     // the requests that follow a save are answered first, and a burst costs one refresh.
-    let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    std::fs::create_dir_all(&vault).unwrap();
-    let note = vault.join("tapir.md");
-    std::fs::write(&note, "# Tapir\n\nThe tapir feeds at dawn.\n").unwrap();
-    let mut lsp = start_on(&vault, json!({}));
+    let (_tmp, vault, note, mut lsp) = one_note_vault("tapir.md", "# Tapir\n\nThe tapir feeds at dawn.\n");
     let a = lsp.request("lode/ask", json!({"question": "When does the tapir feed?"}));
     let c = &a["result"]["claims"][0]["citations"][0];
     let (vid, s, e) = (c["version_id"].as_str().unwrap().to_owned(), c["start"].as_u64().unwrap(), c["end"].as_u64().unwrap());
