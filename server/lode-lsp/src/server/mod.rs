@@ -262,12 +262,7 @@ impl Backend {
     /// The state of the vault holding `uri` (the deepest workspace folder that contains it), else
     /// the primary one.
     async fn state_for(&self, uri: &Uri) -> Result<Arc<State>> {
-        let path = uri.to_file_path().map(|p| p.into_owned());
-        let folder = path.and_then(|p| {
-            let folders = self.folders.lock().clone().unwrap_or_default();
-            folders.into_iter().filter(|f| p.starts_with(f)).max_by_key(|f| f.components().count())
-        });
-        match folder {
+        match self.folder_of(uri) {
             Some(f) => self.state_of(f).await,
             None => self.state().await,
         }
@@ -286,13 +281,16 @@ impl Backend {
         }
     }
 
+    /// The deepest workspace folder holding `uri`.
+    fn folder_of(&self, uri: &Uri) -> Option<PathBuf> {
+        let path = uri.to_file_path()?.into_owned();
+        let folders = self.folders.lock().clone().unwrap_or_default();
+        folders.into_iter().filter(|f| path.starts_with(f)).max_by_key(|f| f.components().count())
+    }
+
     /// [`Backend::state_for`], if that vault is open already: never waits, never opens one.
     fn state_if_open(&self, uri: &Uri) -> Option<Arc<State>> {
-        let folders = self.folders.lock().clone().unwrap_or_default();
-        let path = uri.to_file_path().map(|p| p.into_owned());
-        let folder = path
-            .and_then(|p| folders.iter().filter(|f| p.starts_with(f)).max_by_key(|f| f.components().count()).cloned())
-            .or_else(|| folders.first().cloned())?;
+        let folder = self.folder_of(uri).or_else(|| self.folders.lock().as_ref()?.first().cloned())?;
         let cell = self.states.lock().get(&folder).cloned()?;
         let state = cell.get()?.as_ref().ok()?.clone();
         Some(state)
