@@ -51,15 +51,22 @@ where
     fn call(&mut self, req: Request) -> Self::Future {
         let id = req.id().cloned();
         let method = req.method().to_owned();
+        let start = std::time::Instant::now();
+        let what = tracing::enabled!(target: "lode_lsp::requests", tracing::Level::DEBUG)
+            .then(|| format!("{method} {}", id.as_ref().map_or(String::new(), |i| i.to_string())));
         let fut = match std::panic::catch_unwind(AssertUnwindSafe(|| self.0.call(req))) {
             Ok(f) => f,
             Err(_) => return Box::pin(async move { Ok(panicked(id, &method)) }),
         };
         Box::pin(async move {
-            match AssertUnwindSafe(fut).catch_unwind().await {
+            let r = match AssertUnwindSafe(fut).catch_unwind().await {
                 Ok(r) => r,
                 Err(_) => Ok(panicked(id, &method)),
+            };
+            if let Some(what) = what {
+                tracing::debug!(target: "lode_lsp::requests", "{what}: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
             }
+            r
         })
     }
 }

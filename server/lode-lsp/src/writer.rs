@@ -118,7 +118,9 @@ impl Writer {
             .name("lode-writer".into())
             .spawn(move || {
                 let editor_job = |store: &mut Store, ticket: u64, job: Job, reply: Reply| {
+                    let start = std::time::Instant::now();
                     let result = guarded(|| run(store, &root, &opts, job));
+                    tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
                     after(&result);
                     let _ = done_tx.send(ticket);
                     let _ = reply.send(result);
@@ -168,7 +170,9 @@ impl Writer {
                     };
                     let (work, reply) = match next {
                         Next::Idle => {
+                            let start = std::time::Instant::now();
                             unflushed = !checkpoint(&store);
+                            tracing::debug!(target: "lode_lsp::writer", "checkpoint: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
                             continue;
                         }
                         Next::Editor => {

@@ -15,9 +15,13 @@ use serde_json::{json, Value};
 /// anyone saves by hand (VS Code's autosave waits 1 s after the last keystroke).
 const SAVE_GAP: Duration = Duration::from_millis(200);
 
-/// The stdio client, with answers the bench can wait up to 10 minutes for.
+/// The stdio client, with answers the bench can wait up to 10 minutes for. The server's log
+/// goes to the bench's stderr when `LODE_LOG` asks for one (e.g. `LODE_LOG=lode_lsp=debug`
+/// times every request and writer job).
 fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
-    let mut c = StdioClient::spawn(exe, [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()])?;
+    let log = if std::env::var_os("LODE_LOG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() };
+    let args = [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()];
+    let mut c = StdioClient::spawn_with(exe, args, std::iter::empty::<(String, String)>(), log)?;
     c.timeout = Duration::from_secs(600);
     Ok(c)
 }

@@ -19,7 +19,16 @@ pub struct ServeArgs {
     pub stdio: bool,
 }
 
+/// The server's log: stderr (editors show it in their log pane), warnings and errors unless
+/// `LODE_LOG` says otherwise (`LODE_LOG=debug`, or per module: `LODE_LOG=lode_lsp::requests=debug`
+/// times every request and notification).
+fn init_log() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("LODE_LOG").unwrap_or_else(|_| "warn".into());
+    let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
+}
+
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    init_log();
     let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
         let config = Config::load(root)?;
         let synthesizer = match &config.llm {
