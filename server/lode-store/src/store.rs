@@ -37,7 +37,7 @@ pub struct Store {
     prechunked: Option<crate::Prechunked>,
     /// Trigram counts over a sample of names, read at this connection's first substring
     /// lookup: which of a query's trigrams are rare ([`trigram_match`]).
-    trigram_counts: std::cell::OnceCell<TrigramCounts>,
+    trigram_counts: std::cell::OnceCell<std::sync::Arc<TrigramCounts>>,
 }
 
 /// One write: its own IMMEDIATE transaction, or a part of the open batch. Not a savepoint:
@@ -1361,32 +1361,73 @@ impl Store {
     }
 }
 
-/// How often each trigram occurs in a sample of folded names (ASCII trigrams only).
-type TrigramCounts = std::collections::HashMap<[u8; 3], u32>;
+/// How often each trigram occurs in a sample of folded names: letters and digits each count
+/// on their own, space is one class and every other byte another (a heuristic: which of a
+/// query's trigrams are rare).
+pub(crate) struct TrigramCounts(Vec<u32>);
+
+impl TrigramCounts {
+    fn class(b: u8) -> usize {
+        match b {
+            b'a'..=b'z' => (b - b'a') as usize,
+            b'0'..=b'9' => 26 + (b - b'0') as usize,
+            b' ' => 36,
+            _ => 37,
+        }
+    }
+
+    fn slot(t: &[u8]) -> usize {
+        (Self::class(t[0]) * 38 + Self::class(t[1])) * 38 + Self::class(t[2])
+    }
+
+    fn of<'a>(names: impl IntoIterator<Item = &'a str>) -> TrigramCounts {
+        let mut counts = TrigramCounts(vec![0; 38 * 38 * 38]);
+        let mut seen: Vec<usize> = Vec::new();
+        for name in names {
+            seen.clear();
+            seen.extend(name.as_bytes().windows(3).map(Self::slot));
+            seen.sort_unstable();
+            seen.dedup();
+            for &s in &seen {
+                counts.0[s] += 1;
+            }
+        }
+        counts
+    }
+
+    fn get(&self, t: &[u8]) -> u32 {
+        self.0[Self::slot(t)]
+    }
+}
 
 /// Names sampled for [`TrigramCounts`]: the most recent headings and titles.
-const TRIGRAM_SAMPLE: i64 = 4000;
+const TRIGRAM_SAMPLE: i64 = 2000;
+
+/// Each database's sample, read once per process (by the first of its connections to need it):
+/// it guides which trigrams a lookup asks for, never what it returns, so it may be old.
+static TRIGRAM_SAMPLES: std::sync::LazyLock<std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<TrigramCounts>>>> =
+    std::sync::LazyLock::new(Default::default);
 
 impl Store {
     fn trigram_counts(&self) -> Result<&TrigramCounts, StoreError> {
         if let Some(c) = self.trigram_counts.get() {
             return Ok(c);
         }
-        let names = self.rows(
-            "SELECT * FROM (SELECT lower(name) FROM headings ORDER BY id DESC LIMIT ?1)
-             UNION ALL SELECT * FROM (SELECT lower(title) FROM notes ORDER BY id DESC LIMIT ?2)",
-            params![TRIGRAM_SAMPLE, TRIGRAM_SAMPLE / 4],
-            |r| r.get::<_, String>(0),
-        )?;
-        let mut counts = TrigramCounts::new();
-        for name in &names {
-            let mut seen = std::collections::HashSet::new();
-            for w in name.as_bytes().windows(3) {
-                if w.is_ascii() && seen.insert(w) {
-                    *counts.entry([w[0], w[1], w[2]]).or_default() += 1;
-                }
+        let cached = TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).get(&self.path).cloned();
+        let counts = match cached {
+            Some(c) => c,
+            None => {
+                let names = self.rows(
+                    "SELECT * FROM (SELECT lower(name) FROM headings ORDER BY id DESC LIMIT ?1)
+                     UNION ALL SELECT * FROM (SELECT lower(title) FROM notes ORDER BY id DESC LIMIT ?2)",
+                    params![TRIGRAM_SAMPLE, TRIGRAM_SAMPLE / 4],
+                    |r| r.get::<_, String>(0),
+                )?;
+                let c = std::sync::Arc::new(TrigramCounts::of(names.iter().map(String::as_str)));
+                TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).insert(self.path.clone(), c.clone());
+                c
             }
-        }
+        };
         Ok(self.trigram_counts.get_or_init(|| counts))
     }
 }
@@ -1413,7 +1454,7 @@ fn trigram_match(query: &str, counts: &TrigramCounts) -> (String, Option<String>
     // word boundaries give theirs (they carry the words' order), and the rarest of those go
     // to the index; among equals the later one, as what was typed last narrows most.
     let bytes = folded.as_bytes();
-    let count = |i: usize| counts.get(&[bytes[i], bytes[i + 1], bytes[i + 2]]).copied().unwrap_or(0);
+    let count = |i: usize| counts.get(&bytes[i..i + 3]);
     let word = |b: u8| b.is_ascii_alphanumeric();
     let mut best: Vec<(u32, std::cmp::Reverse<usize>)> = Vec::new();
     let mut group: Option<(u32, std::cmp::Reverse<usize>)> = None;
@@ -1473,9 +1514,12 @@ mod tests {
 
     #[test]
     fn a_substring_lookup_asks_for_the_rarest_trigram_of_each_word_and_of_the_boundaries() {
-        let counts: TrigramCounts = [(*b"onb", 50), (*b"nbo", 50), (*b"ing", 900), (*b"ng ", 400), (*b"g o", 30), (*b" on", 300), (*b"rdi", 50)]
-            .into_iter()
-            .collect();
+        // A sample where "ing", "ng " and " on" are common, and the rest of "onboarding" rare.
+        let mut names = vec!["onboarding"; 50];
+        names.extend(["sing now"; 250]);
+        names.extend(["turn on"; 250]);
+        names.extend(["big old"; 30]);
+        let counts = TrigramCounts::of(names);
         // "onboarding onb": the word's own trigrams are equally rare, and the later one of
         // the repeated word says nothing new; the boundary gives the rare "g o".
         let (fts, exact) = trigram_match("Onboarding onb", &counts);

@@ -2,6 +2,11 @@
 
 use super::*;
 
+/// Symbols per answer, as rust-analyzer's default (`workspace.symbol.search.limit`): a picker
+/// shows a screenful and the user types on to narrow. Each symbol costs index reads, a URI and
+/// its JSON, and on a 100k-note vault a keystroke's whole answer is the figure to keep small.
+const LIMIT: usize = 128;
+
 impl Backend {
     pub(super) async fn on_symbol(&self, params: WorkspaceSymbolParams) -> Result<Option<WorkspaceSymbolResponse>> {
         // Every vault of the workspace. A note saved just before is among the symbols (each
@@ -23,7 +28,7 @@ impl Backend {
             for (state, _) in &vaults {
                 let store = state.readers.get()?;
                 let root = &state.root;
-            for (path, name, line, is_title) in store.symbols(&q, 200).map_err(|e| e.to_string())? {
+            for (path, name, line, is_title) in store.symbols(&q, LIMIT).map_err(|e| e.to_string())? {
                 let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
                 let pos = Position { line: line.saturating_sub(1) as u32, character: 0 };
                 #[allow(deprecated)]
@@ -37,7 +42,7 @@ impl Backend {
                 });
             }
             }
-            out.truncate(200);
+            out.truncate(LIMIT);
             Ok(out)
         })
         .await?;
