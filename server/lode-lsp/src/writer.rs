@@ -105,12 +105,14 @@ impl Writer {
 
     /// [`Writer::start`], checkpointing after `idle` without work.
     fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        // Checkpoints happen while the writer is idle, not inside a save. A save that paid for
-        // one took 15-30 ms instead of 4-6 on the 100k-note vault (docs/benchmarks.md); SQLite's
-        // own checkpoint on commit stays, as a backstop for a writer that is never idle.
+        // Checkpoints happen while the writer is idle, on the checkpointer's connection, not
+        // inside a save. A save that paid for one took 15-30 ms instead of 4-6 on the 100k-note
+        // vault (docs/benchmarks.md); SQLite's own checkpoint on commit stays, as a backstop for
+        // a writer that is never idle.
         if let Err(e) = log_settings(&store) {
             tracing::warn!("WAL settings: {e}");
         }
+        let checkpointer = Checkpointer::start(&store, idle);
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
         let queue = shared.clone();
@@ -133,21 +135,8 @@ impl Writer {
                         None => break,
                     }
                 };
-                // Whether the log may hold pages not yet copied back (work ran since the last
-                // complete checkpoint).
+                // Whether work ran since the checkpointer was last asked to copy the log back.
                 let mut unflushed = false;
-                // Whether the log was copied back whole: a reader still on an older snapshot
-                // holds pages back, and the next idle spell tries again.
-                let checkpoint = |store: &Store| -> bool {
-                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match store.checkpoint() {
-                        Ok((log, copied)) => copied >= log,
-                        Err(e) => {
-                            tracing::debug!("checkpoint: {e}");
-                            true
-                        }
-                    }))
-                    .unwrap_or(true)
-                };
                 loop {
                     let next = {
                         let mut q = queue.queues.lock();
@@ -170,9 +159,8 @@ impl Writer {
                     };
                     let (work, reply) = match next {
                         Next::Idle => {
-                            let start = std::time::Instant::now();
-                            unflushed = !checkpoint(&store);
-                            tracing::debug!(target: "lode_lsp::writer", "checkpoint: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
+                            checkpointer.kick(&store);
+                            unflushed = false;
                             continue;
                         }
                         Next::Editor => {
@@ -271,6 +259,73 @@ impl Writer {
         let mut rx = self.committed.clone();
         let _ = rx.wait_for(|&done| done >= ticket).await;
     }
+}
+
+/// Copies the log back into the database on a connection of its own, so that a save arriving
+/// meanwhile is not queued behind it: a checkpoint takes 1-10 ms on the 100k-note vault, and
+/// 20-550 ms when the disk stalls on its fsync (docs/benchmarks.md). SQLite lets a checkpoint
+/// run beside a writer; the writer's own checkpoint on commit (the backstop) then finds the
+/// checkpoint lock taken and skips, instead of making the save wait.
+struct Checkpointer {
+    kick: Option<std::sync::mpsc::Sender<()>>,
+}
+
+impl Checkpointer {
+    fn start(store: &Store, idle: std::time::Duration) -> Checkpointer {
+        let opts = lode_store::StoreOptions { cache_kib: 256, ..Default::default() };
+        let own = match Store::open(store.path(), opts) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("checkpoints run on the writer: {e}");
+                return Checkpointer { kick: None };
+            }
+        };
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let spawned = std::thread::Builder::new().name("lode-checkpoint".into()).spawn(move || {
+            while rx.recv().is_ok() {
+                // A reader still on an older snapshot holds pages back: again after a pause
+                // (or at the next kick), until the whole log is copied.
+                while !checkpoint(&own) {
+                    match rx.recv_timeout(idle) {
+                        Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
+                        Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
+                    }
+                }
+                while rx.try_recv().is_ok() {}
+            }
+        });
+        match spawned {
+            Ok(_) => Checkpointer { kick: Some(tx) },
+            Err(e) => {
+                tracing::warn!("checkpoints run on the writer: {e}");
+                Checkpointer { kick: None }
+            }
+        }
+    }
+
+    /// Asks for a checkpoint; without a checkpointer thread, the writer's own connection runs one.
+    fn kick(&self, store: &Store) {
+        let sent = self.kick.as_ref().is_some_and(|k| k.send(()).is_ok());
+        if !sent {
+            checkpoint(store);
+        }
+    }
+}
+
+/// Whether the log was copied back whole (a panic or an error counts as done: the next idle
+/// spell tries again).
+fn checkpoint(store: &Store) -> bool {
+    let start = std::time::Instant::now();
+    let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match store.checkpoint() {
+        Ok((log, copied)) => copied >= log,
+        Err(e) => {
+            tracing::debug!("checkpoint: {e}");
+            true
+        }
+    }))
+    .unwrap_or(true);
+    tracing::debug!(target: "lode_lsp::writer", "checkpoint: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
+    done
 }
 
 /// The log settings of every connection that writes (the writer's, the vector thread's).
