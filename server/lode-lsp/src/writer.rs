@@ -121,8 +121,13 @@ impl Writer {
             .spawn(move || {
                 let editor_job = |store: &mut Store, ticket: u64, job: Job, reply: Reply| {
                     let start = std::time::Instant::now();
+                    let sched = schedstat();
                     let result = guarded(|| run(store, &root, &opts, job));
-                    tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
+                    let (ran, waited) = match (sched, schedstat()) {
+                        (Some(a), Some(b)) => ((b.0 - a.0) as f64 / 1e6, (b.1 - a.1) as f64 / 1e6),
+                        _ => (f64::NAN, f64::NAN),
+                    };
+                    tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
                     after(&result);
                     let _ = done_tx.send(ticket);
                     let _ = reply.send(result);
@@ -332,6 +337,17 @@ fn checkpoint(store: &Store) -> bool {
 pub(crate) fn log_settings(store: &Store) -> Result<(), StoreError> {
     store.set_wal_autocheckpoint(BACKSTOP_PAGES)?;
     store.set_journal_size_limit(LOG_LIMIT_BYTES)
+}
+
+/// This thread's time on CPU and time runnable but waiting for one, in ns (Linux
+/// `/proc/thread-self/schedstat`), when the writer's log is on: what a slow job spent its time on.
+fn schedstat() -> Option<(u64, u64)> {
+    if !tracing::enabled!(target: "lode_lsp::writer", tracing::Level::DEBUG) {
+        return None;
+    }
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    let mut it = s.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((it.next()??, it.next()??))
 }
 
 /// A panic in one job fails that job only.

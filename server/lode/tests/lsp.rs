@@ -789,6 +789,50 @@ fn a_burst_of_saves_refreshes_open_diagnostics_once_it_ends() {
 }
 
 #[test]
+fn each_citation_gets_its_own_diagnostic_when_several_cite_one_version() {
+    // Citations of one span, of two spans of one version, and of an unknown version, each
+    // twice or more: every one is judged and reported at its own line (the server judges a
+    // span once per publication and reads each version once).
+    let text = "# Tapir\n\nThe tapir feeds at dawn.\n\nIt sleeps in mud.\n";
+    let (_tmp, vault, note, mut lsp) = one_note_vault("tapir.md", text);
+    let a = lsp.request("lode/ask", json!({"question": "When does the tapir feed?"}));
+    let c = &a["result"]["claims"][0]["citations"][0];
+    let (vid, s, e) = (c["version_id"].as_str().unwrap().to_owned(), c["start"].as_u64().unwrap(), c["end"].as_u64().unwrap());
+    assert_eq!(&text[s as usize..e as usize], "The tapir feeds at dawn.", "{a}");
+    let mud = text.find("It sleeps in mud.").unwrap();
+    let unknown = "0".repeat(64);
+    let link = |v: &str, a: usize, b: usize| format!("[tapir.md:3](tapir.md#L3 \"lode {v}:{a}-{b}\")");
+    let cited = [
+        link(&vid, s as usize, e as usize),
+        link(&vid, s as usize, e as usize),
+        link(&vid, mud, mud + "It sleeps in mud.".len()),
+        link(&unknown, 0, 5),
+        link(&unknown, 0, 5),
+    ];
+    let doc: String = cited.iter().enumerate().map(|(i, l)| format!("- claim {i} {l}\n")).collect();
+    let d = uri(&vault.join("citing.md"));
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d, "languageId": "markdown", "version": 1, "text": doc}}));
+    // The note changes: the first quote drifts, the second is still there.
+    std::fs::write(&note, "# Tapir\n\nThe tapir feeds at dusk.\n\nIt sleeps in mud.\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
+    let ds = diagnostics_of(&mut lsp, &d, |ds| ds.iter().any(|x| code(x) == "lode.drifted"));
+    let mut by_line: Vec<(u64, String)> = ds.iter().map(|x| (x["range"]["start"]["line"].as_u64().unwrap(), code(x).to_owned())).collect();
+    by_line.sort();
+    let want: Vec<(u64, String)> =
+        [(0, "lode.drifted"), (1, "lode.drifted"), (2, "lode.older-version"), (3, "lode.unknown-version"), (4, "lode.unknown-version")]
+            .into_iter()
+            .map(|(l, c)| (l, c.to_owned()))
+            .collect();
+    assert_eq!(by_line, want, "{ds:?}");
+    // Each range is its own link's, not the first one's.
+    for x in &ds {
+        let line = x["range"]["start"]["line"].as_u64().unwrap() as usize;
+        let col = x["range"]["start"]["character"].as_u64().unwrap() as usize;
+        assert_eq!(col, format!("- claim {line} ").len(), "{x}");
+    }
+}
+
+#[test]
 fn folder_renames_deletes_and_checkouts_reach_the_index() {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());

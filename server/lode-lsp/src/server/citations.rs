@@ -41,48 +41,23 @@ impl Backend {
             if let Some(rel) = &rel {
                 out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, &links, enc));
             }
+            // Citations of one span are judged once, and each version's text is read once: an
+            // answer cites a few passages of a few notes, often more than once.
+            let mut bodies = Bodies::default();
+            let mut verdicts: HashMap<(String, std::ops::Range<usize>), Option<Diagnostic>> = HashMap::new();
             for c in lode_core::citation::find_all(&text) {
-                let range = position::range(&rope, c.range.clone(), enc);
-                let Ok(Some(body)) = store.version_body(&c.version_id) else {
-                    out.push(Diagnostic {
-                        range,
-                        severity: Some(DiagnosticSeverity::WARNING),
-                        code: Some(NumberOrString::String("lode.unknown-version".into())),
-                        source: Some("lode".into()),
-                        message: format!("cited version {} is not in this vault's history", &c.version_id[..12]),
-                        ..Default::default()
-                    });
-                    continue;
+                let key = (c.version_id.clone(), c.span.clone());
+                let verdict = match verdicts.get(&key) {
+                    Some(v) => v.clone(),
+                    None => {
+                        let v = citation_verdict(&store, &c, &mut bodies)?;
+                        verdicts.insert(key, v.clone());
+                        v
+                    }
                 };
-                let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
-                let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
-                    continue;
-                };
-                if head == c.version_id {
-                    continue;
-                }
-                let head_body = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
-                let head_text = String::from_utf8_lossy(&head_body);
-                match lode_core::gate::locate(&head_text, &quote) {
-                    None => out.push(Diagnostic {
-                        range,
-                        severity: Some(DiagnosticSeverity::WARNING),
-                        code: Some(NumberOrString::String("lode.drifted".into())),
-                        source: Some("lode".into()),
-                        message: format!("drifted: the quoted text is no longer in {path} (cited version {})", &c.version_id[..12]),
-                        data: Some(json!({"version_id": c.version_id, "path": path})),
-                        ..Default::default()
-                    }),
-                    Some((r, _)) => out.push(Diagnostic {
-                        range,
-                        severity: Some(DiagnosticSeverity::HINT),
-                        code: Some(NumberOrString::String("lode.older-version".into())),
-                        source: Some("lode".into()),
-                        message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
-                        data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path,
-                                          "line": lode_core::text::line_of(&head_body, r.start)})),
-                        ..Default::default()
-                    }),
+                if let Some(mut d) = verdict {
+                    d.range = position::range(&rope, c.range.clone(), enc);
+                    out.push(d);
                 }
             }
             Ok(out)
@@ -227,4 +202,65 @@ fn materialize(store: &Store, version_id: &str, body: &[u8]) -> std::result::Res
         let _ = std::fs::set_permissions(&file, perms);
     }
     Ok(file)
+}
+
+/// Version texts read for one publication, by id.
+#[derive(Default)]
+struct Bodies(HashMap<String, Option<Arc<Vec<u8>>>>);
+
+impl Bodies {
+    fn get(&mut self, store: &Store, id: &str) -> std::result::Result<Option<Arc<Vec<u8>>>, String> {
+        if let Some(b) = self.0.get(id) {
+            return Ok(b.clone());
+        }
+        let b = store.version_body(id).map_err(|e| e.to_string())?.map(Arc::new);
+        self.0.insert(id.to_owned(), b.clone());
+        Ok(b)
+    }
+}
+
+/// What a citation's diagnostic says (its range is the caller's): nothing while the quote is
+/// in its note's head version, else the drift or the move.
+fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies: &mut Bodies) -> std::result::Result<Option<Diagnostic>, String> {
+    let range = Range::default();
+    let Ok(Some(body)) = bodies.get(store, &c.version_id) else {
+        return Ok(Some(Diagnostic {
+            range,
+            severity: Some(DiagnosticSeverity::WARNING),
+            code: Some(NumberOrString::String("lode.unknown-version".into())),
+            source: Some("lode".into()),
+            message: format!("cited version {} is not in this vault's history", &c.version_id[..12]),
+            ..Default::default()
+        }));
+    };
+    let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
+    let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
+        return Ok(None);
+    };
+    if head == c.version_id {
+        return Ok(None);
+    }
+    let head_body = bodies.get(store, &head)?.unwrap_or_default();
+    let head_text = String::from_utf8_lossy(&head_body);
+    Ok(Some(match lode_core::gate::locate(&head_text, &quote) {
+        None => Diagnostic {
+            range,
+            severity: Some(DiagnosticSeverity::WARNING),
+            code: Some(NumberOrString::String("lode.drifted".into())),
+            source: Some("lode".into()),
+            message: format!("drifted: the quoted text is no longer in {path} (cited version {})", &c.version_id[..12]),
+            data: Some(json!({"version_id": c.version_id, "path": path})),
+            ..Default::default()
+        },
+        Some((r, _)) => Diagnostic {
+            range,
+            severity: Some(DiagnosticSeverity::HINT),
+            code: Some(NumberOrString::String("lode.older-version".into())),
+            source: Some("lode".into()),
+            message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
+            data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path,
+                              "line": lode_core::text::line_of(&head_body, r.start)})),
+            ..Default::default()
+        },
+    }))
 }
