@@ -105,8 +105,9 @@ impl Writer {
 
     /// [`Writer::start`], checkpointing after `idle` without work.
     fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        // Checkpoints happen while the writer is idle, on the checkpointer's connection, not
-        // inside a save. A save that paid for one took 15-30 ms instead of 4-6 on the 100k-note
+        // Checkpoints start while the writer is idle, on the checkpointer's connection, not
+        // inside a save (retries of an incomplete one may overlap later saves: they run beside
+        // the writer, never in its way). A save that paid for one took 15-30 ms instead of 4-6 on the 100k-note
         // vault (docs/benchmarks.md); SQLite's own checkpoint on commit stays, as a backstop for
         // a writer that is never idle.
         if let Err(e) = log_settings(&store) {
@@ -164,8 +165,7 @@ impl Writer {
                     };
                     let (work, reply) = match next {
                         Next::Idle => {
-                            checkpointer.kick(&store);
-                            unflushed = false;
+                            unflushed = !checkpointer.kick(&store);
                             continue;
                         }
                         Next::Editor => {
@@ -288,15 +288,20 @@ impl Checkpointer {
         let (tx, rx) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new().name("lode-checkpoint".into()).spawn(move || {
             while rx.recv().is_ok() {
-                // A reader still on an older snapshot holds pages back: again after a pause
-                // (or at the next kick), until the whole log is copied.
+                // Kicks that came before this pass are answered by it; one that comes during it
+                // stays queued and asks for another (the pass copies only what was logged when
+                // it started).
+                while rx.try_recv().is_ok() {}
+                // A reader still on an older snapshot holds pages back: again after a pause that
+                // doubles up to 2 s (or at the next kick), until the whole log is copied.
+                let mut pause = idle;
                 while !checkpoint(&own) {
-                    match rx.recv_timeout(idle) {
+                    match rx.recv_timeout(pause) {
                         Ok(()) | Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                         Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => return,
                     }
+                    pause = (pause * 2).min(std::time::Duration::from_secs(2));
                 }
-                while rx.try_recv().is_ok() {}
             }
         });
         match spawned {
@@ -308,12 +313,11 @@ impl Checkpointer {
         }
     }
 
-    /// Asks for a checkpoint; without a checkpointer thread, the writer's own connection runs one.
-    fn kick(&self, store: &Store) {
+    /// Asks for a checkpoint; without a checkpointer thread, the writer's own connection runs
+    /// one. False when that one was incomplete: the writer tries again at its next idle spell.
+    fn kick(&self, store: &Store) -> bool {
         let sent = self.kick.as_ref().is_some_and(|k| k.send(()).is_ok());
-        if !sent {
-            checkpoint(store);
-        }
+        sent || checkpoint(store)
     }
 }
 

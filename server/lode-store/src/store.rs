@@ -1243,8 +1243,8 @@ impl Store {
     /// Names that start with the query are read first, through the folded-name indexes (a range
     /// scan: cheap whatever the vault's size). A query of three or more characters also matches
     /// anywhere in a name, through the trigram indexes — unless the names starting with it
-    /// already fill `limit`: a long query's trigram lookup reads one posting list per three
-    /// characters, the slow part on a large vault, while typing a name from its start is the
+    /// already fill `limit`: a long query's trigram lookup (at most four posting lists, the rarest
+    /// of its words and word boundaries) is the slow part on a large vault, while typing a name from its start is the
     /// common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
     /// order. Cost grows with the names read — about 1.5 × `limit` per kind and index, at most
     /// [`SYMBOL_CANDIDATES`] for a short non-ASCII query —, not with the vault.
@@ -1283,7 +1283,7 @@ impl Store {
             Ok((titles, sections))
         };
         let by_trigram = || -> Result<(Titles, Sections), StoreError> {
-            let (fts, exact) = trigram_match(query, self.trigram_counts()?);
+            let (fts, exact) = trigram_match(query, || self.trigram_counts())?;
             let titles = self.rows(
                 "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
                   WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
@@ -1409,26 +1409,36 @@ static TRIGRAM_SAMPLES: std::sync::LazyLock<std::sync::Mutex<std::collections::H
     std::sync::LazyLock::new(Default::default);
 
 impl Store {
-    fn trigram_counts(&self) -> Result<&TrigramCounts, StoreError> {
+    /// The sample of this database, kept (per connection and per process) once it is full: a
+    /// sample of a database still being filled (a first scan) is read again at each lookup,
+    /// which costs little while the names are few.
+    fn trigram_counts(&self) -> Result<std::sync::Arc<TrigramCounts>, StoreError> {
         if let Some(c) = self.trigram_counts.get() {
-            return Ok(c);
+            return Ok(c.clone());
         }
         let cached = TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).get(&self.path).cloned();
-        let counts = match cached {
-            Some(c) => c,
-            None => {
-                let names = self.rows(
-                    "SELECT * FROM (SELECT lower(name) FROM headings ORDER BY id DESC LIMIT ?1)
-                     UNION ALL SELECT * FROM (SELECT lower(title) FROM notes ORDER BY id DESC LIMIT ?2)",
-                    params![TRIGRAM_SAMPLE, TRIGRAM_SAMPLE / 4],
-                    |r| r.get::<_, String>(0),
-                )?;
-                let c = std::sync::Arc::new(TrigramCounts::of(names.iter().map(String::as_str)));
-                TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).insert(self.path.clone(), c.clone());
-                c
+        if let Some(c) = cached {
+            return Ok(self.trigram_counts.get_or_init(|| c).clone());
+        }
+        let names = self.rows(
+            "SELECT * FROM (SELECT lower(name) FROM headings ORDER BY id DESC LIMIT ?1)
+             UNION ALL SELECT * FROM (SELECT lower(title) FROM notes ORDER BY id DESC LIMIT ?2)",
+            params![TRIGRAM_SAMPLE, TRIGRAM_SAMPLE / 4],
+            |r| r.get::<_, String>(0),
+        )?;
+        let full = names.len() as i64 >= TRIGRAM_SAMPLE;
+        let c = std::sync::Arc::new(TrigramCounts::of(names.iter().map(String::as_str)));
+        if full {
+            let mut samples = TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner());
+            // A process that opens many databases (tests) keeps a few.
+            if samples.len() >= 8 {
+                samples.clear();
             }
-        };
-        Ok(self.trigram_counts.get_or_init(|| counts))
+            samples.insert(self.path.clone(), c.clone());
+            drop(samples);
+            let _ = self.trigram_counts.set(c.clone());
+        }
+        Ok(c)
     }
 }
 
@@ -1443,12 +1453,16 @@ impl Store {
 /// to 25 ms on the 100k-note vault when a query repeats a word ("onboarding onb": its picks
 /// were four common trigrams matching every "Onboarding …" heading). Non-ASCII queries keep
 /// the phrase: `lower()` folds ASCII only, while the trigram tokenizer folds all of Unicode.
-fn trigram_match(query: &str, counts: &TrigramCounts) -> (String, Option<String>) {
+fn trigram_match<C: std::ops::Deref<Target = TrigramCounts>>(
+    query: &str,
+    counts: impl FnOnce() -> Result<C, StoreError>,
+) -> Result<(String, Option<String>), StoreError> {
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
     let folded = query.to_lowercase();
     if !folded.is_ascii() || folded.len() <= 6 {
-        return (quote(query), None);
+        return Ok((quote(query), None));
     }
+    let counts = counts()?;
     // Trigrams of one word occur together (every "invoice" holds "nvo" and "ice"): asking for
     // two of them narrows nothing. So each word gives its rarest trigram, the trigrams across
     // word boundaries give theirs (they carry the words' order), and the rarest of those go
@@ -1482,7 +1496,7 @@ fn trigram_match(query: &str, counts: &TrigramCounts) -> (String, Option<String>
         }
     }
     let fts = picks.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" AND ");
-    (fts, Some(folded))
+    Ok((fts, Some(folded)))
 }
 
 /// Trigrams a long substring lookup asks the index for.
@@ -1510,7 +1524,7 @@ fn format_utc(ms: i64) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{trigram_match, TrigramCounts};
+    use super::TrigramCounts;
 
     #[test]
     fn a_substring_lookup_asks_for_the_rarest_trigram_of_each_word_and_of_the_boundaries() {
@@ -1520,6 +1534,7 @@ mod tests {
         names.extend(["turn on"; 250]);
         names.extend(["big old"; 30]);
         let counts = TrigramCounts::of(names);
+        let trigram_match = |q: &str, c: &TrigramCounts| super::trigram_match(q, || Ok(c)).unwrap();
         // "onboarding onb": the word's own trigrams are equally rare, and the later one of
         // the repeated word says nothing new; the boundary gives the rare "g o".
         let (fts, exact) = trigram_match("Onboarding onb", &counts);

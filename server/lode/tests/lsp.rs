@@ -500,7 +500,7 @@ fn logged_server() -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
     let mut lsp = Lsp(StdioClient::spawn_with(
         env!("CARGO_BIN_EXE_lode"),
         ["serve"],
-        [("RUST_LOG", "lode=warn")],
+        [("LODE_LOG", "warn")],
         std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
     )
     .unwrap());

@@ -26,8 +26,9 @@ fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
     Ok(c)
 }
 
-/// The hypervisor's steal counter (`/proc/stat`, all CPUs, in ticks of 10 ms; 0 where the
-/// kernel does not report it). On a VM the host now and then takes a CPU away for tens of
+/// The hypervisor's steal counter (`/proc/stat`, summed over all CPUs, so a stall of the other
+/// CPU counts too; in ticks of 10 ms, so short stalls may not; 0 where the kernel does not
+/// report it). On a VM the host now and then takes a CPU away for tens of
 /// milliseconds (a busy loop here saw a 100 ms gap): a sample such a stall lands in measures
 /// the host, not lode.
 fn steal_ticks() -> u64 {
@@ -215,7 +216,7 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
             }
         }
     }
-    let steal_ms = (steal_ticks() - steal_at_start) * 10;
+    let steal_ms = steal_ticks().saturating_sub(steal_at_start) * 10;
     let nav = if opts.nav_notes.is_empty() { Value::Null } else { nav_figures(&mut c, vault, &opts.nav_notes)? };
     c.seen.clear();
     c.stop()?;

@@ -23,7 +23,13 @@ pub struct ServeArgs {
 /// `LODE_LOG` says otherwise (`LODE_LOG=debug`, or per module: `LODE_LOG=lode_lsp::requests=debug`
 /// times every request and notification).
 fn init_log() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("LODE_LOG").unwrap_or_else(|_| "warn".into());
+    let filter = match std::env::var("LODE_LOG") {
+        Err(_) => tracing_subscriber::EnvFilter::new("warn"),
+        Ok(v) => tracing_subscriber::EnvFilter::try_new(&v).unwrap_or_else(|e| {
+            eprintln!("lode: LODE_LOG={v:?} is not a log filter ({e}); logging warnings and errors");
+            tracing_subscriber::EnvFilter::new("warn")
+        }),
+    };
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
