@@ -107,9 +107,9 @@ impl Writer {
     fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
         // Checkpoints start while the writer is idle, on the checkpointer's connection, not
         // inside a save (retries of an incomplete one may overlap later saves: they run beside
-        // the writer, never in its way). A save that paid for one took 15-30 ms instead of 4-6 on the 100k-note
-        // vault (docs/benchmarks.md); SQLite's own checkpoint on commit stays, as a backstop for
-        // a writer that is never idle.
+        // the writer, never in its way). A save that paid for one took 15-30 ms instead of 4-6
+        // on the 100k-note vault (docs/benchmarks.md); SQLite's own checkpoint on commit stays,
+        // as a backstop for a writer that is never idle.
         if let Err(e) = log_settings(&store) {
             tracing::warn!("WAL settings: {e}");
         }

@@ -35,9 +35,6 @@ pub struct Store {
     pub(crate) opts: StoreOptions,
     /// Chunkings prepared ahead of saves (the language server's open buffers).
     prechunked: Option<crate::Prechunked>,
-    /// Trigram counts over a sample of names, read at this connection's first substring
-    /// lookup: which of a query's trigrams are rare ([`trigram_match`]).
-    trigram_counts: std::cell::OnceCell<std::sync::Arc<TrigramCounts>>,
 }
 
 /// One write: its own IMMEDIATE transaction, or a part of the open batch. Not a savepoint:
@@ -242,7 +239,7 @@ impl Store {
         }
         // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
         // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
-        Ok(Store { conn, path: path.to_path_buf(), opts, prechunked: None, trigram_counts: Default::default() })
+        Ok(Store { conn, path: path.to_path_buf(), opts, prechunked: None })
     }
 
     pub fn path(&self) -> &Path {
@@ -1243,9 +1240,9 @@ impl Store {
     /// Names that start with the query are read first, through the folded-name indexes (a range
     /// scan: cheap whatever the vault's size). A query of three or more characters also matches
     /// anywhere in a name, through the trigram indexes — unless the names starting with it
-    /// already fill `limit`: a long query's trigram lookup (at most four posting lists, the rarest
-    /// of its words and word boundaries) is the slow part on a large vault, while typing a name from its start is the
-    /// common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
+    /// already fill `limit`: a long query's trigram lookup (at most four posting lists, the
+    /// rarest of its words and word boundaries) is the slow part on a large vault, while typing
+    /// a name from its start is the common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
     /// order. Cost grows with the names read — about 1.5 × `limit` per kind and index, at most
     /// [`SYMBOL_CANDIDATES`] for a short non-ASCII query —, not with the vault.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
@@ -1409,16 +1406,12 @@ static TRIGRAM_SAMPLES: std::sync::LazyLock<std::sync::Mutex<std::collections::H
     std::sync::LazyLock::new(Default::default);
 
 impl Store {
-    /// The sample of this database, kept (per connection and per process) once it is full: a
-    /// sample of a database still being filled (a first scan) is read again at each lookup,
-    /// which costs little while the names are few.
+    /// The sample of this database, kept for the process once it is full: a sample of a
+    /// database still being filled (a first scan) is read again at each lookup, which costs
+    /// little while the names are few.
     fn trigram_counts(&self) -> Result<std::sync::Arc<TrigramCounts>, StoreError> {
-        if let Some(c) = self.trigram_counts.get() {
+        if let Some(c) = TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).get(&self.path) {
             return Ok(c.clone());
-        }
-        let cached = TRIGRAM_SAMPLES.lock().unwrap_or_else(|e| e.into_inner()).get(&self.path).cloned();
-        if let Some(c) = cached {
-            return Ok(self.trigram_counts.get_or_init(|| c).clone());
         }
         let names = self.rows(
             "SELECT * FROM (SELECT lower(name) FROM headings ORDER BY id DESC LIMIT ?1)
@@ -1435,8 +1428,6 @@ impl Store {
                 samples.clear();
             }
             samples.insert(self.path.clone(), c.clone());
-            drop(samples);
-            let _ = self.trigram_counts.set(c.clone());
         }
         Ok(c)
     }
@@ -1447,8 +1438,8 @@ impl Store {
 ///
 /// A phrase of every trigram costs one doclist per trigram: a 20-character query reads 18,
 /// most of them common. An ASCII query instead asks for at most [`TRIGRAM_PICKS`] trigrams, the
-/// rarest (by `counts`, a sample of names) of its words and word boundaries, and checks the substring on the candidate rows
-/// with `instr`, which keeps `LIMIT` exact: the candidates are at most the names holding the
+/// rarest (by `counts`, a sample of names) of its words and word boundaries, and checks the
+/// substring on the candidate rows with `instr`, which keeps `LIMIT` exact: the candidates are at most the names holding the
 /// rarest trigram. Trigrams picked by position instead (first, last, evenly between) cost up
 /// to 25 ms on the 100k-note vault when a query repeats a word ("onboarding onb": its picks
 /// were four common trigrams matching every "Onboarding …" heading). Non-ASCII queries keep

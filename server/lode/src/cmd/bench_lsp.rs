@@ -28,9 +28,8 @@ fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
 
 /// The hypervisor's steal counter (`/proc/stat`, summed over all CPUs, so a stall of the other
 /// CPU counts too; in ticks of 10 ms, so short stalls may not; 0 where the kernel does not
-/// report it). On a VM the host now and then takes a CPU away for tens of
-/// milliseconds (a busy loop here saw a 100 ms gap): a sample such a stall lands in measures
-/// the host, not lode.
+/// report it). On a VM the host now and then takes a CPU away for tens of milliseconds (a busy
+/// loop here saw a 100 ms gap): a sample such a stall lands in measures the host, not lode.
 fn steal_ticks() -> u64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
     stat.lines().next().and_then(|l| l.split_whitespace().nth(8)).and_then(|v| v.parse().ok()).unwrap_or(0)
@@ -41,11 +40,14 @@ fn steal_ticks() -> u64 {
 struct Samples(Vec<(f64, bool)>);
 
 impl Samples {
-    fn measure(&mut self, f: impl FnOnce() -> Result<f64>) -> Result<f64> {
+    /// Times `f`, and returns what it returned with its time in ms.
+    fn measure<T>(&mut self, f: impl FnOnce() -> Result<T>) -> Result<(T, f64)> {
         let before = steal_ticks();
-        let ms = f()?;
+        let t = Instant::now();
+        let out = f()?;
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
         self.0.push((ms, steal_ticks() != before));
-        Ok(ms)
+        Ok((out, ms))
     }
 
     /// The usual figures over every sample, plus how many the host stalled and the p99 of the
@@ -116,9 +118,9 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     // didSave → committed, observed by the next request (which waits for the save): a hover
     // in a document that is not open, so it costs nothing of its own once the save is in.
     let probe = vault.join("bench-lsp-probe.md");
-    let observe = |c: &mut StdioClient, t: Instant| -> Result<f64> {
+    let observe = |c: &mut StdioClient| -> Result<()> {
         c.request("textDocument/hover", json!({"textDocument": {"uri": uri(&probe)}, "position": {"line": 0, "character": 0}}))?;
-        Ok(t.elapsed().as_secs_f64() * 1000.0)
+        Ok(())
     };
     let body: String = "Lorem ipsum dolor sit amet, consectetur adipiscing elit. ".repeat(180);
     let text_of = |i: usize| format!("# Bench {i}\n\n{body}\n\nEdit number {i}.\n");
@@ -130,9 +132,8 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     let mut save_ms = Samples::default();
     for i in 0..opts.saves {
         save_ms.measure(|| {
-            let t = Instant::now();
             c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&buffer)}, "text": text_of(i)}))?;
-            observe(&mut c, t)
+            observe(&mut c)
         })?;
     }
     // 2. As an editor saves an open note: the buffer changes (didChange), the editor writes the
@@ -147,9 +148,8 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
         std::thread::sleep(pause);
         std::fs::write(&note, &text)?;
         samples.measure(|| {
-            let t = Instant::now();
             c.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}))?;
-            observe(c, t)
+            observe(c)
         })?;
         Ok(())
     };
@@ -204,12 +204,7 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
         let chars: Vec<char> = h.chars().collect();
         for n in 1..=chars.len().min(16) {
             let q: String = chars[..n].iter().collect();
-            let mut r = Value::Null;
-            let ms = symbol_ms.measure(|| {
-                let t = Instant::now();
-                r = c.request("workspace/symbol", json!({"query": &q}))?;
-                Ok(t.elapsed().as_secs_f64() * 1000.0)
-            })?;
+            let (r, ms) = symbol_ms.measure(|| Ok(c.request("workspace/symbol", json!({"query": &q}))?))?;
             symbol_queries.push((ms, q, r["result"].as_array().map_or(0, Vec::len)));
             if n == chars.len().min(16) && r["result"].as_array().is_some_and(|x| !x.is_empty()) {
                 symbol_hits += 1;
