@@ -507,6 +507,32 @@ pub fn ask_from(
     models: Models<'_>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
+    if is_cancelled(cfg) {
+        return Err(AskError::Cancelled);
+    }
+    let items = gather(store, question, pinned, cfg, rules, models)?;
+    answer_gathered(store, question, origin, cfg, rules, synth, items, scorer)
+}
+
+fn is_cancelled(cfg: &AskConfig) -> bool {
+    cfg.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+/// The second half of [`ask_from`]: egress, synthesis and the gate over context [`gather`]ed
+/// already. A caller that lends the models only for retrieval (the language server: the
+/// embedder is shared with the vector thread) gathers, gives them back, then calls this, so no
+/// lock on a model is held through synthesis and a remote model's answer.
+#[allow(clippy::too_many_arguments)]
+pub fn answer_gathered(
+    store: &Store,
+    question: &str,
+    origin: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    synth: &Synthesizer,
+    mut items: Vec<ContextItem>,
+    scorer: &mut ScorerSlot<'_>,
+) -> Result<Answer, AskError> {
     let mut origin_notice = None;
     let local = Synthesizer::Extractive;
     let mut synth = synth;
@@ -521,11 +547,7 @@ pub fn ask_from(
         }
     }
     // The rest: context, egress, synthesis, the gate.
-    let cancelled = || cfg.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
-    if cancelled() {
-        return Err(AskError::Cancelled);
-    }
-    let mut items = gather(store, question, pinned, cfg, rules, models)?;
+    let cancelled = || is_cancelled(cfg);
     if cancelled() {
         return Err(AskError::Cancelled);
     }

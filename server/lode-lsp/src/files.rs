@@ -184,29 +184,26 @@ pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -
     }
 }
 
-/// Turns file events into writer jobs (and at most one rescan request). Returns the receiver of
-/// the last job, to wait for before refreshing diagnostics.
-pub(crate) fn on_paths(client: &Client, state: &Arc<State>, paths: impl IntoIterator<Item = PathBuf>) -> Option<oneshot::Receiver<Done>> {
-    let mut last = None;
-    let mut rescan = false;
+/// Queues file events as one writer job: each is classified there ([`classify`]) and applied
+/// in order. Classifying needs the disk and the index, and the caller may be the message loop;
+/// the job's ticket is taken now, so a request that follows the events sees them applied.
+/// Returns the receiver, to wait for before refreshing diagnostics; pass what it yields to
+/// [`after_paths`].
+pub(crate) fn on_paths(state: &Arc<State>, paths: impl IntoIterator<Item = PathBuf>) -> Option<oneshot::Receiver<Done>> {
     let mut seen = std::collections::HashSet::new();
-    let reader = state.readers.get().ok();
-    for path in paths {
-        if !seen.insert(path.clone()) {
-            continue;
-        }
-        let under = |rel: &str| reader.as_ref().is_some_and(|r| r.any_note_under(rel).unwrap_or(true));
-        match classify(&state.root, &path, under) {
-            Action::Refresh(rel) => last = Some(state.writer.submit(Job::Refresh { path: rel }).1),
-            Action::Forget(rel) => last = Some(state.writer.submit(Job::Forget { path: rel }).1),
-            Action::Rescan => rescan = true,
-            Action::Ignore => {}
-        }
+    let paths: Vec<PathBuf> = paths.into_iter().filter(|p| seen.insert(p.clone())).collect();
+    if paths.is_empty() {
+        return None;
     }
-    if rescan {
+    Some(state.writer.submit(Job::Paths { paths }).1)
+}
+
+/// What applied file events ask for next: a rescan (a folder appeared or vanished, an ignore
+/// file changed).
+pub(crate) fn after_paths(client: &Client, state: &Arc<State>, done: &Done) {
+    if let Done::Paths { rescan: true, .. } = done {
         request_scan(client.clone(), state.clone());
     }
-    last
 }
 
 /// The server's own watcher, for clients that cannot register file watchers: events go through
@@ -255,7 +252,11 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
                 }
             }
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                on_paths(&client, &state, paths);
+                if let Some(done) = on_paths(&state, paths) {
+                    if let Ok(done) = done.blocking_recv() {
+                        after_paths(&client, &state, &done);
+                    }
+                }
                 if overflow {
                     request_scan(client.clone(), state.clone());
                 }

@@ -19,11 +19,13 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
     let (service, socket) = build(settings, vault);
     let (lib_in, guard_out) = tokio::io::duplex(1 << 20);
     let (guard_in, lib_out) = tokio::io::duplex(1 << 20);
-    let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in));
-    // Many requests in flight at once (a slow ask must not hold up hovers), each isolated.
+    let in_flight = isolation::InFlight::default();
+    let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in, in_flight.clone()));
+    // Many requests in flight at once (a slow ask must not hold up hovers), each isolated and
+    // cancellable ahead of the library's queue.
     tower_lsp_server::Server::new(lib_in, lib_out, socket)
-        .concurrency_level(64)
-        .serve(isolation::CatchPanic(service))
+        .concurrency_level(256)
+        .serve(isolation::CatchPanic(service, in_flight))
         .await;
     guard.abort();
 }

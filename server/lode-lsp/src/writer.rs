@@ -34,8 +34,9 @@ pub enum Job {
     Save { path: String, bytes: Vec<u8> },
     /// Re-read a note's file from disk: changed → saved, gone → deleted.
     Refresh { path: String },
-    /// A file that is no note any more (now gitignored, a symlink, too large): out of the index.
-    Forget { path: String },
+    /// File events (the client's watcher or the server's): each path classified by
+    /// [`crate::files::classify`] and applied, in order.
+    Paths { paths: Vec<PathBuf> },
     /// What a fetch of an external returned: a new snapshot, or the failure.
     Snapshot { url: String, via: lode_store::Via, fetched: Result<lode_externals::Fetched, lode_externals::FetchError> },
 }
@@ -59,6 +60,8 @@ pub enum Done {
     Rechunked(usize),
     Finished,
     Failed(String),
+    /// File events applied: whether one asks for a rescan, and what could not be applied.
+    Paths { rescan: bool, failed: Vec<String> },
 }
 
 type Reply = oneshot::Sender<Done>;
@@ -129,8 +132,9 @@ impl Writer {
                         _ => (f64::NAN, f64::NAN),
                     };
                     tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
-                    after(&result);
+                    // Readers wait for this ticket: it is marked done whatever `after` does.
                     let _ = done_tx.send(ticket);
+                    after_guarded(&after, &result);
                     let _ = reply.send(result);
                 };
                 // Every queued editor job, in order (called between scan steps too).
@@ -178,7 +182,9 @@ impl Writer {
                             (work, reply)
                         }
                     };
-                    let result = match work {
+                    // Whatever panics in here (the batch's own begin and end included) fails
+                    // this piece of scan work only; the writer thread lives on.
+                    let result = guarded(|| match work {
                         Background::Steps(steps) => {
                             // The steps commit in one batch (one commit, one full-text flush). A
                             // waiting editor job ends the batch early: what came before commits,
@@ -217,7 +223,7 @@ impl Writer {
                             Ok(()) => Done::Finished,
                             Err(e) => Done::Failed(e.to_string()),
                         }),
-                    };
+                    });
                     // A job that panicked inside a batch never ended it, and every later write
                     // would join that batch: what it wrote commits, as a failed re-chunk's does.
                     if store.in_batch() {
@@ -226,7 +232,7 @@ impl Writer {
                             tracing::warn!("ending the batch: {e}");
                         }
                     }
-                    after(&result);
+                    after_guarded(&after, &result);
                     let _ = reply.send(result);
                 }
             })
@@ -354,6 +360,13 @@ fn schedstat() -> Option<(u64, u64)> {
     Some((it.next()??, it.next()??))
 }
 
+/// The caller's hook after a job; a panic in it is logged, not the writer's end.
+fn after_guarded(after: &impl Fn(&Done), done: &Done) {
+    if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| after(done))).is_err() {
+        tracing::warn!("the writer's after-job hook panicked");
+    }
+}
+
 /// A panic in one job fails that job only.
 fn guarded(f: impl FnOnce() -> Done) -> Done {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Done::Failed("the writer panicked on this job".into()))
@@ -380,9 +393,17 @@ fn retrying_busy<T>(mut f: impl FnMut() -> Result<T, StoreError>) -> Result<T, S
 fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job) -> Done {
     crate::isolation::fault("writer");
     match job {
-        Job::Save { path, bytes } => match retrying_busy(|| store.save_note(&path, &bytes)) {
-            Ok(o) => Done::Saved(o),
-            Err(e) => Done::Failed(e.to_string()),
+        // A buffer with no file (its text came with didSave) passes the same size and binary
+        // checks as a file; one that fails them is no note, and leaves the index.
+        Job::Save { path, bytes } => match vault::check_bytes(&path, &bytes, opts.max_file_bytes) {
+            Err(why) => match retrying_busy(|| store.delete_note(&path)) {
+                Ok(_) => Done::Failed(why.to_string()),
+                Err(e) => Done::Failed(e.to_string()),
+            },
+            Ok(()) => match retrying_busy(|| store.save_note(&path, &bytes)) {
+                Ok(o) => Done::Saved(o),
+                Err(e) => Done::Failed(e.to_string()),
+            },
         },
         Job::Refresh { path } => match retrying_busy(|| vault::refresh(store, root, opts, &path)) {
             Ok(Applied::Skipped(why)) => Done::Failed(why),
@@ -393,11 +414,27 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
             Ok(r) => Done::Recorded(r),
             Err(e) => Done::Failed(e.to_string()),
         },
-        Job::Forget { path } => match retrying_busy(|| store.delete_note(&path)) {
-            Ok(true) => Done::Applied(Applied::Deleted),
-            Ok(false) => Done::Applied(Applied::Nothing),
-            Err(e) => Done::Failed(e.to_string()),
-        },
+        Job::Paths { paths } => {
+            use crate::files::{classify, Action};
+            let (mut rescan, mut failed) = (false, Vec::new());
+            for path in paths {
+                let applied = match classify(root, &path, |rel| store.any_note_under(rel).unwrap_or(true)) {
+                    Action::Refresh(rel) => retrying_busy(|| vault::refresh(store, root, opts, &rel)),
+                    Action::Forget(rel) => retrying_busy(|| store.delete_note(&rel)).map(|_| Applied::Nothing),
+                    Action::Rescan => {
+                        rescan = true;
+                        continue;
+                    }
+                    Action::Ignore => continue,
+                };
+                match applied {
+                    Ok(Applied::Skipped(why)) => failed.push(why),
+                    Err(e) => failed.push(e.to_string()),
+                    Ok(_) => {}
+                }
+            }
+            Done::Paths { rescan, failed }
+        }
     }
 }
 

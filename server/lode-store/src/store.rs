@@ -1242,9 +1242,9 @@ impl Store {
     /// anywhere in a name, through the trigram indexes — unless the names starting with it
     /// already fill `limit`: a long query's trigram lookup (at most four posting lists, the
     /// rarest of its words and word boundaries) is the slow part on a large vault, while typing
-    /// a name from its start is the common case. A short non-ASCII query (SQL's `lower()` folds ASCII only) reads rows in
-    /// order. Cost grows with the names read — about 1.5 × `limit` per kind and index, at most
-    /// [`SYMBOL_CANDIDATES`] for a short non-ASCII query —, not with the vault.
+    /// a name from its start is the common case. A short non-ASCII query (SQL's `lower()` folds
+    /// ASCII only) is looked up once per casing of its non-ASCII letters. Cost grows with the
+    /// names read — about 1.5 × `limit` per kind, index and casing —, not with the vault.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
         let folded = query.to_lowercase();
         let short = folded.chars().count() < 3;
@@ -1261,20 +1261,19 @@ impl Store {
         // differences), the full candidate cap where they are filtered here (a short non-ASCII
         // query reads rows in order).
         let cap = ((limit + limit / 2).max(limit + 16)).min(SYMBOL_CANDIDATES.max(limit)) as i64;
-        let scan_cap = SYMBOL_CANDIDATES.max(limit) as i64;
         type Titles = Vec<(String, String)>;
         type Sections = Vec<(String, String, i64)>;
-        let by_prefix = || -> Result<(Titles, Sections), StoreError> {
+        let by_prefix = |prefix: &str| -> Result<(Titles, Sections), StoreError> {
             let titles = self.rows(
                 "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
                    AND head_version IS NOT NULL AND kind = 'note' LIMIT ?2",
-                params![folded, cap],
+                params![prefix, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
             let sections = self.rows(
                 "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
                   WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2",
-                params![folded, cap],
+                params![prefix, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
             )?;
             Ok((titles, sections))
@@ -1309,7 +1308,7 @@ impl Store {
             seen.len()
         };
         let (titles, sections) = if folded.is_ascii() {
-            let (mut titles, mut sections) = by_prefix()?;
+            let (mut titles, mut sections) = by_prefix(&folded)?;
             if !short && distinct(&titles, &sections) < limit {
                 let (t, s) = by_trigram()?;
                 titles.extend(t);
@@ -1319,18 +1318,15 @@ impl Store {
         } else if !short {
             by_trigram()?
         } else {
-            // lower() folds ASCII only: a short non-ASCII query reads rows in order (bounded by
-            // the candidate cap) and is matched below with full folding.
-            let titles = self.rows(
-                "SELECT path, title FROM notes WHERE head_version IS NOT NULL AND kind = 'note' LIMIT ?1",
-                params![scan_cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-            )?;
-            let sections = self.rows(
-                "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id LIMIT ?1",
-                params![scan_cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
-            )?;
+            // SQL's lower() folds ASCII only, so a name's non-ASCII letters keep their case in
+            // the folded-name indexes: a short query is looked up once per casing of its
+            // non-ASCII letters ("é" as "é" and "É"), each a range scan.
+            let (mut titles, mut sections) = (Vec::new(), Vec::new());
+            for prefix in casings(&folded) {
+                let (t, s) = by_prefix(&prefix)?;
+                titles.extend(t);
+                sections.extend(s);
+            }
             (titles, sections)
         };
         let mut out: Vec<(String, String, usize, bool)> =
@@ -1431,6 +1427,20 @@ impl Store {
         }
         Ok(c)
     }
+}
+
+/// The spellings of a short lowercased query as SQL's `lower()` leaves names: ASCII letters
+/// lowercase, each other letter in its lowercase and its uppercase form (at most 2ⁿ strings
+/// for n such letters; a query here has at most two characters).
+fn casings(folded: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    for c in folded.chars() {
+        let upper: String = c.to_uppercase().collect();
+        let forms: Vec<String> =
+            if c.is_ascii() || upper == c.to_string() { vec![c.to_string()] } else { vec![c.to_string(), upper.to_ascii_lowercase()] };
+        out = out.iter().flat_map(|p| forms.iter().map(move |f| format!("{p}{f}"))).collect();
+    }
+    out
 }
 
 /// The trigram-index query for a substring lookup of `query` (at least 3 characters), and the

@@ -131,11 +131,16 @@ pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
     if std::fs::symlink_metadata(&on_disk).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(NotANote::Symlink(rel));
     }
-    // A folder on the way may be a symlink out of the vault.
+    // A folder on the way may be a symlink: out of the vault (outside), or within it (the
+    // scan does not follow folder links, so neither does this rule: the note is indexed once,
+    // under its real path).
     if let Some(parent) = on_disk.parent() {
         if let Ok(real) = parent.canonicalize() {
             if !real.starts_with(&canon_root) {
                 return Err(NotANote::Outside(rel));
+            }
+            if real != parent {
+                return Err(NotANote::Symlink(rel));
             }
         }
     }
@@ -196,11 +201,15 @@ fn gitignored(root: &Path, file: &Path) -> bool {
 }
 
 /// Markdown files of the vault, sorted, honouring `.gitignore`/`.ignore` files (also outside a
-/// git repository) and skipping hidden folders such as `.git` and `.lode`.
+/// git repository) and skipping hidden folders such as `.git` and `.lode`. Only ignore files
+/// from the vault root down count, as in [`indexable`]: not a parent folder's, not the user's
+/// global excludes (one vault, one answer, whoever's machine it is on).
 pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
     let mut files = Vec::new();
     let mut problems = Vec::new();
     let walker = ignore::WalkBuilder::new(root)
+        .parents(false)
+        .git_global(false)
         .hidden(true)
         .git_ignore(true)
         .git_exclude(true)
@@ -270,7 +279,9 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
                 continue;
             }
         };
+        // Too large or binary: no note (an indexed one is deleted below); unreadable: kept.
         if meta.len() > opts.max_file_bytes {
+            seen.remove(&rel);
             report.skipped.push(Skipped {
                 path: rel,
                 reason: format!("{:.1} MB is over the {} MB limit", meta.len() as f64 / 1e6, opts.max_file_bytes / 1_000_000),
@@ -292,6 +303,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
             }
         };
         if looks_binary(&bytes) {
+            seen.remove(&rel);
             report.skipped.push(Skipped { path: rel, reason: "binary content (NUL bytes)".into() });
             continue;
         }
@@ -361,6 +373,11 @@ pub fn refresh(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str) -
     if !meta.is_file() {
         return Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing });
     }
+    if meta.len() > opts.max_file_bytes {
+        // Not read at all (it may be huge); stale entries go, as below.
+        store.delete_note(rel)?;
+        return Ok(Applied::Skipped(NotANote::TooLarge(rel.to_owned(), meta.len()).to_string()));
+    }
     let bytes = match std::fs::read(&abs) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -369,6 +386,9 @@ pub fn refresh(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str) -
         Err(e) => return Ok(Applied::Skipped(format!("{rel}: cannot read: {e}"))),
     };
     if let Err(why) = check_bytes(rel, &bytes, opts.max_file_bytes) {
+        // No note any more (it grew past the cap, or turned binary): what the index held of it
+        // is stale, and goes; its history stays.
+        store.delete_note(rel)?;
         return Ok(Applied::Skipped(why.to_string()));
     }
     let out = store.save_note(rel, &bytes)?;
@@ -385,7 +405,12 @@ pub fn apply(store: &mut Store, root: &Path, opts: &IndexOptions, step: &Step) -
         Step::Save { rel } => refresh(store, root, opts, rel),
         // Gone from the scan: deleted, unless the file is back as a note meanwhile. (A file that
         // became gitignored, hidden or a symlink still exists, and is no note any more.)
-        Step::Delete { rel } if indexable(root, &root.join(rel)).is_ok() => refresh(store, root, opts, rel),
+        Step::Delete { rel } if indexable(root, &root.join(rel)).is_ok() => match refresh(store, root, opts, rel)? {
+            // Still there but no note (too large, binary): the plan reported why, and the
+            // refresh took it out of the index.
+            Applied::Skipped(_) if !store.note_exists(rel)? => Ok(Applied::Deleted),
+            other => Ok(other),
+        },
         Step::Delete { rel } => Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing }),
         Step::Rename { from, to, version_id } => {
             let from_gone = !root.join(from).exists();
@@ -556,7 +581,10 @@ mod tests {
         {
             std::os::unix::fs::symlink(tmp.path().join("outside.md"), root.join("link.md")).unwrap();
             std::os::unix::fs::symlink(tmp.path(), root.join("escape")).unwrap();
+            std::os::unix::fs::symlink(root.join("sub"), root.join("alias")).unwrap();
         }
+        // A parent folder's ignore file is not the vault's.
+        std::fs::write(tmp.path().join(".gitignore"), "a.md\n").unwrap();
         let ok = |p: &str| indexable(&root, &root.join(p));
         assert_eq!(ok("a.md"), Ok("a.md".into()));
         assert_eq!(ok("sub/b.markdown"), Ok("sub/b.markdown".into()));
@@ -573,6 +601,7 @@ mod tests {
         {
             assert!(matches!(ok("link.md"), Err(NotANote::Symlink(_))));
             assert!(matches!(ok("escape/outside.md"), Err(NotANote::Outside(_))));
+            assert!(matches!(ok("alias/keep.md"), Err(NotANote::Symlink(_))), "a folder link inside the vault: indexed once, under its real path");
         }
         assert_eq!(indexable(&root, Path::new("sub/./keep.md")), Ok("sub/keep.md".into()));
         assert!(check_bytes("a.md", b"ab\0cd", 100).is_err());
@@ -583,8 +612,58 @@ mod tests {
         for f in &files {
             assert!(indexable(&root, f).is_ok(), "{}", f.display());
         }
+        // …and the rule accepts nothing the scan would not find.
+        let mut every: Vec<PathBuf> = Vec::new();
+        let mut dirs = vec![root.clone()];
+        while let Some(d) = dirs.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                // Folder links are followed too (`escape` leads back up: a cycle).
+                if p.is_dir() && !p.ends_with("escape") {
+                    dirs.push(p);
+                } else {
+                    every.push(p);
+                }
+            }
+        }
+        for f in every.iter().filter(|f| indexable(&root, f).is_ok()) {
+            assert!(files.contains(f), "{} is a note by the rule but the scan misses it", f.display());
+        }
         let found: Vec<String> = files.iter().filter_map(|f| relative_path(&root, f)).collect();
         assert_eq!(found, ["a.md", "sub/b.markdown", "sub/keep.md", "sub/tmp.md"]);
+    }
+
+    /// A note that grows past the size cap or turns binary is no note any more: a scan and a
+    /// save (refresh) both take it out of the index, instead of leaving its last text findable.
+    #[test]
+    fn a_note_that_grows_past_the_cap_or_turns_binary_leaves_the_index() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        let opts = IndexOptions { max_file_bytes: 100, ..Default::default() };
+        for p in ["big.md", "bin.md", "saved.md"] {
+            std::fs::write(root.join(p), format!("# {p}\n\nsmall and findable\n")).unwrap();
+        }
+        let mut store = Store::open(&tmp.path().join("db"), Default::default()).unwrap();
+        let r = index_vault(&mut store, &root, &opts, |_| {}).unwrap();
+        assert_eq!(r.created, 3);
+
+        std::fs::write(root.join("big.md"), "x".repeat(101)).unwrap();
+        std::fs::write(root.join("bin.md"), b"# bin\n\0\x01\x02").unwrap();
+        let r = index_vault(&mut store, &root, &opts, |_| {}).unwrap();
+        assert_eq!(r.deleted, 2, "{r:?}");
+        assert_eq!(r.skipped.len(), 2, "{r:?}");
+        for p in ["big.md", "bin.md"] {
+            assert!(!store.note_exists(p).unwrap(), "{p} is still indexed");
+        }
+        // The same through a save.
+        std::fs::write(root.join("saved.md"), "y".repeat(500)).unwrap();
+        assert!(matches!(refresh(&mut store, &root, &opts, "saved.md").unwrap(), Applied::Skipped(why) if why.contains("size limit")));
+        assert!(!store.note_exists("saved.md").unwrap());
+        // Back under the cap: a note again.
+        std::fs::write(root.join("saved.md"), "# saved\n\nsmall again\n").unwrap();
+        assert!(matches!(refresh(&mut store, &root, &opts, "saved.md").unwrap(), Applied::Saved(..)));
+        assert!(store.note_exists("saved.md").unwrap());
     }
 
     #[test]

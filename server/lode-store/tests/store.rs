@@ -353,6 +353,17 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
     assert_eq!(names("PLAIN"), ["Plain title"]);
     assert!(names("zzz").is_empty());
     assert_eq!(store.symbols("", 2).unwrap().len(), 2, "the limit holds");
+    // A short non-ASCII query is an index lookup, not a read of the first rows: a match behind
+    // 3,000 other names is found.
+    let mut many = String::from("# Many\n\n");
+    for i in 0..3000 {
+        many.push_str(&format!("## Aaa {i}\n\ntext\n\n"));
+    }
+    store.save_note("many.md", many.as_bytes()).unwrap();
+    store.save_note("z.md", "# Zebra\n\n## Élan vital\n\ntext\n".as_bytes()).unwrap();
+    let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("él"), ["Élan vital"]);
+    assert_eq!(names("É"), ["Élan vital"]);
 }
 
 #[test]

@@ -155,6 +155,7 @@ fn editor_round_trip_over_stdio() {
             && m["params"]["uri"] == q_uri
             && m["params"]["diagnostics"].as_array().is_some_and(|d| d.iter().any(|x| x["code"] == "lode.older-version"))
     });
+    assert_eq!(d["params"]["version"], 3, "diagnostics name the buffer version they were computed on: {d}");
     let hint = d["params"]["diagnostics"].as_array().unwrap().iter().find(|x| x["code"] == "lode.older-version").unwrap().clone();
     let fixes = lsp.request(
         "textDocument/codeAction",
@@ -310,6 +311,8 @@ fn a_panic_in_any_path_breaks_nothing_else() {
     let text = "# Zebra\n\nThe zebra drill runs every 17 days.\n";
     std::fs::write(&n, text).unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
+    let failed = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("zebra.md")));
+    assert!(failed["params"]["message"].as_str().unwrap().contains("panicked"), "the injected writer panic fired: {failed}");
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
     let z = lsp.request("lode/ask", json!({"question": "How often does the zebra drill run?"}));
     assert!(z["result"]["claims"][0]["text"].as_str().is_some_and(|t| t.contains("every 17 days")), "{z}");
@@ -368,6 +371,11 @@ fn files_that_are_not_notes_are_never_indexed() {
     for u in [uri(&old), uri(&draft), climbing] {
         lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}, "text": "The quokka policy allows 96 days.\n"}));
     }
+    // A buffer with no file whose text (sent with didSave) is binary passes the same checks.
+    let binary = uri(&vault.join("unsaved.md"));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": binary}, "text": "The quokka policy allows 95 days.\n\u{0}\u{1}\u{2}"}));
+    let warned = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("unsaved.md")));
+    assert!(warned["params"]["message"].as_str().unwrap().contains("binary"), "{warned}");
     let a = lsp.request("lode/ask", json!({"question": "How many days does the quokka policy allow?"}));
     assert_eq!(a["result"]["abstained"], true, "{a}");
     let s = lsp.request("workspace/symbol", json!({"query": "old"}));
@@ -489,6 +497,105 @@ fn cancelling_an_ask_closes_the_model_connection() {
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}}));
     let s = lsp.request("workspace/symbol", json!({"query": "Ibis"}));
     assert_eq!(s["result"][0]["name"], "Ibis", "{s}");
+}
+
+/// A client that sends far more questions than the server answers at once gets a clear refusal
+/// for the extra ones, at once; cancellation, edits and hovers are not held back meanwhile.
+#[test]
+fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let (endpoint, closed) = slow_llm(Duration::from_secs(6));
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    index_lexical(&vault);
+    let mut lsp = start_on(&vault, json!({}));
+    let doc = vault.join("scratch.md");
+    let d_uri = uri(&doc);
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d_uri, "languageId": "markdown", "version": 1, "text": "# Scratch\n"}}));
+
+    let started = Instant::now();
+    for id in 9000..9060 {
+        lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    }
+    // The extra questions are refused at once, saying why.
+    let r = lsp.response(json!(9059));
+    assert_eq!(r["error"]["code"], -32803, "{r}");
+    assert!(r["error"]["message"].as_str().unwrap().contains("questions already"), "{r}");
+    // An edit, a hover and a cancel all go through while the accepted ones wait on the model.
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": d_uri, "version": 2}, "contentChanges": [{"text": "# Scratch\n\nHow often are staging certificates rotated?\n"}]}));
+    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": d_uri},
+        "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "context": {"diagnostics": []}}));
+    assert!(actions["result"].as_array().is_some_and(|a| !a.is_empty()), "the edit arrived: the question line has actions: {actions}");
+    let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": d_uri}, "position": {"line": 0, "character": 2}}));
+    assert!(h.get("error").is_none(), "{h}");
+    // One that was taken (not answered yet): cancel it.
+    let taken = (9000..9059).find(|id| !lsp.0.seen.iter().any(|m| m.get("method").is_none() && m["id"] == *id)).unwrap();
+    lsp.notify("$/cancelRequest", json!({"id": taken}));
+    let c = lsp.response(json!(taken));
+    assert_eq!(c["error"]["code"], -32800, "{c}");
+    assert!(started.elapsed() < Duration::from_secs(5), "all this waited {:?} for the model", started.elapsed());
+    let mut answered = 0;
+    let mut refused = 0;
+    for id in (9000..9059).filter(|id| *id != taken) {
+        let r = lsp.response(json!(id));
+        if r["error"]["code"] == -32803 {
+            refused += 1;
+        } else if r["result"]["abstained"] == true {
+            answered += 1;
+        } else {
+            panic!("{r}");
+        }
+    }
+    assert_eq!(answered + 1, 16, "sixteen were taken (one of them cancelled), the rest refused ({refused})");
+    while closed.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(started.elapsed() < Duration::from_secs(30), "the cancelled ask's model connection stayed open");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The embedder is lent to an ask for retrieval only: while a slow model writes the answer, the
+/// vector thread goes on embedding (it used to wait for the whole ask, model call included).
+#[test]
+fn a_slow_llm_answer_does_not_hold_up_embedding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let (endpoint, _) = slow_llm(Duration::from_secs(8));
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    let mut lsp = start_on(&vault, json!({}));
+    let deadline = Instant::now() + Duration::from_secs(300);
+    let model = loop {
+        let status = lsp.request("lode/status", json!(null));
+        if let Some(m) = status["result"]["dense"]["model"].as_str() {
+            break m.to_owned();
+        }
+        assert!(status["result"]["dense"] == "loading the embedding model" && Instant::now() < deadline, "dense retrieval must be on: {status}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let store = lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
+    while store.vector_freshness(&model).map_or(true, |f| f.passages == 0 || f.with_vectors < f.passages) {
+        assert!(Instant::now() < deadline, "the example vault was never embedded");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let started = Instant::now();
+    lsp.send(&json!({"jsonrpc": "2.0", "id": 4343, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    std::thread::sleep(Duration::from_millis(800)); // the ask is with the model
+    let note = vault.join("fresh.md");
+    std::fs::write(&note, "# Fresh\n\nThe heron migration starts in early March.\n").unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
+    loop {
+        let pending = store.pending_vectors_of(&model, &["fresh.md".to_owned()], 10).unwrap();
+        if store.note_exists("fresh.md").unwrap() && pending.is_empty() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(7), "the saved note waited for the model's answer to be embedded");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let a = lsp.response(json!(4343));
+    assert!(started.elapsed() >= Duration::from_secs(8), "{a}");
+    assert_eq!(a["result"]["abstained"], true, "the slow model proposed nothing: {a}");
 }
 
 /// A server on a copy of the example vault, its log (warnings and up) in a file; after the
@@ -615,6 +722,20 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     assert!(dc["edits"][0]["newText"].as_str().unwrap().contains("**lode**"), "{edit}");
     let r = lsp.response(json!(id));
     assert_eq!(r["result"]["applied"], true, "{r}");
+
+    // A CRLF note gets its answer in CRLF.
+    let crlf = vault.join("crlf.md");
+    let crlf_uri = uri(&crlf);
+    let text = "# Q\r\n\r\nHow often are staging certificates rotated?\r\n";
+    std::fs::write(&crlf, text).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": crlf_uri, "languageId": "markdown", "version": 1, "text": text}}));
+    let id = 5152;
+    lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "workspace/executeCommand",
+        "params": {"command": "lode.ask", "arguments": [{"uri": crlf_uri, "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "pinned": false}]}}));
+    let edit = lsp.wait_for(|m| m["method"] == "workspace/applyEdit" && m["params"]["edit"]["documentChanges"][0]["textDocument"]["uri"] == crlf_uri);
+    let inserted = edit["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"].as_str().unwrap().to_owned();
+    assert!(inserted.contains("\r\n") && !inserted.replace("\r\n", "").contains('\n'), "{inserted:?}");
+    let _ = lsp.response(json!(id));
 }
 
 #[test]

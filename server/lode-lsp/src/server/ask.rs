@@ -82,6 +82,13 @@ impl Backend {
     ) -> Result<lode_answer::Answer> {
         // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
         // tells the blocking work to stop, and the LLM wait is abandoned at once.
+        let Ok(_permit) = self.asks.clone().try_acquire_owned() else {
+            return Err(Error {
+                code: ErrorCode::ServerError(-32803), // LSP's RequestFailed
+                message: format!("lode is answering {MAX_ASKS} questions already; ask again when one is done").into(),
+                data: None,
+            });
+        };
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
@@ -90,13 +97,6 @@ impl Backend {
             // Injected while a read connection is held (with one shared, locked connection, this
             // used to poison it for every later request).
             crate::isolation::fault("ask");
-            // While the vector thread is embedding, answer lexically rather than wait for it: a
-            // dense leg over a half-embedded index favours whatever was embedded first.
-            let mut dense = st.dense.try_lock();
-            let models = match dense.as_mut().and_then(|g| g.as_mut()) {
-                Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
-                None => lode_retrieval::Models::default(),
-            };
             let mut cfg = st.settings.ask.clone();
             cfg.vault_root = Some(st.root.clone());
             cfg.cancel = Some(cancel);
@@ -104,15 +104,26 @@ impl Backend {
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
             }
-            lode_answer::ask_from(
+            // The models are lent for retrieval only: the lock is gone before synthesis, so a
+            // slow model answer holds up neither another ask's dense leg nor the vector thread.
+            // While the vector thread is embedding, answer lexically rather than wait for it: a
+            // dense leg over a half-embedded index favours whatever was embedded first.
+            let items = {
+                let mut dense = st.dense.try_lock();
+                let models = match dense.as_mut().and_then(|g| g.as_mut()) {
+                    Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
+                    None => lode_retrieval::Models::default(),
+                };
+                lode_answer::gather(&store, &question, pinned.as_deref(), &cfg, &st.settings.rules, models).map_err(|e| e.to_string())?
+            };
+            lode_answer::answer_gathered(
                 &store,
                 &question,
                 origin.as_deref(),
-                pinned.as_deref(),
                 &cfg,
                 &st.settings.rules,
                 &st.settings.synthesizer,
-                models,
+                items,
                 &mut ScorerSlot::None,
             )
             .map_err(|e| e.to_string())
@@ -143,8 +154,9 @@ impl Backend {
         let md = lode_answer::render::markdown(&answer, &rel);
         // Insert after the question's line *as the buffer is now*: the user may have typed while
         // the answer was made, so the question is found again (nearest line with its text).
-        let (rope, _) = self.doc_text(&uri).ok_or_else(|| invalid(format!("{} was closed", uri.as_str())))?;
-        let version = self.doc_version(&uri);
+        // The text and its version in one look: the edit names the version it was made for.
+        let (rope, buffer, version, _, _) = self.doc_with_links(&uri).ok_or_else(|| invalid(format!("{} was closed", uri.as_str())))?;
+        let version = Some(version);
         let asked_line = rope.byte_to_line(bytes.end.saturating_sub(1).max(bytes.start).min(rope.len_bytes()));
         let question_line = question_text.trim();
         let end_line = (0..rope.len_lines())
@@ -152,8 +164,14 @@ impl Backend {
             .min_by_key(|&l| l.abs_diff(asked_line))
             .unwrap_or_else(|| asked_line.min(rope.len_lines().saturating_sub(1)));
         let insert_at = Position { line: end_line as u32 + 1, character: 0 };
-        let needs_newline = end_line + 1 >= rope.len_lines() && !rope.to_string().ends_with('\n');
+        let needs_newline = end_line + 1 >= rope.len_lines() && !buffer.ends_with('\n');
         let text = format!("{}\n{md}\n", if needs_newline { "\n" } else { "" });
+        // In the buffer's own line breaks: a CRLF note stays CRLF.
+        let text = if rope.line(end_line).to_string().ends_with("\r\n") || (needs_newline && buffer.contains("\r\n")) {
+            text.replace("\r\n", "\n").replace('\n', "\r\n")
+        } else {
+            text
+        };
         let edit_one = TextEdit { range: Range { start: insert_at, end: insert_at }, new_text: text };
         let edit = if self.document_changes.load(Ordering::SeqCst) {
             WorkspaceEdit {

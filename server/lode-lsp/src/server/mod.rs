@@ -146,7 +146,14 @@ pub struct Backend {
     client_watches: AtomicBool,
     /// Writes that asked for the open documents' diagnostics again (see `diagnostics_after_write`).
     writes_seen: std::sync::atomic::AtomicU64,
+    /// Questions being answered; one more than [`MAX_ASKS`] is refused at once (see `answer`).
+    asks: Arc<tokio::sync::Semaphore>,
 }
+
+/// Questions answered at once. Each may wait seconds on a model; a client that sends more is
+/// told so at once, rather than its requests filling the protocol library's in-flight slots
+/// (behind which edits and other requests would queue).
+pub(crate) const MAX_ASKS: usize = 16;
 
 pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backend>, tower_lsp_server::ClientSocket) {
     LspService::build(|client| Backend {
@@ -160,6 +167,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         states: Mutex::new(HashMap::new()),
         client_watches: AtomicBool::new(false),
         writes_seen: std::sync::atomic::AtomicU64::new(0),
+        asks: Arc::new(tokio::sync::Semaphore::new(MAX_ASKS)),
     })
     .custom_method("lode/ask", Backend::lode_ask)
     .custom_method("lode/status", Backend::lode_status)
@@ -198,6 +206,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
                 match d {
                     Done::Failed(e) => tracing::warn!("write failed: {e}"),
+                    Done::Paths { failed, .. } if !failed.is_empty() => tracing::warn!("file events not applied: {}", failed.join("; ")),
                     Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
                     other => tracing::debug!("written: {other:?}"),
                 }
@@ -669,10 +678,13 @@ impl LanguageServer for Backend {
                 None => by_vault.push((state, vec![path])),
             }
         }
-        let pending: Vec<_> = by_vault.iter().filter_map(|(state, paths)| crate::files::on_paths(&self.client, state, paths.clone())).collect();
+        let pending: Vec<_> =
+            by_vault.into_iter().filter_map(|(state, paths)| crate::files::on_paths(&state, paths).map(|done| (state, done))).collect();
         if !pending.is_empty() {
-            for done in pending {
-                let _ = done.await;
+            for (state, done) in pending {
+                if let Ok(done) = done.await {
+                    crate::files::after_paths(&self.client, &state, &done);
+                }
             }
             self.diagnostics_after_write().await;
         }

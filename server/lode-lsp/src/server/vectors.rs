@@ -48,11 +48,18 @@ pub(super) fn start_vectors(
     std::thread::Builder::new()
         .name("lode-vectors".into())
         .spawn(move || {
-            let loaded = lode_models::Embedder::load(&vs.embedder, vs.runtime.as_deref(), vs.threads).and_then(|e| {
-                lode_retrieval::VectorIndex::open(&vs.dir, e.id(), e.dimensions())
-                    .map(|i| (e, i))
-                    .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
-            });
+            // A panic while loading (a broken runtime library, a malformed model) turns dense
+            // retrieval off with a reason, as an error does: the status never says "loading"
+            // for ever.
+            let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                lode_models::Embedder::load(&vs.embedder, vs.runtime.as_deref(), vs.threads).and_then(|e| {
+                    lode_retrieval::VectorIndex::open(&vs.dir, e.id(), e.dimensions())
+                        .map(|i| (e, i))
+                        .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
+                })
+            }))
+            .map_err(|_| "loading the embedding model panicked".to_owned())
+            .and_then(|r| r.map_err(|e| e.to_string()));
             let model = match loaded {
                 Ok(m) => {
                     let id = m.0.id().to_owned();
@@ -63,8 +70,8 @@ pub(super) fn start_vectors(
                 }
                 Err(e) => {
                     tracing::warn!("dense retrieval off: {e}");
-                    shared_off.lock().off = Some(e.to_string());
-                    let _ = loaded_tx.send(Some(e.to_string()));
+                    shared_off.lock().off = Some(e.clone());
+                    let _ = loaded_tx.send(Some(e));
                     return;
                 }
             };
