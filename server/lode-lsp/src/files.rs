@@ -162,7 +162,7 @@ pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -
     match vault::indexable(root, path) {
         Ok(rel) => Action::Refresh(rel),
         Err(NotANote::Hidden(_) | NotANote::Outside(_)) => Action::Ignore,
-        Err(NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel)) => {
+        Err(NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel) | NotANote::Utf16(rel)) => {
             Action::Forget(rel)
         }
         Err(NotANote::NotMarkdown(rel)) => {

@@ -92,6 +92,14 @@ pub enum NotANote {
     TooLarge(String, u64),
     #[error("{0} looks binary")]
     Binary(String),
+    #[error("{0} is UTF-16 text; lode reads UTF-8 (or Latin-1) notes: save it as UTF-8")]
+    Utf16(String),
+}
+
+/// Whether `bytes` start with a UTF-16 byte-order mark (such a file is full of NUL bytes, and
+/// would otherwise only be called binary).
+pub fn is_utf16(bytes: &[u8]) -> bool {
+    bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF])
 }
 
 /// The one rule for which files are notes, used by the scan, saves, watched-file events and
@@ -154,6 +162,9 @@ pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
 pub fn check_bytes(rel: &str, bytes: &[u8], max: u64) -> Result<(), NotANote> {
     if bytes.len() as u64 > max {
         return Err(NotANote::TooLarge(rel.to_owned(), bytes.len() as u64));
+    }
+    if is_utf16(bytes) {
+        return Err(NotANote::Utf16(rel.to_owned()));
     }
     if looks_binary(bytes) {
         return Err(NotANote::Binary(rel.to_owned()));
@@ -302,9 +313,13 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
                 continue;
             }
         };
-        if looks_binary(&bytes) {
+        if let Err(why @ (NotANote::Binary(_) | NotANote::Utf16(_))) = check_bytes(&rel, &bytes, u64::MAX) {
             seen.remove(&rel);
-            report.skipped.push(Skipped { path: rel, reason: "binary content (NUL bytes)".into() });
+            let reason = match why {
+                NotANote::Utf16(_) => "UTF-16 text: save it as UTF-8 to index it".into(),
+                _ => "binary content (NUL bytes)".into(),
+            };
+            report.skipped.push(Skipped { path: rel, reason });
             continue;
         }
         let vid = crate::version_id(&bytes);
@@ -607,6 +622,8 @@ mod tests {
         assert!(check_bytes("a.md", b"ab\0cd", 100).is_err());
         assert!(check_bytes("a.md", &[b'a'; 101], 100).is_err());
         assert!(check_bytes("a.md", "héllo".as_bytes(), 100).is_ok());
+        let utf16: Vec<u8> = [0xFF, 0xFE].into_iter().chain("# Hi".encode_utf16().flat_map(u16::to_le_bytes)).collect();
+        assert!(matches!(check_bytes("a.md", &utf16, 100), Err(NotANote::Utf16(_))), "named as UTF-16, not just binary");
         // The scan agrees with the rule on every file it finds.
         let (files, _) = walk(&root);
         for f in &files {
