@@ -76,20 +76,9 @@ fn check(body: &[u8]) -> Result<Option<Vec<u8>>, Vec<u8>> {
     }
 }
 
-/// The id a `$/cancelRequest` names (the frame is forwarded as well: the library's own
-/// bookkeeping sees it too, and finds nothing left to cancel).
-fn cancelled_id(frame: &[u8]) -> Option<serde_json::Value> {
-    // Cheap test first: most frames are not cancellations.
-    if !frame.windows(15).any(|w| w == b"$/cancelRequest") {
-        return None;
-    }
-    let v: serde_json::Value = serde_json::from_slice(frame).ok()?;
-    (v.get("method")?.as_str()? == "$/cancelRequest").then(|| v.get("params")?.get("id").cloned()).flatten()
-}
-
 /// Pumps `input` → the library (through `to_lib`), and the library's output (`from_lib`) →
 /// `output`, answering malformed frames on the way.
-pub async fn guard<I, O, L, M>(input: I, output: O, mut to_lib: L, from_lib: M, in_flight: crate::isolation::InFlight)
+pub async fn guard<I, O, L, M>(input: I, output: O, mut to_lib: L, from_lib: M)
 where
     I: AsyncRead + Unpin + Send + 'static,
     O: AsyncWrite + Unpin + Send + 'static,
@@ -112,9 +101,6 @@ where
             Ok(Some(Ok(frame))) => match check(&frame) {
                 Ok(rewritten) => {
                     let frame = rewritten.unwrap_or(frame);
-                    if let Some(id) = cancelled_id(&frame) {
-                        in_flight.cancel(&id);
-                    }
                     let header = format!("Content-Length: {}\r\n\r\n", frame.len());
                     if to_lib.write_all(header.as_bytes()).await.is_err() || to_lib.write_all(&frame).await.is_err() {
                         break;

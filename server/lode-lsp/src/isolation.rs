@@ -15,30 +15,8 @@ use futures::FutureExt;
 use tower::Service;
 use tower_lsp_server::jsonrpc::{Error, ErrorCode, Request, Response};
 
-/// Wraps the LSP service: a request whose handler panics gets an internal error, and a request
-/// named by `$/cancelRequest` ends at once (see [`InFlight`]).
-pub struct CatchPanic<S>(pub S, pub InFlight);
-
-/// Requests in flight, by id. The framing guard reads every frame before the library does and
-/// acts on `$/cancelRequest` as soon as it reads one: the library would poll the notification
-/// only when one of its in-flight slots frees, and a flood of slow requests holds them all.
-/// A cancelled request is answered with RequestCancelled (-32800) and its handler future is
-/// dropped (which stops its work: see `CancelOnDrop`).
-#[derive(Clone, Default)]
-pub struct InFlight(std::sync::Arc<parking_lot::Mutex<std::collections::HashMap<String, futures::future::AbortHandle>>>);
-
-impl InFlight {
-    /// Cancels the request whose JSON-RPC id is `id`, if it is in flight.
-    pub fn cancel(&self, id: &serde_json::Value) -> bool {
-        match self.0.lock().remove(&id.to_string()) {
-            Some(h) => {
-                h.abort();
-                true
-            }
-            None => false,
-        }
-    }
-}
+/// Wraps the LSP service: a request whose handler panics gets an internal error.
+pub struct CatchPanic<S>(pub S);
 
 type Boxed<E> = Pin<Box<dyn Future<Output = Result<Option<Response>, E>> + Send>>;
 
@@ -80,21 +58,11 @@ where
             Ok(f) => f,
             Err(_) => return Box::pin(async move { Ok(panicked(id, &method)) }),
         };
-        let key = id.as_ref().and_then(|i| serde_json::to_string(i).ok());
-        let (abort, registration) = futures::future::AbortHandle::new_pair();
-        if let Some(k) = &key {
-            self.1 .0.lock().insert(k.clone(), abort);
-        }
-        let in_flight = self.1.clone();
         Box::pin(async move {
-            let r = match futures::future::Abortable::new(AssertUnwindSafe(fut).catch_unwind(), registration).await {
-                Ok(Ok(r)) => r,
-                Ok(Err(_)) => Ok(panicked(id, &method)),
-                Err(futures::future::Aborted) => Ok(id.map(|id| Response::from_error(id, Error::request_cancelled()))),
+            let r = match AssertUnwindSafe(fut).catch_unwind().await {
+                Ok(r) => r,
+                Err(_) => Ok(panicked(id, &method)),
             };
-            if let Some(k) = key {
-                in_flight.0.lock().remove(&k);
-            }
             if let Some(what) = what {
                 tracing::debug!(target: "lode_lsp::requests", "{what}: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
             }

@@ -19,13 +19,13 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
     let (service, socket) = build(settings, vault);
     let (lib_in, guard_out) = tokio::io::duplex(1 << 20);
     let (guard_in, lib_out) = tokio::io::duplex(1 << 20);
-    let in_flight = isolation::InFlight::default();
-    let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in, in_flight.clone()));
-    // Many requests in flight at once (a slow ask must not hold up hovers), each isolated and
-    // cancellable ahead of the library's queue.
+    let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in));
+    // Many requests in flight at once (a slow ask must not hold up hovers), each isolated. The
+    // library acts on `$/cancelRequest` as it reads it; it stops reading only when all slots
+    // and its queue of 100 are taken, which slow requests cannot do (asks are capped at 16).
     tower_lsp_server::Server::new(lib_in, lib_out, socket)
         .concurrency_level(256)
-        .serve(isolation::CatchPanic(service, in_flight))
+        .serve(isolation::CatchPanic(service))
         .await;
     guard.abort();
 }

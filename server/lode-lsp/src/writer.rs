@@ -418,19 +418,24 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
             use crate::files::{classify, Action};
             let (mut rescan, mut failed) = (false, Vec::new());
             for path in paths {
-                let applied = match classify(root, &path, |rel| store.any_note_under(rel).unwrap_or(true)) {
-                    Action::Refresh(rel) => retrying_busy(|| vault::refresh(store, root, opts, &rel)),
-                    Action::Forget(rel) => retrying_busy(|| store.delete_note(&rel)).map(|_| Applied::Nothing),
-                    Action::Rescan => {
-                        rescan = true;
-                        continue;
+                // One path that panics fails alone; a rescan then puts right what it missed.
+                let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    match classify(root, &path, |rel| store.any_note_under(rel).unwrap_or(true)) {
+                        Action::Refresh(rel) => Some(retrying_busy(|| vault::refresh(store, root, opts, &rel))),
+                        Action::Forget(rel) => Some(retrying_busy(|| store.delete_note(&rel)).map(|_| Applied::Nothing)),
+                        Action::Rescan => None,
+                        Action::Ignore => Some(Ok(Applied::Nothing)),
                     }
-                    Action::Ignore => continue,
-                };
-                match applied {
-                    Ok(Applied::Skipped(why)) => failed.push(why),
-                    Err(e) => failed.push(e.to_string()),
-                    Ok(_) => {}
+                }));
+                match one {
+                    Ok(None) => rescan = true,
+                    Ok(Some(Ok(Applied::Skipped(why)))) => failed.push(why),
+                    Ok(Some(Err(e))) => failed.push(e.to_string()),
+                    Ok(Some(Ok(_))) => {}
+                    Err(_) => {
+                        failed.push(format!("{}: applying the file event panicked", path.display()));
+                        rescan = true;
+                    }
                 }
             }
             Done::Paths { rescan, failed }

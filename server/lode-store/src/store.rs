@@ -1256,10 +1256,8 @@ impl Store {
                 name.contains(&folded)
             }
         };
-        // Names read per index: a little over the limit where rows are names that match (every
-        // name a prefix or trigram lookup returns contains the query, bar Unicode folding
-        // differences), the full candidate cap where they are filtered here (a short non-ASCII
-        // query reads rows in order).
+        // Names read per index (and casing): a little over the limit, since every name a prefix
+        // or trigram lookup returns contains the query, bar Unicode folding differences.
         let cap = ((limit + limit / 2).max(limit + 16)).min(SYMBOL_CANDIDATES.max(limit)) as i64;
         type Titles = Vec<(String, String)>;
         type Sections = Vec<(String, String, i64)>;
@@ -1322,7 +1320,7 @@ impl Store {
             // the folded-name indexes: a short query is looked up once per casing of its
             // non-ASCII letters ("é" as "é" and "É"), each a range scan.
             let (mut titles, mut sections) = (Vec::new(), Vec::new());
-            for prefix in casings(&folded) {
+            for prefix in casings(query) {
                 let (t, s) = by_prefix(&prefix)?;
                 titles.extend(t);
                 sections.extend(s);
@@ -1429,17 +1427,23 @@ impl Store {
     }
 }
 
-/// The spellings of a short lowercased query as SQL's `lower()` leaves names: ASCII letters
-/// lowercase, each other letter in its lowercase and its uppercase form (at most 2ⁿ strings
-/// for n such letters; a query here has at most two characters).
-fn casings(folded: &str) -> Vec<String> {
+/// The spellings of a short query as SQL's `lower()` leaves names: ASCII letters lowercase,
+/// each other character as typed, in lowercase and in uppercase ("é" → "é", "É"; "İ" → "İ",
+/// "i̇"): at most 3ⁿ strings for n such characters, and a query here has at most two.
+fn casings(query: &str) -> Vec<String> {
     let mut out = vec![String::new()];
-    for c in folded.chars() {
-        let upper: String = c.to_uppercase().collect();
-        let forms: Vec<String> =
-            if c.is_ascii() || upper == c.to_string() { vec![c.to_string()] } else { vec![c.to_string(), upper.to_ascii_lowercase()] };
+    for c in query.chars() {
+        let mut forms: Vec<String> = if c.is_ascii() {
+            vec![c.to_ascii_lowercase().to_string()]
+        } else {
+            [c.to_string(), c.to_lowercase().collect(), c.to_uppercase().collect()].into_iter().map(|f: String| f.to_ascii_lowercase()).collect()
+        };
+        forms.sort();
+        forms.dedup();
         out = out.iter().flat_map(|p| forms.iter().map(move |f| format!("{p}{f}"))).collect();
     }
+    out.sort();
+    out.dedup();
     out
 }
 

@@ -105,7 +105,8 @@ pub fn is_utf16(bytes: &[u8]) -> bool {
 /// The one rule for which files are notes, used by the scan, saves, watched-file events and
 /// anything that writes files into the vault: a markdown file inside the vault after `..` and
 /// symlinks are resolved, not under a hidden folder, not gitignored, not itself a symlink.
-/// Returns the note's vault-relative path. (Size and binary checks need the bytes:
+/// Returns the note's vault-relative path: its real one when `path` goes through a folder link
+/// inside the vault. (Size and binary checks need the bytes:
 /// [`check_bytes`].)
 pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
     let shown = path.display().to_string();
@@ -139,18 +140,23 @@ pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
     if std::fs::symlink_metadata(&on_disk).is_ok_and(|m| m.file_type().is_symlink()) {
         return Err(NotANote::Symlink(rel));
     }
-    // A folder on the way may be a symlink: out of the vault (outside), or within it (the
-    // scan does not follow folder links, so neither does this rule: the note is indexed once,
-    // under its real path).
-    if let Some(parent) = on_disk.parent() {
-        if let Ok(real) = parent.canonicalize() {
-            if !real.starts_with(&canon_root) {
-                return Err(NotANote::Outside(rel));
-            }
-            if real != parent {
-                return Err(NotANote::Symlink(rel));
-            }
-        }
+    // A folder on the way may be a link (each folder is looked at itself: comparing spellings
+    // would take a folder the editor spells in another case or Unicode form for a link). Out
+    // of the vault: no note. Within it: the note is the file at its real path (the scan does
+    // not follow folder links, so it finds it there, once).
+    let linked = rel_path.parent().is_some_and(|dirs| {
+        let mut d = canon_root.clone();
+        dirs.components().any(|c| {
+            d.push(c);
+            std::fs::symlink_metadata(&d).is_ok_and(|m| m.file_type().is_symlink())
+        })
+    });
+    if linked {
+        let real = on_disk.parent().and_then(|p| p.canonicalize().ok()).zip(on_disk.file_name());
+        return match real {
+            Some((dir, name)) if dir.starts_with(&canon_root) => indexable(root, &dir.join(name)),
+            _ => Err(NotANote::Outside(rel)),
+        };
     }
     if gitignored(&canon_root, &on_disk) {
         return Err(NotANote::Ignored(rel));
@@ -275,6 +281,9 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
     let mut seen: HashSet<String> = HashSet::with_capacity(files.len());
     let mut changed: Vec<(String, String)> = Vec::new();
     let mut same_bytes: HashSet<String> = HashSet::new();
+    // Files that are there but no notes (too large, binary): deleted from the index, never
+    // taken for the source of a rename (their file did not vanish).
+    let mut rejected: HashSet<String> = HashSet::new();
     let mut last = std::time::Instant::now();
     for (i, abs) in files.iter().enumerate() {
         let Some(rel) = relative_path(root, abs) else { continue };
@@ -293,6 +302,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         // Too large or binary: no note (an indexed one is deleted below); unreadable: kept.
         if meta.len() > opts.max_file_bytes {
             seen.remove(&rel);
+            rejected.insert(rel.clone());
             report.skipped.push(Skipped {
                 path: rel,
                 reason: format!("{:.1} MB is over the {} MB limit", meta.len() as f64 / 1e6, opts.max_file_bytes / 1_000_000),
@@ -315,6 +325,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         };
         if let Err(why @ (NotANote::Binary(_) | NotANote::Utf16(_))) = check_bytes(&rel, &bytes, u64::MAX) {
             seen.remove(&rel);
+            rejected.insert(rel.clone());
             let reason = match why {
                 NotANote::Utf16(_) => "UTF-16 text: save it as UTF-8 to index it".into(),
                 _ => "binary content (NUL bytes)".into(),
@@ -332,7 +343,7 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
     let mut vanished: HashMap<&str, &str> = HashMap::new();
     if opts.delete_missing {
         for (path, (vid, _)) in &live {
-            if !seen.contains(path) {
+            if !seen.contains(path) && !rejected.contains(path) {
                 vanished.entry(vid.as_str()).or_insert(path.as_str());
             }
         }
@@ -371,7 +382,8 @@ pub enum Applied {
 }
 
 /// Reads the file at `rel` as it is now and saves it (recording its size and mtime), or marks
-/// the note deleted when the file is gone. The one way disk bytes enter the store, for scans,
+/// the note deleted when the file is gone — or is no note any more (over the size cap, binary,
+/// UTF-16: then `Skipped` says why). The one way disk bytes enter the store, for scans,
 /// saves and watched-file events alike.
 pub fn refresh(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str) -> Result<Applied, StoreError> {
     let abs = root.join(rel);
@@ -616,7 +628,7 @@ mod tests {
         {
             assert!(matches!(ok("link.md"), Err(NotANote::Symlink(_))));
             assert!(matches!(ok("escape/outside.md"), Err(NotANote::Outside(_))));
-            assert!(matches!(ok("alias/keep.md"), Err(NotANote::Symlink(_))), "a folder link inside the vault: indexed once, under its real path");
+            assert_eq!(ok("alias/keep.md"), Ok("sub/keep.md".into()), "through a folder link inside the vault: the real path");
         }
         assert_eq!(indexable(&root, Path::new("sub/./keep.md")), Ok("sub/keep.md".into()));
         assert!(check_bytes("a.md", b"ab\0cd", 100).is_err());
@@ -629,6 +641,7 @@ mod tests {
         for f in &files {
             assert!(indexable(&root, f).is_ok(), "{}", f.display());
         }
+        let found: Vec<String> = files.iter().filter_map(|f| relative_path(&root, f)).collect();
         // …and the rule accepts nothing the scan would not find.
         let mut every: Vec<PathBuf> = Vec::new();
         let mut dirs = vec![root.clone()];
@@ -643,10 +656,11 @@ mod tests {
                 }
             }
         }
-        for f in every.iter().filter(|f| indexable(&root, f).is_ok()) {
-            assert!(files.contains(f), "{} is a note by the rule but the scan misses it", f.display());
+        for f in &every {
+            if let Ok(rel) = indexable(&root, f) {
+                assert!(found.contains(&rel), "{} is a note by the rule ({rel}) but the scan misses it", f.display());
+            }
         }
-        let found: Vec<String> = files.iter().filter_map(|f| relative_path(&root, f)).collect();
         assert_eq!(found, ["a.md", "sub/b.markdown", "sub/keep.md", "sub/tmp.md"]);
     }
 
@@ -673,6 +687,15 @@ mod tests {
         for p in ["big.md", "bin.md"] {
             assert!(!store.note_exists(p).unwrap(), "{p} is still indexed");
         }
+        // A copy of a note, then the original grows past the cap: no rename (the original did
+        // not vanish); the copy is a new note, the original leaves the index.
+        std::fs::write(root.join("orig.md"), "# orig\n\nsmall\n").unwrap();
+        index_vault(&mut store, &root, &opts, |_| {}).unwrap();
+        std::fs::copy(root.join("orig.md"), root.join("copy.md")).unwrap();
+        std::fs::write(root.join("orig.md"), "z".repeat(200)).unwrap();
+        let r = index_vault(&mut store, &root, &opts, |_| {}).unwrap();
+        assert_eq!((r.renamed, r.created, r.deleted), (0, 1, 1), "{r:?}");
+        assert!(store.note_exists("copy.md").unwrap() && !store.note_exists("orig.md").unwrap());
         // The same through a save.
         std::fs::write(root.join("saved.md"), "y".repeat(500)).unwrap();
         assert!(matches!(refresh(&mut store, &root, &opts, "saved.md").unwrap(), Applied::Skipped(why) if why.contains("size limit")));

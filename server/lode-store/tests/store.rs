@@ -364,6 +364,9 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
     let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
     assert_eq!(names("él"), ["Élan vital"]);
     assert_eq!(names("É"), ["Élan vital"]);
+    store.save_note("i.md", "# İzmir notes\n\ntext\n".as_bytes()).unwrap();
+    let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("İ"), ["İzmir notes"], "a letter whose lowercase is two characters");
 }
 
 #[test]

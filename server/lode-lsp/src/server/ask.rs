@@ -82,7 +82,8 @@ impl Backend {
     ) -> Result<lode_answer::Answer> {
         // `$/cancelRequest` (or a client that goes away) drops this future; the guard then
         // tells the blocking work to stop, and the LLM wait is abandoned at once.
-        let Ok(_permit) = self.asks.clone().try_acquire_owned() else {
+        // Held by the blocking work itself: a cancelled ask counts until its work has stopped.
+        let Ok(permit) = self.asks.clone().try_acquire_owned() else {
             return Err(Error {
                 code: ErrorCode::ServerError(-32803), // LSP's RequestFailed
                 message: format!("lode is answering {MAX_ASKS} questions already; ask again when one is done").into(),
@@ -93,6 +94,7 @@ impl Backend {
         let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
         blocking(move || {
+            let _permit = permit;
             let store = st.readers.get()?;
             // Injected while a read connection is held (with one shared, locked connection, this
             // used to poison it for every later request).
