@@ -71,6 +71,12 @@ where
     }
 }
 
+/// Whether a debug build's `LODE_FAULT` names `point`: a failure to simulate (not a panic),
+/// e.g. `watch` (the server's file watcher cannot start). Release builds never read it.
+pub fn fault_set(point: &str) -> bool {
+    cfg!(debug_assertions) && std::env::var("LODE_FAULT").is_ok_and(|spec| spec.split(',').any(|p| p.trim() == point))
+}
+
 /// Fault injection for the isolation tests: in a debug build, `LODE_FAULT=ask,scan,…` makes
 /// the named point panic the first time it is reached. Release builds never read it.
 pub fn fault(point: &str) {

@@ -1020,6 +1020,26 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
     }
 }
 
+/// No watcher at all (the client registers none, and the server's own cannot start, as at
+/// Linux's inotify limit): the user is told, and changes on disk still arrive by rescans.
+#[test]
+fn without_any_watcher_the_vault_is_rescanned_and_the_user_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let env = [("LODE_FAULT", "watch"), ("LODE_RESCAN_SECS", "1")];
+    let mut lsp = Lsp(StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env).unwrap());
+    let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    let told = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("cannot watch")));
+    assert!(told["params"]["message"].as_str().unwrap().contains("scan every 1 s"), "{told}");
+    std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
+    let t = Instant::now();
+    while !answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
+        assert!(t.elapsed() < Duration::from_secs(20), "no rescan picked up the new note");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 /// The soak, short version (the long one: `LODE_SOAK_SECS=600`): rounds of pipelined asks,
 /// hovers, symbol queries and status requests in flight at once, edits and saves of an open
 /// note, and file storms on disk (notes created, rewritten, deleted, a folder renamed) seen
