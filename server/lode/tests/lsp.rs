@@ -784,6 +784,15 @@ fn start_on(vault: &Path, capabilities: Value) -> Lsp {
     lsp
 }
 
+/// Asks again every 200 ms until whether an answer contains `needle` is `expected` (20 s at most).
+fn answers_within(lsp: &mut Lsp, question: &str, needle: &str, expected: bool, otherwise: &str) {
+    let t = Instant::now();
+    while answers_with(lsp, question, needle) != expected {
+        assert!(t.elapsed() < Duration::from_secs(20), "{otherwise}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
 fn answers_with(lsp: &mut Lsp, question: &str, needle: &str) -> bool {
     let a = lsp.request("lode/ask", json!({"question": question}));
     a["result"]["claims"].as_array().is_some_and(|c| c.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains(needle))))
@@ -1007,17 +1016,9 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
     assert!(!lsp.0.seen.iter().any(|m| m["method"] == "client/registerCapability"));
     // Changed outside the editor, no event from the client.
     std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
-    let t = Instant::now();
-    while !answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
-        assert!(t.elapsed() < Duration::from_secs(20), "the server did not pick up the new note");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "the server did not pick up the new note");
     std::fs::remove_file(vault.join("gnu.md")).unwrap();
-    let t = Instant::now();
-    while answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
-        assert!(t.elapsed() < Duration::from_secs(20), "the server did not notice the deletion");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", false, "the server did not notice the deletion");
 }
 
 /// No watcher at all (the client registers none, and the server's own cannot start, as at
@@ -1033,11 +1034,7 @@ fn without_any_watcher_the_vault_is_rescanned_and_the_user_told() {
     let told = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("cannot watch")));
     assert!(told["params"]["message"].as_str().unwrap().contains("scan every 1 s"), "{told}");
     std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
-    let t = Instant::now();
-    while !answers_with(&mut lsp, "How often does the gnu migration count run?", "every 53 days") {
-        assert!(t.elapsed() < Duration::from_secs(20), "no rescan picked up the new note");
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "no rescan picked up the new note");
 }
 
 /// The soak, short version (the long one: `LODE_SOAK_SECS=600`): rounds of pipelined asks,
