@@ -65,6 +65,9 @@ pub struct RetrievalConfig {
     pub search: SearchOptions,
     /// A snapshot not confirmed by a fetch for this many days ranks as stale.
     pub stale_days: f64,
+    /// Of the best lexical candidates, this many are looked at for a missing vector; those
+    /// without one are embedded at query time (0 = off). See [`catch_up`].
+    pub catch_up: usize,
 }
 
 impl Default for RetrievalConfig {
@@ -79,6 +82,7 @@ impl Default for RetrievalConfig {
             graph_limit: 3,
             search: SearchOptions::default(),
             stale_days: 30.0,
+            catch_up: 8,
         }
     }
 }
@@ -132,18 +136,78 @@ fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit> + Clone, stal
     Ok(out)
 }
 
-fn dense_leg(
-    embedder: &mut Embedder,
-    index: &VectorIndex,
-    question: &str,
-    k: usize,
-) -> Result<(Vec<(i64, f32)>, f64, f64), RetrievalError> {
+/// What the dense leg found: window leaders with their cosine distance to the question, nearest
+/// first, and the question's vector.
+struct Dense {
+    near: Vec<(i64, f32)>,
+    query: Vec<f32>,
+    embed_ms: f64,
+    search_ms: f64,
+}
+
+fn dense_leg(embedder: &mut Embedder, index: &VectorIndex, question: &str, k: usize) -> Result<Dense, RetrievalError> {
     let t = Instant::now();
-    let q = embedder.embed_query(question)?;
+    let query = embedder.embed_query(question)?;
     let embed_ms = t.elapsed().as_secs_f64() * 1000.0;
     let t = Instant::now();
-    let near = index.nearest(&q, k)?;
-    Ok((near, embed_ms, t.elapsed().as_secs_f64() * 1000.0))
+    let near = index.nearest(&query, k)?;
+    Ok(Dense { near, query, embed_ms, search_ms: t.elapsed().as_secs_f64() * 1000.0 })
+}
+
+/// Cosine distance, as LanceDB computes it for the index (`1 - cos`).
+fn cosine_distance(a: &[f32], b: &[f32]) -> f32 {
+    let (mut dot, mut na, mut nb) = (0f32, 0f32, 0f32);
+    for (x, y) in a.iter().zip(b) {
+        dot += x * y;
+        na += x * x;
+        nb += y * y;
+    }
+    if na == 0.0 || nb == 0.0 {
+        return 1.0;
+    }
+    1.0 - dot / (na.sqrt() * nb.sqrt())
+}
+
+/// The dense leg for passages the vector worker has not reached yet. A note saved a moment ago
+/// is in the full-text index at once and in the vector index only later; absent from the dense
+/// leg, its passages lose the fusion to passages both legs found (a passage holding every word
+/// of the question fell behind older notes sharing two of them). So the best `cfg.catch_up`
+/// lexical candidates without a vector are embedded now, each as a window of its own, and
+/// placed among the dense hits by their distance to the question. `dense` holds passage ids
+/// with their distances, nearest first, and stays at most `k` long. Returns how many were
+/// embedded.
+fn catch_up(
+    store: &Store,
+    embedder: &mut Embedder,
+    query: &[f32],
+    lexical: &[Hit],
+    dense: &mut Vec<(i64, f32)>,
+    k: usize,
+    cfg: &RetrievalConfig,
+) -> Result<usize, RetrievalError> {
+    let shortlist: Vec<i64> =
+        lexical.iter().take(cfg.catch_up).map(|h| h.passage_id).filter(|id| !dense.iter().any(|(d, _)| d == id)).collect();
+    if shortlist.is_empty() {
+        return Ok(0);
+    }
+    let missing = store.without_vectors(embedder.id(), &shortlist)?;
+    if missing.is_empty() {
+        return Ok(0);
+    }
+    // The text a window of one passage embeds (see `PendingPassage::text`).
+    let texts: Vec<String> = missing
+        .iter()
+        .filter_map(|id| lexical.iter().find(|h| h.passage_id == *id))
+        .map(|h| if h.heading.is_empty() { h.text.clone() } else { format!("{}\n{}", h.heading, h.text) })
+        .collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let vectors = embedder.embed_passages(&refs)?;
+    for (id, v) in missing.iter().zip(&vectors) {
+        dense.push((*id, cosine_distance(query, v)));
+    }
+    dense.sort_by(|a, b| a.1.total_cmp(&b.1));
+    dense.truncate(k);
+    Ok(missing.len())
 }
 
 /// The dense leg ranks embedding windows; citations point at passages. Each window (by its
@@ -154,11 +218,12 @@ fn dense_leg(
 fn window_representatives(
     store: &Store,
     model: &str,
-    leaders: &[i64],
+    near: &[(i64, f32)],
     lexical: &[Hit],
     question: &str,
-) -> Result<(Vec<i64>, HashMap<i64, Hit>), RetrievalError> {
-    let members = store.window_members(model, leaders)?;
+) -> Result<(Vec<(i64, f32)>, HashMap<i64, Hit>), RetrievalError> {
+    let leaders: Vec<i64> = near.iter().map(|&(id, _)| id).collect();
+    let members = store.window_members(model, &leaders)?;
     let lex_rank: HashMap<i64, usize> = lexical.iter().enumerate().map(|(i, h)| (h.passage_id, i)).collect();
     let asked = lode_core::query::terms(question);
     let need: Vec<i64> = members
@@ -170,7 +235,7 @@ fn window_representatives(
     let read: HashMap<i64, Hit> = store.passages_by_id(&need)?.into_iter().map(|h| (h.passage_id, h)).collect();
     let held: HashMap<i64, usize> = read.iter().map(|(&id, h)| (id, lode_core::query::terms_held(&h.text, &asked))).collect();
     let mut out = Vec::with_capacity(leaders.len());
-    for leader in leaders {
+    for (leader, distance) in near {
         let Some(m) = members.get(leader) else { continue };
         let best = m
             .iter()
@@ -178,7 +243,7 @@ fn window_representatives(
             .min_by_key(|&(pos, id)| {
                 (lex_rank.get(id).copied().unwrap_or(usize::MAX), std::cmp::Reverse(held.get(id).copied().unwrap_or(0)), pos)
             })
-            .map(|(_, &id)| id);
+            .map(|(_, &id)| (id, *distance));
         out.extend(best);
     }
     Ok((out, read))
@@ -205,12 +270,18 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
 
     // The two legs run in parallel: the dense leg needs no SQLite until its ids are joined.
     let lex_opts = SearchOptions { limit: k, snippets: false, ..cfg.search.clone() };
+    // The embedder comes back from the dense leg's thread for the catch-up below.
     let (lexical, dense) = std::thread::scope(|s| {
-        let dense = dense_models.map(|(e, i)| s.spawn(move || dense_leg(e, i, question, k)));
+        let dense = dense_models.map(|(e, i)| {
+            s.spawn(move || {
+                let r = dense_leg(e, i, question, k);
+                (e, r)
+            })
+        });
         let t = Instant::now();
         let lexical = if want_lexical || dense.is_none() { Some(store.search(question, &lex_opts)) } else { None };
         let lex_ms = t.elapsed().as_secs_f64() * 1000.0;
-        let dense = dense.map(|h| h.join().unwrap_or_else(|_| Err(RetrievalError::Unavailable("the dense leg panicked".into()))));
+        let dense = dense.map(|h| h.join().map_err(|_| RetrievalError::Unavailable("the dense leg panicked".into())));
         (lexical.map(|l| (l, lex_ms)), dense)
     });
     let mut lexical_hits = Vec::new();
@@ -220,12 +291,30 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     }
     let mut dense_ids: Vec<i64> = Vec::new();
     let mut dense_read: HashMap<i64, Hit> = HashMap::new();
+    let dense = match dense {
+        Some(Ok((e, r))) => Some(r.map(|d| (e, d))),
+        Some(Err(panicked)) => Some(Err(panicked)),
+        None => None,
+    };
     match dense {
-        Some(Ok((near, embed_ms, search_ms))) => {
-            out.stages.push(Stage { name: "embed_query", ms: embed_ms, note: None });
-            out.stages.push(Stage { name: "dense", ms: search_ms, note: None });
-            let leaders: Vec<i64> = near.into_iter().map(|(id, _)| id).collect();
-            (dense_ids, dense_read) = window_representatives(store, model_id.as_deref().unwrap_or_default(), &leaders, &lexical_hits, question)?;
+        Some(Ok((embedder, d))) => {
+            out.stages.push(Stage { name: "embed_query", ms: d.embed_ms, note: None });
+            out.stages.push(Stage { name: "dense", ms: d.search_ms, note: None });
+            let mut near;
+            (near, dense_read) = window_representatives(store, model_id.as_deref().unwrap_or_default(), &d.near, &lexical_hits, question)?;
+            if cfg.catch_up > 0 && !lexical_hits.is_empty() {
+                let t = Instant::now();
+                match catch_up(store, embedder, &d.query, &lexical_hits, &mut near, k, cfg) {
+                    Ok(0) => {}
+                    Ok(n) => out.stages.push(Stage {
+                        name: "catch_up",
+                        ms: t.elapsed().as_secs_f64() * 1000.0,
+                        note: Some(format!("{n} passages without a vector yet, embedded now")),
+                    }),
+                    Err(e) => out.warnings.push(format!("passages without a vector yet were not embedded: {e}")),
+                }
+            }
+            dense_ids = near.into_iter().map(|(id, _)| id).collect();
         }
         Some(Err(e)) => {
             out.warnings.push(format!("dense retrieval failed, lexical results only: {e}"));

@@ -169,6 +169,51 @@ fn rerank_reorders_and_links_expand() {
     assert!(r.hits[..first_linked].iter().all(|h| h.origin == lode_core::fusion::Origin::Retrieved));
 }
 
+/// A note saved a moment ago is in the full-text index at once and in the vector index only
+/// when the worker gets to it. Meanwhile it must not lose the fusion to older notes that both
+/// legs find: here 40 embedded notes share two of the question's words, and the one note
+/// holding all of them has no vector yet (found by a soak of the language server).
+#[test]
+fn a_note_saved_before_its_vectors_is_not_outranked_by_embedded_near_misses() {
+    let mut s = setup();
+    for r in 0..40 {
+        let body = format!("# Storm {r}\n\nRound {} wrote note {r} about the impala.\n", r * 4);
+        s.store.save_note(&format!("storm/s{r}.md"), body.as_bytes()).unwrap();
+    }
+    let idx = index(&s);
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    s.store.save_note("soak.md", b"# Soak\n\nThe impala tally for round 308 is 2156 units.\n").unwrap();
+    let model = s.embedder.id().to_owned();
+    let f = s.store.vector_freshness(&model).unwrap();
+    assert_eq!(f.passages - f.with_vectors, 1, "the new note's passage has no vector yet: {f:?}");
+
+    let q = "What is the impala tally for round 308?";
+    let cfg = RetrievalConfig { limit: 5, graph_limit: 0, ..Default::default() };
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let r = retrieve(&s.store, q, Mode::Hybrid, models, &cfg).unwrap();
+    let top: Vec<&str> = r.hits.iter().map(|h| h.hit.path.as_str()).collect();
+    assert_eq!(top[0], "soak.md", "{top:?}");
+    assert!(r.hits[0].dense_rank.is_some(), "ranked by the dense leg too: {:?}", r.hits[0]);
+    assert!(r.stages.iter().any(|st| st.name == "catch_up"), "{:?}", r.stages);
+    // Nothing was written: the worker still owes the passage its vector.
+    let f = s.store.vector_freshness(&model).unwrap();
+    assert_eq!(f.passages - f.with_vectors, 1, "{f:?}");
+
+    // Once the worker has caught up, the query does not embed anything beyond the question.
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let r = retrieve(&s.store, q, Mode::Hybrid, models, &cfg).unwrap();
+    assert_eq!(r.hits[0].hit.path, "soak.md");
+    assert!(!r.stages.iter().any(|st| st.name == "catch_up"), "{:?}", r.stages);
+
+    // Off (`catch_up: 0`), the near misses win: the defect this guards against.
+    s.store.save_note("soak.md", b"# Soak\n\nThe impala tally for round 308 is 2157 units.\n").unwrap();
+    let off = RetrievalConfig { catch_up: 0, ..cfg.clone() };
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    let r = retrieve(&s.store, q, Mode::Hybrid, models, &off).unwrap();
+    assert!(r.hits.iter().all(|h| h.hit.path != "soak.md"), "{:?}", r.hits.iter().map(|h| &h.hit.path).collect::<Vec<_>>());
+}
+
 #[test]
 fn without_models_dense_modes_fall_back_to_lexical() {
     let mut s = setup();

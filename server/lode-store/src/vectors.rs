@@ -173,6 +173,22 @@ impl Store {
         Ok(out)
     }
 
+    /// Of these passages, the ones without a vector for `model`, in the order given: what the
+    /// worker has not reached yet (a note saved a moment ago).
+    pub fn without_vectors(&self, model: &str, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT 1 FROM passage_vectors WHERE passage_id = ?1 AND model = ?2")
+            .map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        for &id in ids {
+            if !st.exists(params![id, model]).map_err(|e| self.err(e))? {
+                out.push(id);
+            }
+        }
+        Ok(out)
+    }
+
     /// Window leaders whose vectors must be deleted.
     pub fn vector_deletions(&self, model: &str) -> Result<Vec<i64>, StoreError> {
         self.rows("SELECT passage_id FROM vector_deletions WHERE model = ?1 ORDER BY passage_id", [model], |r| r.get(0))
