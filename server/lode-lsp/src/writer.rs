@@ -23,9 +23,14 @@ use tokio::sync::{oneshot, watch};
 /// How long the writer waits with nothing to do before it checkpoints: longer than the gap
 /// between two jobs of a burst, far shorter than a pause in typing.
 const IDLE: std::time::Duration = std::time::Duration::from_millis(50);
-/// Pages of log after which a commit checkpoints anyway: a writer that is never idle (a burst
-/// of saves, a checkout storm) pays small checkpoints often rather than a large one rarely.
-const BACKSTOP_PAGES: u32 = 200;
+/// Frames of log after which the writer asks for a checkpoint without waiting to be idle: a
+/// writer that is never idle (a burst of saves, a checkout storm, a scan) keeps the log short
+/// all the same, and the checkpoint's fsyncs run beside it, not inside a save.
+const KICK_FRAMES: u32 = 100;
+/// Frames of log after which a commit checkpoints itself: only when the checkpointer cannot
+/// keep up (a stalled disk). It used to be 200, with no kick: in a burst the writer never idled,
+/// so saves paid 8-24 ms fsyncs of their own (docs/benchmarks.md, "A syscall trace").
+const BACKSTOP_FRAMES: u32 = 2000;
 /// Size the log file is cut back to after a checkpoint (a cold scan grows it to hundreds of MB).
 const LOG_LIMIT_BYTES: i64 = 64 << 20;
 
@@ -108,11 +113,12 @@ impl Writer {
 
     /// [`Writer::start`], checkpointing after `idle` without work.
     fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
-        // Checkpoints start while the writer is idle, on the checkpointer's connection, not
-        // inside a save (retries of an incomplete one may overlap later saves: they run beside
-        // the writer, never in its way). A save that paid for one took 15-30 ms instead of 4-6
-        // on the 100k-note vault (docs/benchmarks.md); SQLite's own checkpoint on commit stays,
-        // as a backstop for a writer that is never idle.
+        // Checkpoints start while the writer is idle, or once the log is long, on the
+        // checkpointer's connection, not inside a save (retries of an incomplete one may
+        // overlap later saves: they run beside the writer, never in its way). A save that paid
+        // for one took 15-30 ms instead of 4-6 on the 100k-note vault (docs/benchmarks.md); a
+        // checkpoint on commit stays, far out, as a backstop for a checkpointer that cannot
+        // keep up.
         if let Err(e) = log_settings(&store) {
             tracing::warn!("WAL settings: {e}");
         }
@@ -134,6 +140,7 @@ impl Writer {
                     tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
                     // Readers wait for this ticket: it is marked done whatever `after` does.
                     let _ = done_tx.send(ticket);
+                    checkpointer.kick_if_long();
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
                 };
@@ -232,6 +239,7 @@ impl Writer {
                             tracing::warn!("ending the batch: {e}");
                         }
                     }
+                    checkpointer.kick_if_long();
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
                 }
@@ -325,6 +333,16 @@ impl Checkpointer {
         let sent = self.kick.as_ref().is_some_and(|k| k.send(()).is_ok());
         sent || checkpoint(store)
     }
+
+    /// Asks the checkpointer thread for a checkpoint when the writer's last commit left the log
+    /// at [`KICK_FRAMES`] or more (never runs one on the writer: that is the backstop's job).
+    fn kick_if_long(&self) {
+        if lode_store::log_frames() >= KICK_FRAMES {
+            if let Some(k) = &self.kick {
+                let _ = k.send(());
+            }
+        }
+    }
 }
 
 /// Whether the log was copied back whole (a panic or an error counts as done: the next idle
@@ -345,7 +363,7 @@ fn checkpoint(store: &Store) -> bool {
 
 /// The log settings of every connection that writes (the writer's, the vector thread's).
 pub(crate) fn log_settings(store: &Store) -> Result<(), StoreError> {
-    store.set_wal_autocheckpoint(BACKSTOP_PAGES)?;
+    store.watch_log(BACKSTOP_FRAMES);
     store.set_journal_size_limit(LOG_LIMIT_BYTES)
 }
 
@@ -489,5 +507,40 @@ mod tests {
         let reader = Store::open(&db, lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
         let found = reader.search("another note", &lode_store::SearchOptions::default()).unwrap();
         assert_eq!(found.hits.first().map(|h| h.path.as_str()), Some("b.md"));
+    }
+
+    /// A writer that never idles (here: idle spells of an hour) still has its log copied back
+    /// once it passes [`KICK_FRAMES`], by the checkpointer, long before the backstop.
+    #[test]
+    fn a_busy_writer_has_its_log_checkpointed_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("lode.db");
+        let store = Store::open(&db, lode_store::StoreOptions::default()).unwrap();
+        store.checkpoint().unwrap();
+        let hour = std::time::Duration::from_secs(3600);
+        let writer = Writer::start_with_idle(store, dir.path().to_path_buf(), IndexOptions::default(), hour, |_| {});
+        let mut saved = 0;
+        // Saves until the log passes the kick (each writes a few dozen frames at most), far
+        // below the backstop.
+        loop {
+            let body: String = (0..20).map(|i| format!("Paragraph {i} of note {saved}.\n\n")).collect();
+            let (_, rx) = writer.submit(Job::Save { path: format!("n{saved}.md"), bytes: format!("# N{saved}\n\n{body}").into_bytes() });
+            assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
+            saved += 1;
+            let (frames, _) = log_frames(&db);
+            assert!(frames < BACKSTOP_FRAMES / 2, "{frames} frames after {saved} saves");
+            if frames >= KICK_FRAMES + 10 {
+                break;
+            }
+        }
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (frames, copied) = log_frames(&db);
+            if copied > 0 {
+                break;
+            }
+            assert!(std::time::Instant::now() < deadline, "a busy writer's log was never checkpointed: {frames} frames, {copied} copied");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 }

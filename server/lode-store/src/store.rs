@@ -12,6 +12,34 @@ use rusqlite::{params, Connection, OpenFlags, OptionalExtension, TransactionBeha
 use crate::error::StoreError;
 use crate::migrate::{self, Outcome};
 
+thread_local! {
+    /// Frames in the write-ahead log after the last commit on this thread (see
+    /// [`Store::watch_log`]).
+    static LOG_FRAMES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Frames at which a commit on a watched connection checkpoints itself.
+static LOG_BACKSTOP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1000);
+
+/// Frames the write-ahead log held right after this thread's last commit on a connection set up
+/// with [`Store::watch_log`] (0 before any). The log starts over once a checkpoint has copied
+/// it all back and no reader needs it, so the count falls again.
+pub fn log_frames() -> u32 {
+    LOG_FRAMES.with(|f| f.get())
+}
+
+/// SQLite's WAL hook: runs inside each commit, on the committing thread.
+fn on_commit(wal: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    let frames = frames.max(0) as u32;
+    LOG_FRAMES.with(|f| f.set(frames));
+    if frames >= LOG_BACKSTOP.load(std::sync::atomic::Ordering::Relaxed) {
+        // A busy or incomplete checkpoint is no failure of the commit (nor is it in SQLite's
+        // own hook): the next commit tries again.
+        let _ = wal.checkpoint();
+    }
+    Ok(())
+}
+
 #[derive(Debug, Clone)]
 pub struct StoreOptions {
     pub chunk: ChunkConfig,
@@ -251,9 +279,15 @@ impl Store {
         self.prechunked = Some(p);
     }
 
-    /// Pages of WAL after which a commit on this connection checkpoints (SQLite's default: 1000).
-    pub fn set_wal_autocheckpoint(&self, pages: u32) -> Result<(), StoreError> {
-        self.conn.pragma_update(None, "wal_autocheckpoint", pages).map_err(|e| self.err(e))
+    /// Replaces SQLite's automatic checkpoint on this connection with one that also reports the
+    /// log's size. After each commit on this connection, [`log_frames`] on the committing
+    /// thread says how many frames the log holds, so the caller can ask another connection to
+    /// copy them back before the log is long. A commit that leaves `backstop` frames or more
+    /// checkpoints itself (passive, as SQLite's own does at 1000): the bound for a caller that
+    /// never gets round to it. `backstop` is process-wide: the last value set holds.
+    pub fn watch_log(&self, backstop: u32) {
+        LOG_BACKSTOP.store(backstop.max(1), std::sync::atomic::Ordering::Relaxed);
+        self.conn.wal_hook(Some(on_commit));
     }
 
     /// Copies committed pages from the log back into the database, as far as no reader still
