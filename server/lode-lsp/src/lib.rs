@@ -17,6 +17,7 @@ pub use server::{build, Backend, ExternalSettings, Settings, SettingsFn, VectorS
 /// Serves the LSP over stdin/stdout until the client exits (or disconnects).
 pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) {
     let (service, socket) = build(settings, vault);
+    let on_exit = service.inner().on_exit();
     let (lib_in, guard_out) = tokio::io::duplex(1 << 20);
     let (guard_in, lib_out) = tokio::io::duplex(1 << 20);
     let guard = tokio::spawn(framing::guard(tokio::io::stdin(), tokio::io::stdout(), guard_out, guard_in));
@@ -28,4 +29,6 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
         .serve(isolation::CatchPanic(service))
         .await;
     guard.abort();
+    // Bounded: a round of embedding takes well under a second; the process ends regardless.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), tokio::task::spawn_blocking(on_exit)).await;
 }

@@ -246,7 +246,10 @@ impl Store {
             if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
                 tracing_free_warn(&format!("{}: journal mode is {mode}, not WAL", path.display()));
             }
-            conn.execute_batch(&format!("PRAGMA synchronous=NORMAL; PRAGMA temp_store=MEMORY; PRAGMA cache_size=-{};", opts.cache_kib))
+            // Temporary tables and sorts stay in memory, except while migrating: with
+            // `temp_store=MEMORY` SQLite never spills a sort to disk, and the v8 sections
+            // backfill sorted 1.85M passages of a 100k-note vault in memory (peak 205 MB).
+            conn.execute_batch(&format!("PRAGMA synchronous=NORMAL; PRAGMA temp_store=FILE; PRAGMA cache_size=-{};", opts.cache_kib))
                 .map_err(err)?;
             match migrate::migrate(&mut conn).map_err(err)? {
                 Outcome::TooNew { found } => {
@@ -262,6 +265,7 @@ impl Store {
                     }
                 }
             }
+            conn.execute_batch("PRAGMA temp_store=MEMORY").map_err(err)?;
         } else if found < migrate::SCHEMA_VERSION {
             return Err(StoreError::Outdated { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
         }

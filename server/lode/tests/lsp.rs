@@ -1161,6 +1161,8 @@ fn soak_concurrent_requests_saves_and_file_storms() {
     lsp.0.stop().unwrap();
     let log_text = std::fs::read_to_string(&log).unwrap();
     assert!(!log_text.contains("panicked"), "{log_text}");
+    // Nor did the exit fail an embedding in progress, nor report to a client that had gone.
+    assert!(!log_text.contains("embedding failed") && !log_text.contains("failed to send"), "{log_text}");
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     // And a fresh scan finds nothing the live index missed.

@@ -141,7 +141,7 @@ pub struct Backend {
     /// until `initialize`. Each folder is a vault with its own state (stores, writer), opened on
     /// first use, so `initialize` itself answers at once.
     folders: Mutex<Option<Vec<PathBuf>>>,
-    states: Mutex<HashMap<PathBuf, Arc<StateCell>>>,
+    states: Arc<Mutex<HashMap<PathBuf, Arc<StateCell>>>>,
     /// Whether the client registers file watchers for us (else the server watches the vault).
     client_watches: AtomicBool,
     /// Writes that asked for the open documents' diagnostics again (see `diagnostics_after_write`).
@@ -164,7 +164,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         document_changes: std::sync::atomic::AtomicBool::new(false),
         docs: Arc::new(Mutex::new(HashMap::new())),
         folders: Mutex::new(None),
-        states: Mutex::new(HashMap::new()),
+        states: Arc::new(Mutex::new(HashMap::new())),
         client_watches: AtomicBool::new(false),
         writes_seen: std::sync::atomic::AtomicU64::new(0),
         asks: Arc::new(tokio::sync::Semaphore::new(MAX_ASKS)),
@@ -295,6 +295,23 @@ impl Backend {
         let path = uri.to_file_path()?.into_owned();
         let folders = self.folders.lock().clone().unwrap_or_default();
         folders.into_iter().filter(|f| path.starts_with(f)).max_by_key(|f| f.components().count())
+    }
+
+    /// What to run once the client has gone (exit or end of input), before the process ends:
+    /// each open vault's embedding model is dropped, and its background threads report no more. ONNX Runtime torn down by the process's
+    /// exit under an inference in progress failed it with a garbage error ("GetElementType is
+    /// not implemented", in the log of every soak). Taking the models' lock waits for the vector
+    /// thread's round in progress; its next round finds no model and ends.
+    pub fn on_exit(&self) -> impl FnOnce() + Send + 'static {
+        let states = self.states.clone();
+        move || {
+            let open: Vec<Arc<State>> = states.lock().values().filter_map(|c| c.get()?.as_ref().ok().cloned()).collect();
+            for state in open {
+                // No progress goes to a client that has gone either.
+                *state.reporter.lock() = None;
+                drop(state.dense.lock().take());
+            }
+        }
     }
 
     /// [`Backend::state_for`], if that vault is open already: never waits, never opens one.
