@@ -82,8 +82,9 @@ pub struct AskConfig {
 /// implement it through their own writer.
 pub trait Fetcher: Send + Sync + std::fmt::Debug {
     /// Fetches `url`, stores it, and says where: committed before this returns, so the ask's
-    /// own connection reads it.
-    fn fetch_snapshot(&self, url: &str) -> Result<StoredPage, String>;
+    /// own connection reads it. Once `cancel` is set, the fetch stops (its connection closed)
+    /// and nothing is stored.
+    fn fetch_snapshot(&self, url: &str, cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> Result<StoredPage, String>;
 }
 
 /// Where a fetched page was stored.
@@ -421,6 +422,7 @@ fn run_tool(
     fetcher: &dyn Fetcher,
     call: &llm::ToolCall,
     allowed: &std::collections::HashSet<String>,
+    cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
 ) -> Result<FetchedSnapshot, String> {
     if call.name != "fetch_url" {
         return Err(format!("unknown tool {:?}; the only tool is fetch_url", call.name.chars().take(40).collect::<String>()));
@@ -449,7 +451,7 @@ fn run_tool(
     store
         .log_egress(&host, "tool", &[], url.len() as u64, 0)
         .map_err(|e| format!("the egress log cannot be written ({e}); nothing fetched"))?;
-    let page = fetcher.fetch_snapshot(url)?;
+    let page = fetcher.fetch_snapshot(url, cancel)?;
     if let Some(d) = rules.domain_withheld(&page.final_url) {
         return Err(format!("the page redirected to {d}, a no-egress domain; its text is withheld"));
     }
@@ -695,7 +697,7 @@ pub fn answer_gathered(
                         if cancelled() {
                             return Err(AskError::Cancelled);
                         }
-                        let reply = run_tool(store, rules, fetcher.as_ref(), call, &allowed).map(|snap| {
+                        let reply = run_tool(store, rules, fetcher.as_ref(), call, &allowed, cfg.cancel.as_ref()).map(|snap| {
                             let label = format!("S{next_label}");
                             next_label += 1;
                             labels.insert(label.clone(), snap.version_id.clone());

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use lode_answer::egress::EgressRules;
 use lode_answer::llm::LlmConfig;
-use lode_answer::{ask, Answer, AskConfig, Fetcher, StoredPage, Synthesizer};
+use lode_answer::{ask, Answer, AskConfig, AskError, Fetcher, StoredPage, Synthesizer};
 use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::{Source, Store, StoreOptions};
@@ -29,9 +29,9 @@ struct TestFetcher {
 }
 
 impl Fetcher for TestFetcher {
-    fn fetch_snapshot(&self, url: &str) -> Result<StoredPage, String> {
+    fn fetch_snapshot(&self, url: &str, cancel: Option<&Arc<std::sync::atomic::AtomicBool>>) -> Result<StoredPage, String> {
         self.calls.fetch_add(1, Ordering::SeqCst);
-        let opts = lode_externals::FetchOptions { allow_loopback: true, ..Default::default() };
+        let opts = lode_externals::FetchOptions { allow_loopback: true, cancel: cancel.cloned(), ..Default::default() };
         let mut store = Store::open(&self.db, StoreOptions::default()).map_err(|e| e.to_string())?;
         let (final_url, s) = lode_externals::store_for_ask(&mut store, url, lode_externals::fetch(url, &opts))?;
         Ok(StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
@@ -52,6 +52,7 @@ fn setup() -> Setup {
     let mut store = Store::open(&db, StoreOptions::default()).unwrap();
     let site = Site::start(Box::new(|path: &str| match path {
         "/limits" => Reply::html(PAGE),
+        "/slow" => Reply { delay: std::time::Duration::from_secs(10), ..Reply::html(PAGE) },
         _ => Reply::typed(404, "text/plain", b"none"),
     }));
     let note = format!("# Pool\n\nWe use the shared pool described [upstream]({}).\n", site.url("/limits"));
@@ -132,6 +133,34 @@ fn a_fetched_page_is_stored_first_then_cited_and_checked() {
     assert_eq!(tool.len(), 1, "{log:?}");
     assert_eq!(tool[0].destination, "127.0.0.1");
     assert_eq!(log.iter().filter(|r| r.purpose == "synthesis").count(), 2, "both requests left the machine");
+}
+
+/// A question cancelled while the model's fetch waits on a slow page: the fetch stops at once
+/// (not at its timeout), the ask ends cancelled, and nothing is recorded against the page.
+#[test]
+fn a_cancel_stops_the_tools_fetch_at_once() {
+    let s = setup();
+    let slow = s.site.url("/slow");
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cfg = AskConfig { cancel: Some(flag.clone()), ..s.cfg.clone() };
+    let u = slow.clone();
+    let fake = FakeLlm::start(Box::new(move |_| (200, tool_call(&u))));
+    let setter = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            flag.store(true, Ordering::SeqCst);
+        })
+    };
+    let t = std::time::Instant::now();
+    let question = format!("What does {slow} say about the pool limit?");
+    let r = ask(&s.store, &question, None, &cfg, &EgressRules::default(), &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None);
+    assert!(matches!(r, Err(AskError::Cancelled)), "{r:?}");
+    assert!(t.elapsed() < std::time::Duration::from_secs(3), "ended {:?} after the start, 0.5 s after the cancel", t.elapsed());
+    setter.join().unwrap();
+    assert_eq!((s.calls.load(Ordering::SeqCst), s.site.hits("/slow")), (1, 1), "the fetch was under way when the ask was cancelled");
+    let info = s.store.external(&slow).unwrap();
+    assert_eq!((info.last_attempt_at, info.last_error), (None, None), "a cancelled fetch says nothing about the page");
 }
 
 #[test]

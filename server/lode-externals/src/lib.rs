@@ -35,6 +35,8 @@ pub fn record(store: &mut Store, url: &str, via: Via, fetched: Result<Fetched, F
             })?;
             Ok(Recorded::Saved(saved))
         }
+        // A cancelled fetch says nothing about the page: no failure is recorded against it.
+        Err(FetchError::Cancelled) => Ok(Recorded::Failed(FetchError::Cancelled)),
         Err(e) => {
             store.record_fetch_failure(url, via, e.status(), &e.to_string())?;
             Ok(Recorded::Failed(e))

@@ -80,6 +80,30 @@ fn limits_hold() {
     assert!(t.elapsed() < Duration::from_secs(5), "a refused body is not read to its end: {:?}", t.elapsed());
 }
 
+/// A question cancelled while its model's `fetch_url` waits on a slow page: the fetch stops at
+/// once, not at its timeout, and says so (nothing is recorded against the page).
+#[test]
+fn a_cancelled_fetch_stops_at_once() {
+    let s = site();
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let opts = FetchOptions { timeout: Duration::from_secs(8), cancel: Some(flag.clone()), ..loopback() };
+    let setter = {
+        let flag = flag.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            flag.store(true, Ordering::SeqCst);
+        })
+    };
+    let t = Instant::now();
+    assert_eq!(fetch(&s.url("/slow"), &opts), Err(FetchError::Cancelled));
+    assert!(t.elapsed() < Duration::from_secs(2), "stopped {:?} after the start, 0.3 s after the cancel", t.elapsed());
+    setter.join().unwrap();
+    assert_eq!(s.hits("/slow"), 1, "the request was under way when it was cancelled");
+    // Already cancelled: nothing is sent.
+    assert_eq!(fetch(&s.url("/page"), &opts), Err(FetchError::Cancelled));
+    assert_eq!(s.hits("/page"), 0);
+}
+
 #[test]
 fn private_addresses_are_refused_unless_allowed_at_every_hop() {
     let s = site();

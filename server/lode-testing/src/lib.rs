@@ -7,7 +7,11 @@ use std::path::{Path, PathBuf};
 
 /// The repository root.
 pub fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+    // The running test's package (cargo sets this at run time; every crate is `server/<name>`),
+    // else this crate's at build time. A build cache shared by two checkouts can hand this
+    // crate over compiled in the other one, with the other one's path baked in.
+    let package = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from).unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    package.join("../..")
 }
 
 /// Copies a folder recursively, leaving out lode's state folder (`.lode`).

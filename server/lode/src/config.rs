@@ -64,6 +64,7 @@ impl ExternalsSection {
             max_redirects: self.max_redirects,
             allow_private: self.allow_private,
             allow_loopback: self.allow_loopback,
+            cancel: None,
         }
     }
 

@@ -331,9 +331,9 @@ impl std::fmt::Debug for ServerFetcher {
 }
 
 impl lode_answer::Fetcher for ServerFetcher {
-    fn fetch_snapshot(&self, url: &str) -> std::result::Result<lode_answer::StoredPage, String> {
+    fn fetch_snapshot(&self, url: &str, cancel: Option<&Arc<std::sync::atomic::AtomicBool>>) -> std::result::Result<lode_answer::StoredPage, String> {
         // A model's fetch never reaches private networks, whatever `allow_private` says.
-        let opts = lode_externals::FetchOptions { allow_private: false, ..self.0.settings.externals.fetch.clone() };
+        let opts = lode_externals::FetchOptions { allow_private: false, cancel: cancel.cloned(), ..self.0.settings.externals.fetch.clone() };
         let fetched = lode_externals::fetch(url, &opts);
         let final_url = fetched.as_ref().map(|f| f.final_url.clone()).unwrap_or_else(|_| url.to_owned());
         let (_, rx) = self.0.writer.submit(Job::Snapshot { url: url.to_owned(), via: lode_store::Via::Ask, fetched });
