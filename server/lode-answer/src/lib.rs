@@ -304,9 +304,13 @@ pub fn gather(
         limit: cfg.context_limit,
         search: SearchOptions { limit: cfg.context_limit, snippets: false, ..cfg.search.clone() },
         stale_days: cfg.stale_days,
+        cancel: cfg.cancel.clone(),
         ..RetrievalConfig::default()
     };
-    let retrieved = retrieve(store, question, mode, models, &rcfg)?;
+    let retrieved = retrieve(store, question, mode, models, &rcfg).map_err(|e| match e {
+        lode_retrieval::RetrievalError::Cancelled => AskError::Cancelled,
+        e => AskError::Retrieval(e),
+    })?;
     for h in retrieved.hits.into_iter().map(|r| r.hit) {
         if items.iter().any(|i| i.passage_id == h.passage_id) {
             continue;

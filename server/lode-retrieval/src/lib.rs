@@ -21,4 +21,7 @@ pub enum RetrievalError {
     Index { path: PathBuf, detail: String },
     #[error("{0}")]
     Unavailable(String),
+    /// [`RetrievalConfig::cancel`] was set: the question was withdrawn.
+    #[error("cancelled")]
+    Cancelled,
 }

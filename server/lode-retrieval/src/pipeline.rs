@@ -68,6 +68,9 @@ pub struct RetrievalConfig {
     /// Of the best lexical candidates, this many are looked at for a missing vector; those
     /// without one are embedded at query time (0 = off). See [`catch_up`].
     pub catch_up: usize,
+    /// Once set, retrieval stops at the next stage boundary with [`RetrievalError::Cancelled`]
+    /// (before the catch-up embedding, the rerank and the link graph).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl Default for RetrievalConfig {
@@ -83,6 +86,7 @@ impl Default for RetrievalConfig {
             search: SearchOptions::default(),
             stale_days: 30.0,
             catch_up: 8,
+            cancel: None,
         }
     }
 }
@@ -253,6 +257,10 @@ fn window_representatives(
 /// warning (dense → lexical only; rerank → fused order), never an error.
 pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, cfg: &RetrievalConfig) -> Result<Retrieved, RetrievalError> {
     let mut out = Retrieved::default();
+    let cancelled = || cfg.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
+    if cancelled() {
+        return Err(RetrievalError::Cancelled);
+    }
     let Models { embedder, index, reranker } = models;
     let want_lexical = mode != Mode::Dense;
     let want_dense = mode != Mode::Lexical;
@@ -288,6 +296,9 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     if let Some((l, ms)) = lexical {
         lexical_hits = l?.hits;
         out.stages.push(Stage { name: "lexical", ms, note: None });
+    }
+    if cancelled() {
+        return Err(RetrievalError::Cancelled);
     }
     let mut dense_ids: Vec<i64> = Vec::new();
     let mut dense_read: HashMap<i64, Hit> = HashMap::new();
@@ -366,6 +377,9 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         })
         .collect();
 
+    if cancelled() {
+        return Err(RetrievalError::Cancelled);
+    }
     // Rerank the fused top-N with the cross-encoder.
     if mode == Mode::Rerank {
         match reranker {

@@ -214,6 +214,20 @@ fn a_note_saved_before_its_vectors_is_not_outranked_by_embedded_near_misses() {
     assert!(r.hits.iter().all(|h| h.hit.path != "soak.md"), "{:?}", r.hits.iter().map(|h| &h.hit.path).collect::<Vec<_>>());
 }
 
+/// A withdrawn question stops retrieval at the next stage boundary.
+#[test]
+fn a_cancelled_retrieval_stops() {
+    let mut s = setup();
+    let idx = index(&s);
+    let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cfg = RetrievalConfig { limit: 3, graph_limit: 0, cancel: Some(flag.clone()), ..Default::default() };
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    assert!(retrieve(&s.store, "redis failover", Mode::Hybrid, models, &cfg).is_ok_and(|r| !r.hits.is_empty()));
+    flag.store(true, std::sync::atomic::Ordering::SeqCst);
+    let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
+    assert!(matches!(retrieve(&s.store, "redis failover", Mode::Hybrid, models, &cfg), Err(lode_retrieval::RetrievalError::Cancelled)));
+}
+
 #[test]
 fn without_models_dense_modes_fall_back_to_lexical() {
     let mut s = setup();
