@@ -160,6 +160,8 @@ pub(crate) enum Action {
 /// vault-relative folder). Disk is the truth: the same action for created, changed, deleted.
 pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -> bool) -> Action {
     match vault::indexable(root, path) {
+        // A vanished folder named like a note (`ideas.md/`), with notes under it.
+        Ok(rel) if !root.join(&rel).exists() && is_note_folder(&rel) => Action::Rescan,
         Ok(rel) => Action::Refresh(rel),
         Err(NotANote::Hidden(_) | NotANote::Outside(_)) => Action::Ignore,
         Err(NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel) | NotANote::Utf16(rel)) => {
@@ -328,5 +330,10 @@ mod tests {
         assert_eq!(c("img.png", &none), Action::Ignore);
         assert_eq!(c(".gitignore", &none), Action::Rescan);
         assert_eq!(c("dir/.ignore", &none), Action::Rescan);
+        // Folders named like notes.
+        std::fs::create_dir_all(root.join("ideas.md")).unwrap();
+        assert_eq!(c("ideas.md", &none), Action::Rescan, "a folder appeared, whatever its name");
+        let under = |rel: &str| rel == "gone.md";
+        assert_eq!(c("gone.md", &under), Action::Rescan, "a folder named like a note vanished with notes under it");
     }
 }
