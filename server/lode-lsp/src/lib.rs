@@ -14,6 +14,9 @@ mod writer;
 pub use position::Encoding;
 pub use server::{build, Backend, ExternalSettings, Settings, SettingsFn, VectorSettings};
 
+/// How long the exit waits for the embedding thread's round in progress.
+const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Serves the LSP over stdin/stdout until the client exits (or disconnects).
 pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) {
     let (service, socket) = build(settings, vault);
@@ -29,6 +32,11 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
         .serve(isolation::CatchPanic(service))
         .await;
     guard.abort();
-    // Bounded: a round of embedding takes well under a second; the process ends regardless.
-    let _ = tokio::time::timeout(std::time::Duration::from_secs(3), tokio::task::spawn_blocking(on_exit)).await;
+    // Bounded: a round of embedding takes well under a second in a release build (several in a
+    // debug build, with the vector index's compaction); the process ends regardless.
+    let started = std::time::Instant::now();
+    match tokio::time::timeout(EXIT_WAIT, tokio::task::spawn_blocking(on_exit)).await {
+        Ok(_) => tracing::debug!("models released in {:.1} ms", started.elapsed().as_secs_f64() * 1000.0),
+        Err(_) => tracing::warn!("exiting while the embedding thread is still busy after {EXIT_WAIT:?}"),
+    }
 }

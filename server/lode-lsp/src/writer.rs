@@ -93,6 +93,7 @@ struct Shared {
 
 pub struct Writer {
     shared: Arc<Shared>,
+    log_kick: LogKick,
     taken: AtomicU64,
     committed: watch::Receiver<u64>,
 }
@@ -123,6 +124,7 @@ impl Writer {
             tracing::warn!("WAL settings: {e}");
         }
         let checkpointer = Checkpointer::start(&store, idle);
+        let log_kick = LogKick(checkpointer.kick.clone());
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
         let queue = shared.clone();
@@ -245,7 +247,7 @@ impl Writer {
                 }
             })
             .expect("spawn the writer thread");
-        Writer { shared, taken: AtomicU64::new(0), committed: done_rx }
+        Writer { shared, log_kick, taken: AtomicU64::new(0), committed: done_rx }
     }
 
     /// Queues an editor job; synchronous, so call it before the handler's first await.
@@ -266,6 +268,12 @@ impl Writer {
         self.shared.queues.lock().background.push_back((work, tx));
         self.shared.ready.notify_one();
         rx
+    }
+
+    /// What another connection that writes (the vector thread's) calls after its commits, so
+    /// its log is checkpointed beside it too (see [`LogKick`]).
+    pub fn log_kick(&self) -> LogKick {
+        self.log_kick.clone()
     }
 
     /// The last ticket taken: a reader waits for it (synchronous; call before the first await).
@@ -334,11 +342,22 @@ impl Checkpointer {
         sent || checkpoint(store)
     }
 
-    /// Asks the checkpointer thread for a checkpoint when the writer's last commit left the log
-    /// at [`KICK_FRAMES`] or more (never runs one on the writer: that is the backstop's job).
     fn kick_if_long(&self) {
+        LogKick(self.kick.clone()).kick_if_long();
+    }
+}
+
+/// Asks the checkpointer thread for a checkpoint when this thread's last commit left the log
+/// at [`KICK_FRAMES`] or more (never runs one itself: that is the backstop's job). The writer
+/// calls it after each job, the vector thread after each round: without it, the vector
+/// thread's commits would grow the log to the backstop while the writer idles.
+#[derive(Clone)]
+pub struct LogKick(Option<std::sync::mpsc::Sender<()>>);
+
+impl LogKick {
+    pub fn kick_if_long(&self) {
         if lode_store::log_frames() >= KICK_FRAMES {
-            if let Some(k) = &self.kick {
+            if let Some(k) = &self.0 {
                 let _ = k.send(());
             }
         }
@@ -527,6 +546,7 @@ mod tests {
             let (_, rx) = writer.submit(Job::Save { path: format!("n{saved}.md"), bytes: format!("# N{saved}\n\n{body}").into_bytes() });
             assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
             saved += 1;
+            assert!(saved < 200, "the log never reached {KICK_FRAMES} frames");
             let (frames, _) = log_frames(&db);
             assert!(frames < BACKSTOP_FRAMES / 2, "{frames} frames after {saved} saves");
             if frames >= KICK_FRAMES + 10 {

@@ -387,15 +387,26 @@ fn files_that_are_not_notes_are_never_indexed() {
 /// An OpenAI-style endpoint on loopback that takes `delay` to answer every request with no
 /// claims; counts the connections the client closed before the answer was ready.
 fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let (endpoint, closed, _) = slow_llm_counted(delay);
+    (endpoint, closed)
+}
+
+/// A loopback model that answers each request after `delay`, unless the client goes away first.
+/// Returns its endpoint, how many clients went away mid-answer, and how many requests arrived.
+type Counter = std::sync::Arc<std::sync::atomic::AtomicUsize>;
+fn slow_llm_counted(delay: Duration) -> (String, Counter, Counter) {
     use std::io::{BufRead, BufReader, Read, Write};
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let endpoint = format!("http://{}/v1", listener.local_addr().unwrap());
     let served = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let count = served.clone();
+    let arrived = received.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(mut conn) = conn else { return };
             let count = count.clone();
+            let arrived = arrived.clone();
             std::thread::spawn(move || {
                 let mut r = BufReader::new(conn.try_clone().unwrap());
                 let mut len = 0;
@@ -410,6 +421,7 @@ fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::Atomi
                 }
                 let mut body = vec![0; len];
                 let _ = r.read_exact(&mut body);
+                arrived.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 // "Generating": watch for the client going away meanwhile.
                 let _ = conn.set_read_timeout(Some(Duration::from_millis(20)));
                 let until = Instant::now() + delay;
@@ -424,7 +436,7 @@ fn slow_llm(delay: Duration) -> (String, std::sync::Arc<std::sync::atomic::Atomi
             });
         }
     });
-    (endpoint, served)
+    (endpoint, served, received)
 }
 
 #[test]
@@ -476,13 +488,17 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
 fn cancelling_an_ask_closes_the_model_connection() {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
-    let (endpoint, closed) = slow_llm(Duration::from_secs(30));
+    let (endpoint, closed, received) = slow_llm_counted(Duration::from_secs(30));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
     index_lexical(&vault);
     let mut lsp = start_on(&vault, json!({}));
     lsp.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
-    std::thread::sleep(Duration::from_millis(800)); // the request is with the model
+    let t = Instant::now();
+    while received.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(t.elapsed() < Duration::from_secs(10), "the question never reached the model");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let t = Instant::now();
     lsp.notify("$/cancelRequest", json!({"id": 77}));
     let r = lsp.response(json!(77));
@@ -505,7 +521,9 @@ fn cancelling_an_ask_closes_the_model_connection() {
 fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
-    let (endpoint, closed) = slow_llm(Duration::from_secs(6));
+    // The model takes 12 s: what follows must be done well before (10 s, with room for a
+    // loaded machine running the other tests).
+    let (endpoint, closed, received) = slow_llm_counted(Duration::from_secs(12));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
     index_lexical(&vault);
@@ -525,7 +543,12 @@ fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
         assert!(r["error"]["message"].as_str().unwrap().contains("questions already"), "{r}");
         refused.insert(r["id"].as_i64().unwrap());
     }
-    // An edit, a hover and a cancel all go through while the accepted ones wait on the model.
+    // An edit, a hover and a cancel all go through while the accepted ones wait on the model
+    // (all sixteen of them: one cancelled before it asked would leave no connection to close).
+    while received.load(std::sync::atomic::Ordering::SeqCst) < 16 {
+        assert!(started.elapsed() < Duration::from_secs(8), "only {received:?} of 16 asks reached the model");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": d_uri, "version": 2}, "contentChanges": [{"text": "# Scratch\n\nHow often are staging certificates rotated?\n"}]}));
     let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": d_uri},
         "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "context": {"diagnostics": []}}));
@@ -537,7 +560,7 @@ fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
     lsp.notify("$/cancelRequest", json!({"id": taken}));
     let c = lsp.response(json!(taken));
     assert_eq!(c["error"]["code"], -32800, "{c}");
-    assert!(started.elapsed() < Duration::from_secs(5), "all this waited {:?} for the model", started.elapsed());
+    assert!(started.elapsed() < Duration::from_secs(10), "all this waited {:?} for the model", started.elapsed());
     let mut answered = 0;
     for id in (9000..9060).filter(|id| *id != taken && !refused.contains(id)) {
         let r = lsp.response(json!(id));

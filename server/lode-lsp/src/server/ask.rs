@@ -335,6 +335,10 @@ impl lode_answer::Fetcher for ServerFetcher {
         // A model's fetch never reaches private networks, whatever `allow_private` says.
         let opts = lode_externals::FetchOptions { allow_private: false, cancel: cancel.cloned(), ..self.0.settings.externals.fetch.clone() };
         let fetched = lode_externals::fetch(url, &opts);
+        // Not through the writer: a cancelled ask waits behind no queued save.
+        if matches!(fetched, Err(lode_externals::FetchError::Cancelled)) {
+            return Err("cancelled".into());
+        }
         let final_url = fetched.as_ref().map(|f| f.final_url.clone()).unwrap_or_else(|_| url.to_owned());
         let (_, rx) = self.0.writer.submit(Job::Snapshot { url: url.to_owned(), via: lode_store::Via::Ask, fetched });
         match rx.blocking_recv() {

@@ -108,6 +108,21 @@ pub(crate) struct State {
     reporter: vectors::Reporter,
     /// Open buffers chunked while the user pauses, for the writer's next save of those bytes.
     prechunked: lode_store::Prechunked,
+    /// The vault is going (the client exited, or its folder was removed): the vector thread
+    /// installs no model and starts no round (see [`State::release_models`]).
+    closing: Arc<AtomicBool>,
+}
+
+impl State {
+    /// Stops the vector thread's work and drops the embedding model: the round in progress
+    /// ends (taking the models' lock waits for it), and no other begins. ONNX Runtime torn
+    /// down by the process's exit under an inference in progress failed it with a garbage
+    /// error ("GetElementType is not implemented", in the log of every soak). Blocking.
+    fn release_models(&self) {
+        self.closing.store(true, Ordering::SeqCst);
+        *self.reporter.lock() = None;
+        drop(self.dense.lock().take());
+    }
 }
 
 impl State {
@@ -195,9 +210,12 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
             let reporter: vectors::Reporter = Arc::default();
+            let log_kick: Arc<Mutex<Option<crate::writer::LogKick>>> = Arc::default();
+            let closing: Arc<AtomicBool> = Arc::default();
             let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
                 Some(vs) => {
-                    let (k, d, off, loaded) = start_vectors(settings.db.clone(), settings.store.clone(), vs, reporter.clone());
+                    let (k, d, off, loaded) =
+                        start_vectors(settings.db.clone(), settings.store.clone(), vs, reporter.clone(), log_kick.clone(), closing.clone());
                     (Some(Mutex::new(k)), d, off, Some(loaded))
                 }
                 None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
@@ -214,6 +232,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                     let _ = k.send(None);
                 }
             });
+            *log_kick.lock() = Some(writer.log_kick());
             Ok(Arc::new(State {
                 root,
                 settings,
@@ -228,6 +247,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 kick,
                 reporter,
                 prechunked,
+                closing,
             }))
         })(),
     }
@@ -298,18 +318,13 @@ impl Backend {
     }
 
     /// What to run once the client has gone (exit or end of input), before the process ends:
-    /// each open vault's embedding model is dropped, and its background threads report no more. ONNX Runtime torn down by the process's
-    /// exit under an inference in progress failed it with a garbage error ("GetElementType is
-    /// not implemented", in the log of every soak). Taking the models' lock waits for the vector
-    /// thread's round in progress; its next round finds no model and ends.
+    /// each open vault's embedding model is released ([`State::release_models`]).
     pub fn on_exit(&self) -> impl FnOnce() + Send + 'static {
         let states = self.states.clone();
         move || {
             let open: Vec<Arc<State>> = states.lock().values().filter_map(|c| c.get()?.as_ref().ok().cloned()).collect();
             for state in open {
-                // No progress goes to a client that has gone either.
-                *state.reporter.lock() = None;
-                drop(state.dense.lock().take());
+                state.release_models();
             }
         }
     }
@@ -566,8 +581,17 @@ impl LanguageServer for Backend {
                 }
             }
         }
-        // A removed vault's threads end with the process; no request reaches it any more.
-        self.states.lock().retain(|root, _| !removed.contains(root));
+        // No request reaches a removed vault any more; its embedding stops (its writer and
+        // checkpoint threads idle until the process ends).
+        let gone: Vec<Arc<State>> = {
+            let mut states = self.states.lock();
+            let gone = states.iter().filter(|(root, _)| removed.contains(root)).filter_map(|(_, c)| c.get()?.as_ref().ok().cloned()).collect();
+            states.retain(|root, _| !removed.contains(root));
+            gone
+        };
+        if !gone.is_empty() {
+            tokio::task::spawn_blocking(move || gone.iter().for_each(|s| s.release_models()));
+        }
         for root in added {
             self.start_vault(root).await;
         }

@@ -33,12 +33,18 @@ const PROGRESS_FROM: usize = 64;
 /// The models are locked one round at a time (a few dozen passages), never for a whole pass:
 /// between rounds a question can embed itself, and notes kicked as `Some(path)` meanwhile go
 /// first in the next round.
+/// `log_kick` is the writer's checkpoint kick, set once the writer runs: called after each
+/// round. `closing` set (the client has gone, or the vault's folder was removed): the thread
+/// installs no model and starts no round.
 pub(super) fn start_vectors(
     db: PathBuf,
     opts: StoreOptions,
     vs: VectorSettings,
     reporter: Reporter,
+    log_kick: Arc<Mutex<Option<crate::writer::LogKick>>>,
+    closing: Arc<std::sync::atomic::AtomicBool>,
 ) -> (std::sync::mpsc::Sender<Kick>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
+    use std::sync::atomic::Ordering::SeqCst;
     let (tx, rx) = std::sync::mpsc::channel::<Kick>();
     let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
     let dense: Dense = Arc::new(Mutex::new(None));
@@ -61,6 +67,7 @@ pub(super) fn start_vectors(
             .map_err(|_| "loading the embedding model panicked".to_owned())
             .and_then(|r| r.map_err(|e| e.to_string()));
             let model = match loaded {
+                Ok(_) if closing.load(SeqCst) => return,
                 Ok(m) => {
                     let id = m.0.id().to_owned();
                     shared_off.lock().model = Some(id.clone());
@@ -76,8 +83,8 @@ pub(super) fn start_vectors(
                 }
             };
             let Ok(mut store) = Store::open(&db, opts) else { return };
-            // Its commits grow the same log: the same small backstop and file limit as the
-            // writer's, so the writer's next save never meets a log of SQLite's default size.
+            // Its commits grow the same log: the same backstop and file limit as the writer's,
+            // and after each round the same kick of the checkpointer (`log_kick`).
             if let Err(e) = crate::writer::log_settings(&store) {
                 tracing::warn!("WAL settings: {e}");
             }
@@ -91,6 +98,9 @@ pub(super) fn start_vectors(
             };
             let mut passes = 0u64;
             while let Ok(k) = rx.recv() {
+                if closing.load(SeqCst) {
+                    return;
+                }
                 take(k, &mut first);
                 while let Ok(k) = rx.try_recv() {
                     take(k, &mut first);
@@ -114,10 +124,13 @@ pub(super) fn start_vectors(
                         }
                         let more = {
                             let mut guard = shared.lock();
-                            let Some((embedder, index)) = guard.as_mut() else { return Ok(()) };
+                            let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(()) };
                             crate::isolation::fault("vectors");
                             sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                         };
+                        if let Some(k) = log_kick.lock().as_ref() {
+                            k.kick_if_long();
+                        }
                         // A note stays first until it has nothing left to embed.
                         first.retain(|p| store.pending_vectors_of(&model, std::slice::from_ref(p), 1).is_ok_and(|v| !v.is_empty()));
                         bar.update(sync.done(), sync.total);

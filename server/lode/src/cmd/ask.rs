@@ -93,6 +93,9 @@ impl lode_answer::Fetcher for CliFetcher {
     fn fetch_snapshot(&self, url: &str, cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> Result<lode_answer::StoredPage, String> {
         let opts = lode_externals::FetchOptions { cancel: cancel.cloned(), ..self.fetch.clone() };
         let fetched = lode_externals::fetch(url, &opts);
+        if matches!(fetched, Err(lode_externals::FetchError::Cancelled)) {
+            return Err("cancelled".into());
+        }
         let mut store = lode_store::Store::open(&self.db, self.store.clone()).map_err(|e| e.to_string())?;
         let (final_url, s) = lode_externals::store_for_ask(&mut store, url, fetched)?;
         Ok(lode_answer::StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
