@@ -493,16 +493,22 @@ mod tests {
         (at(16), at(96))
     }
 
-    #[test]
-    fn the_log_is_checkpointed_while_the_writer_is_idle_not_inside_a_save() {
+    /// A writer on a new database whose log starts empty (the schema's pages copied back),
+    /// checkpointing after `idle` without work: (its folder, the database, the writer).
+    fn writer_idling(idle: std::time::Duration) -> (tempfile::TempDir, PathBuf, Writer) {
         let dir = tempfile::tempdir().unwrap();
         let db = dir.path().join("lode.db");
         let store = Store::open(&db, lode_store::StoreOptions::default()).unwrap();
-        // The log starts empty (the schema's pages copied back), so the save below stays under
-        // the backstop; a long idle spell leaves time to look at the log before it is copied.
         store.checkpoint().unwrap();
-        let idle = std::time::Duration::from_millis(500);
         let writer = Writer::start_with_idle(store, dir.path().to_path_buf(), IndexOptions::default(), idle, |_| {});
+        (dir, db, writer)
+    }
+
+    #[test]
+    fn the_log_is_checkpointed_while_the_writer_is_idle_not_inside_a_save() {
+        // The save below stays under the backstop; a long idle spell leaves time to look at
+        // the log before it is copied.
+        let (_dir, db, writer) = writer_idling(std::time::Duration::from_millis(500));
         let body: String = (0..40).map(|i| format!("Paragraph {i} of a note saved twice.\n\n")).collect();
         let (_, rx) = writer.submit(Job::Save { path: "a.md".into(), bytes: format!("# A\n\n{body}").into_bytes() });
         assert!(matches!(rx.blocking_recv(), Ok(Done::Saved(_))));
@@ -532,12 +538,7 @@ mod tests {
     /// once it passes [`KICK_FRAMES`], by the checkpointer, long before the backstop.
     #[test]
     fn a_busy_writer_has_its_log_checkpointed_beside_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = dir.path().join("lode.db");
-        let store = Store::open(&db, lode_store::StoreOptions::default()).unwrap();
-        store.checkpoint().unwrap();
-        let hour = std::time::Duration::from_secs(3600);
-        let writer = Writer::start_with_idle(store, dir.path().to_path_buf(), IndexOptions::default(), hour, |_| {});
+        let (_dir, db, writer) = writer_idling(std::time::Duration::from_secs(3600));
         let mut saved = 0;
         // Saves until the log passes the kick (each writes a few dozen frames at most), far
         // below the backstop.

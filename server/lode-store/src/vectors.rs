@@ -84,13 +84,16 @@ impl Store {
     /// Of these window leaders, the ones queued for deletion: their old LanceDB rows must go
     /// before new rows with the same key are added.
     pub fn queued_deletions(&self, model: &str, leaders: &[i64]) -> Result<Vec<i64>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT 1 FROM vector_deletions WHERE passage_id = ?1 AND model = ?2")
-            .map_err(|e| self.err(e))?;
+        self.ids_where("SELECT 1 FROM vector_deletions WHERE passage_id = ?1 AND model = ?2", model, leaders, true)
+    }
+
+    /// Of `ids`, in order, those for which `sql` (bound to an id and `model`) finds a row, or
+    /// (`found` false) finds none.
+    fn ids_where(&self, sql: &str, model: &str, ids: &[i64], found: bool) -> Result<Vec<i64>, StoreError> {
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
         let mut out = Vec::new();
-        for &id in leaders {
-            if st.exists(params![id, model]).map_err(|e| self.err(e))? {
+        for &id in ids {
+            if st.exists(params![id, model]).map_err(|e| self.err(e))? == found {
                 out.push(id);
             }
         }
@@ -176,17 +179,7 @@ impl Store {
     /// Of these passages, the ones without a vector for `model`, in the order given: what the
     /// worker has not reached yet (a note saved a moment ago).
     pub fn without_vectors(&self, model: &str, ids: &[i64]) -> Result<Vec<i64>, StoreError> {
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT 1 FROM passage_vectors WHERE passage_id = ?1 AND model = ?2")
-            .map_err(|e| self.err(e))?;
-        let mut out = Vec::new();
-        for &id in ids {
-            if !st.exists(params![id, model]).map_err(|e| self.err(e))? {
-                out.push(id);
-            }
-        }
-        Ok(out)
+        self.ids_where("SELECT 1 FROM passage_vectors WHERE passage_id = ?1 AND model = ?2", model, ids, false)
     }
 
     /// Window leaders whose vectors must be deleted.
