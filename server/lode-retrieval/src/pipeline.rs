@@ -85,7 +85,9 @@ impl Default for RetrievalConfig {
             graph_limit: 3,
             search: SearchOptions::default(),
             stale_days: 30.0,
-            catch_up: 8,
+            // Each costs a model input at query time: about 8 ms for one passage, 100 ms for
+            // eight (release build, two cores; docs/benchmarks.md).
+            catch_up: 4,
             cancel: None,
         }
     }
@@ -320,7 +322,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
                     Ok(n) => out.stages.push(Stage {
                         name: "catch_up",
                         ms: t.elapsed().as_secs_f64() * 1000.0,
-                        note: Some(format!("{n} passages without a vector yet, embedded now")),
+                        note: Some(format!("{n} passage{} without a vector yet, embedded now", if n == 1 { "" } else { "s" })),
                     }),
                     Err(e) => out.warnings.push(format!("passages without a vector yet were not embedded: {e}")),
                 }

@@ -261,9 +261,24 @@ fn vectors_dense_search_and_clear_fallbacks() {
             assert!(!hits[0][key].is_null(), "{mode}: no {key}");
         }
     }
+    // A note indexed without its vectors yet (as right after a save) is found by the dense leg
+    // too: embedded at query time, which `--timings` shows as its own stage.
+    std::fs::write(v.join("notes/quokka.md"), "# Quokka census
+
+The quokka census on the island counted 412 animals.
+").unwrap();
     let o = lode(&["index", "--no-vectors", "--json"], &v);
     let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert!(r["vectors"]["status"].as_str().unwrap().contains("--no-vectors"));
+    let o = lode(&["search", "--json", "--timings", "--mode", "hybrid", "--limit", "3", "how many quokkas did the island census count"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let top: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
+    assert_eq!(top["path"], "notes/quokka.md", "{}", stdout(&o));
+    let timings = stderr(&o);
+    for stage in ["lexical:", "embed_query:", "dense:", "catch_up:", "fusion:"] {
+        assert!(timings.contains(stage), "no {stage} in {timings}");
+    }
+    assert!(timings.contains("1 passage without a vector yet"), "{timings}");
 }
 
 #[test]

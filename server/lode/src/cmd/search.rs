@@ -19,6 +19,9 @@ pub struct SearchArgs {
     /// lexical (BM25), dense (embeddings), hybrid (both, fused) or rerank (hybrid + cross-encoder)
     #[arg(long, default_value = "lexical")]
     pub mode: lode_retrieval::Mode,
+    /// Print how long each retrieval stage took, on stderr
+    #[arg(long)]
+    pub timings: bool,
     /// The question or keywords (FTS5 syntax is treated as plain text)
     #[arg(required = true, num_args = 1..)]
     pub query: Vec<String>,
@@ -33,7 +36,12 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
     }
     let question = args.query.join(" ");
     let hits: Vec<lode_store::Hit> = if args.mode == lode_retrieval::Mode::Lexical {
-        store.search(&question, &opts)?.hits
+        let started = std::time::Instant::now();
+        let hits = store.search(&question, &opts)?.hits;
+        if args.timings {
+            eprintln!("lexical: {:.2} ms", started.elapsed().as_secs_f64() * 1000.0);
+        }
+        hits
     } else {
         let mut loaded = crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank);
         let models = lode_retrieval::Models {
@@ -43,6 +51,15 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
         };
         let cfg = lode_retrieval::RetrievalConfig { limit: opts.limit, graph_limit: 0, search: opts.clone(), ..Default::default() };
         let r = lode_retrieval::retrieve(&store, &question, args.mode, models, &cfg)?;
+        if args.timings {
+            // Model loading is not a stage: it happens once per process (the server keeps them).
+            for st in &r.stages {
+                match &st.note {
+                    Some(n) => eprintln!("{}: {:.2} ms ({n})", st.name, st.ms),
+                    None => eprintln!("{}: {:.2} ms", st.name, st.ms),
+                }
+            }
+        }
         for w in &r.warnings {
             eprintln!("warning: {w}");
         }
