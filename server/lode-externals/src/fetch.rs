@@ -225,11 +225,12 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
         return Err(FetchError::Cancelled);
     }
     let timeout_s = opts.timeout.as_secs().max(1);
+    let failed = |e| if cancelled() { FetchError::Cancelled } else { map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()) };
     let mut resp = agent
         .get(parsed.as_str())
         .header("Accept", "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8")
         .call()
-        .map_err(|e| if cancelled() { FetchError::Cancelled } else { map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()) })?;
+        .map_err(failed)?;
     let status = resp.status().as_u16();
     let final_url = resp.get_uri().to_string();
     if !(200..300).contains(&status) {
@@ -250,7 +251,7 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
         .with_config()
         .limit(opts.max_bytes)
         .read_to_vec()
-        .map_err(|e| if cancelled() { FetchError::Cancelled } else { map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()) })?;
+        .map_err(failed)?;
     if cancelled() {
         return Err(FetchError::Cancelled);
     }

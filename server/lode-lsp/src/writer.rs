@@ -125,6 +125,7 @@ impl Writer {
         }
         let checkpointer = Checkpointer::start(&store, idle);
         let log_kick = LogKick(checkpointer.kick.clone());
+        let own_kick = log_kick.clone();
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
         let queue = shared.clone();
@@ -142,7 +143,7 @@ impl Writer {
                     tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
                     // Readers wait for this ticket: it is marked done whatever `after` does.
                     let _ = done_tx.send(ticket);
-                    checkpointer.kick_if_long();
+                    own_kick.kick_if_long();
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
                 };
@@ -241,7 +242,7 @@ impl Writer {
                             tracing::warn!("ending the batch: {e}");
                         }
                     }
-                    checkpointer.kick_if_long();
+                    own_kick.kick_if_long();
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
                 }
@@ -340,10 +341,6 @@ impl Checkpointer {
     fn kick(&self, store: &Store) -> bool {
         let sent = self.kick.as_ref().is_some_and(|k| k.send(()).is_ok());
         sent || checkpoint(store)
-    }
-
-    fn kick_if_long(&self) {
-        LogKick(self.kick.clone()).kick_if_long();
     }
 }
 

@@ -200,11 +200,11 @@ fn catch_up(
     if missing.is_empty() {
         return Ok(0);
     }
-    // The text a window of one passage embeds (see `PendingPassage::text`).
+    // Each as the worker would embed a window of that one passage.
     let texts: Vec<String> = missing
         .iter()
         .filter_map(|id| lexical.iter().find(|h| h.passage_id == *id))
-        .map(|h| if h.heading.is_empty() { h.text.clone() } else { format!("{}\n{}", h.heading, h.text) })
+        .map(|h| crate::worker::embedded_text(&h.heading, [h.text.as_str()]))
         .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let vectors = embedder.embed_passages(&refs)?;
@@ -304,12 +304,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     }
     let mut dense_ids: Vec<i64> = Vec::new();
     let mut dense_read: HashMap<i64, Hit> = HashMap::new();
-    let dense = match dense {
-        Some(Ok((e, r))) => Some(r.map(|d| (e, d))),
-        Some(Err(panicked)) => Some(Err(panicked)),
-        None => None,
-    };
-    match dense {
+    match dense.map(|joined| joined.and_then(|(e, r)| r.map(|d| (e, d)))) {
         Some(Ok((embedder, d))) => {
             out.stages.push(Stage { name: "embed_query", ms: d.embed_ms, note: None });
             out.stages.push(Stage { name: "dense", ms: d.search_ms, note: None });

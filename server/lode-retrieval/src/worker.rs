@@ -67,13 +67,18 @@ pub fn plan_windows(embedder: &Embedder, batch: &[PendingPassage], window_tokens
 
 /// What a window embeds: its heading once, then its passages, one per line.
 pub fn window_text(batch: &[PendingPassage], w: &[usize]) -> String {
-    let first = &batch[w[0]];
-    let mut text = first.heading.clone();
-    for &i in w {
+    embedded_text(&batch[w[0]].heading, w.iter().map(|&i| batch[i].passage.as_str()))
+}
+
+/// The model input for passages under `heading`: the heading once, then each passage, one
+/// per line (what [`window_text`] builds, and what a passage embedded at query time gets).
+pub(crate) fn embedded_text<'a>(heading: &str, passages: impl IntoIterator<Item = &'a str>) -> String {
+    let mut text = heading.to_owned();
+    for p in passages {
         if !text.is_empty() {
             text.push('\n');
         }
-        text.push_str(&batch[i].passage);
+        text.push_str(p);
     }
     text
 }

@@ -123,9 +123,7 @@ impl State {
         *self.reporter.lock() = None;
         drop(self.dense.lock().take());
     }
-}
 
-impl State {
     /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
     pub(crate) fn kick(&self) {
         if let Some(k) = &self.kick {
@@ -210,7 +208,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
             let reporter: vectors::Reporter = Arc::default();
-            let log_kick: Arc<Mutex<Option<crate::writer::LogKick>>> = Arc::default();
+            let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
             let closing: Arc<AtomicBool> = Arc::default();
             let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
                 Some(vs) => {
@@ -232,7 +230,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                     let _ = k.send(None);
                 }
             });
-            *log_kick.lock() = Some(writer.log_kick());
+            let _ = log_kick.set(writer.log_kick());
             Ok(Arc::new(State {
                 root,
                 settings,

@@ -41,7 +41,7 @@ pub(super) fn start_vectors(
     opts: StoreOptions,
     vs: VectorSettings,
     reporter: Reporter,
-    log_kick: Arc<Mutex<Option<crate::writer::LogKick>>>,
+    log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>>,
     closing: Arc<std::sync::atomic::AtomicBool>,
 ) -> (std::sync::mpsc::Sender<Kick>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
     use std::sync::atomic::Ordering::SeqCst;
@@ -128,7 +128,7 @@ pub(super) fn start_vectors(
                             crate::isolation::fault("vectors");
                             sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                         };
-                        if let Some(k) = log_kick.lock().as_ref() {
+                        if let Some(k) = log_kick.get() {
                             k.kick_if_long();
                         }
                         // A note stays first until it has nothing left to embed.
