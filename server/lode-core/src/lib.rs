@@ -10,6 +10,7 @@ pub mod gate;
 pub mod links;
 pub mod nav;
 pub mod query;
+pub mod structure;
 pub mod text;
 
 pub use chunk::{chunk_note, ChunkConfig, ChunkedNote, Passage, PassageKind};

@@ -220,7 +220,7 @@ fn context_window(body: &str, quote: &Range<usize>) -> Range<usize> {
 
 /// `text` with the parts a reader does not read as words (see [`markup::unread`]) blanked to
 /// spaces, byte for byte, so offsets are unchanged.
-fn readable(text: &str) -> String {
+pub fn readable(text: &str) -> String {
     let mut bytes = text.as_bytes().to_vec();
     for r in markup::unread(text) {
         bytes[r].fill(b' ');

@@ -18,8 +18,10 @@ use std::ops::Range;
 
 use serde::{Deserialize, Serialize};
 
+use crate::structure;
 use crate::text::{floor_char_boundary, normalize_whitespace};
 
+pub mod context;
 pub mod couple;
 pub mod lexicon;
 pub mod markup;
@@ -46,6 +48,10 @@ pub struct LocatedSpan {
     pub quoted_span: String,
     /// The quote matched only after whitespace normalisation.
     pub normalized: bool,
+    /// What a reader sees around the quote (headings, lead-in, task, callout, table, footnotes):
+    /// `Hiking kit › Myths`. Empty at the top of a plain note.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub context: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -101,6 +107,9 @@ pub struct EvidenceOnly {
     pub context: Vec<Range<usize>>,
     /// Why the wording was not verified.
     pub reason: String,
+    /// The same in one plain phrase for a reader: "listed under “Myths”", "an open task", "the
+    /// model's wording differs from the note".
+    pub why: String,
 }
 
 pub const EVIDENCE_ONLY_LABEL: &str = "evidence only — the model's wording could not be verified";
@@ -157,14 +166,19 @@ impl<'a> ScorerSlot<'a> {
 pub struct GateConfig {
     /// Entailment probability a claim must exceed to survive step 3.
     pub entailment_threshold: f32,
+    /// Words that mark headings, lead-ins, callouts and footnotes as non-assertive.
+    pub words: std::sync::Arc<context::ContextWords>,
 }
 
 impl Default for GateConfig {
     fn default() -> Self {
         // Conservative and untuned: see docs/gate.md.
-        GateConfig { entailment_threshold: 0.9 }
+        GateConfig { entailment_threshold: 0.9, words: context::ContextWords::built_in() }
     }
 }
+
+/// Plain phrase for a claim whose quotes are real but whose wording was not verified.
+pub const WORDING_NOT_VERIFIED: &str = "the model's wording differs from the note";
 
 pub use lexicon::GLUE;
 
@@ -293,11 +307,7 @@ pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<
         let mut ok: Vec<(Range<usize>, bool)> = Vec::new();
         let mut first_problem = None;
         for (range, normalized) in found {
-            let problem = couple::malformed_quote(body, &range).or_else(|| {
-                let (_, kind) = markup::overlapping(&regions, &range)?;
-                let quotes_code = kind == markup::NotEvidence::CodeBlock && claim_quotes_code(&claim.text, &s.quoted_span);
-                (!quotes_code).then(|| format!("quote {:?} is {}, which the note does not assert", clip(&s.quoted_span), kind.describe()))
-            });
+            let problem = couple::malformed_quote(body, &range).or_else(|| not_evidence_problem(&claim.text, &s.quoted_span, body, &regions, &range));
             match problem {
                 None => ok.push((range, normalized)),
                 Some(p) => {
@@ -308,41 +318,83 @@ pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<
         let Some((range, normalized)) = ok.first().cloned() else {
             return drop(claim, Step::SpanCheck, first_problem.unwrap_or_default());
         };
-        spans.push(LocatedSpan { version_id: s.version_id.clone(), range, quoted_span: s.quoted_span.clone(), normalized });
+        spans.push(LocatedSpan { version_id: s.version_id.clone(), range, quoted_span: s.quoted_span.clone(), normalized, context: String::new() });
         places.push(ok.into_iter().map(|(r, _)| r).collect());
     }
-    // Step 2: one quote carries the claim as its sentence says it.
+    // The note's structure, parsed once per cited version.
+    let mut parsed: Parsed<'_> = HashMap::new();
+    for sp in &spans {
+        let body = eligible[&sp.version_id];
+        parsed.entry(sp.version_id.clone()).or_insert_with(|| structure::Structure::parse(body));
+    }
+    let blockers_at = |version: &str, r: &Range<usize>| {
+        let st = &parsed[version];
+        context::blockers(st, &st.context(r.clone()), r, &claim.text, &cfg.words)
+    };
+    // Step 2: one quote carries the claim as its sentence says it, and the note presents that
+    // sentence as an assertion (not under "Myths", not an open task, …).
     let mut why_not = String::new();
-    for (i, span) in spans.iter_mut().enumerate() {
+    let mut structural: Option<(usize, Range<usize>, Vec<context::Blocker>)> = None;
+    for i in 0..spans.len() {
         for r in &places[i] {
-            match couple::couple(&claim.text, eligible[&span.version_id], r) {
+            match couple::couple(&claim.text, eligible[&spans[i].version_id], r) {
                 Ok(()) => {
-                    span.range = r.clone();
-                    let verification = Verification::Coupled { span: i };
-                    let label = verification.label();
-                    return Outcome::Verified(Verified { claim, spans, verification, label });
+                    let blocked = blockers_at(&spans[i].version_id, r);
+                    if blocked.is_empty() {
+                        spans[i].range = r.clone();
+                        return verified(claim, spans, Verification::Coupled { span: i }, &parsed);
+                    }
+                    structural.get_or_insert((i, r.clone(), blocked));
                 }
                 Err(e) if why_not.is_empty() => why_not = e,
                 Err(_) => {}
             }
         }
     }
+    // A claim that restates the line's context with it: "If the cache is cold: expect …",
+    // "billing-api (Payments): p99 latency is 180 ms", along the note's structure only.
+    let same_version = spans.windows(2).all(|w| w[0].version_id == w[1].version_id);
+    if spans.len() >= 2 && same_version {
+        match context::compose(&claim.text, &parsed[&spans[0].version_id], &places, &cfg.words) {
+            Ok((i, r)) => {
+                spans[i].range = r;
+                return verified(claim, spans, Verification::Coupled { span: i }, &parsed);
+            }
+            Err(e) => {
+                if why_not.is_empty() {
+                    why_not = e;
+                }
+            }
+        }
+    }
+    if let Some((i, r, blocked)) = structural {
+        // The sentence says it, the note does not: no model can see that, so no step 3.
+        spans[i].range = r;
+        let why = context::why_of(&blocked);
+        let reason = format!("the quote couples, but the note does not assert it: {why}");
+        return evidence_only(claim, spans, eligible, reason, why, &parsed);
+    }
     // Step 3: entailment of the claim by the cited sentences (not the bare quotes: a quote cut
-    // out of "Not all X" must be judged with its "Not").
+    // out of "Not all X" must be judged with its "Not"), read as a reader reads them: without
+    // comments and struck-through text.
     let context: Vec<Range<usize>> =
         spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
     let premise = spans
         .iter()
         .zip(&context)
-        .map(|(s, r)| eligible[&s.version_id][r.clone()].trim())
+        .map(|(s, r)| couple::readable(&eligible[&s.version_id][r.clone()]).split_whitespace().collect::<Vec<_>>().join(" "))
         .collect::<Vec<_>>()
         .join(" ");
     let scored = scorer.get().and_then(|s| s.entailment(&premise, &claim.text));
     let reason = match scored {
         Ok(score) if score > cfg.entailment_threshold => {
-            let verification = Verification::Entailed { score };
-            let label = verification.label();
-            return Outcome::Verified(Verified { claim, spans, verification, label });
+            let blocked: Vec<context::Blocker> = spans.iter().flat_map(|s| blockers_at(&s.version_id, &s.range)).collect();
+            if blocked.is_empty() {
+                return verified(claim, spans, Verification::Entailed { score }, &parsed);
+            }
+            let why = context::why_of(&blocked);
+            let reason = format!("entailed ({score:.2}) by the sentences, but the note does not assert them: {why}");
+            return evidence_only(claim, spans, eligible, reason, why, &parsed);
         }
         Ok(score) => format!(
             "not carried by one quote ({why_not}), and entailment {score:.2} is not above {:.2}",
@@ -350,7 +402,60 @@ pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<
         ),
         Err(e) => format!("not carried by one quote ({why_not}), and {e}"),
     };
-    Outcome::EvidenceOnly(EvidenceOnly { claim, spans, context, reason })
+    evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed)
+}
+
+/// The parsed structure of each cited version, by version id.
+type Parsed<'t> = HashMap<String, structure::Structure<'t>>;
+
+fn with_breadcrumbs(spans: &mut [LocatedSpan], parsed: &Parsed<'_>) {
+    for s in spans {
+        if let Some(st) = parsed.get(&s.version_id) {
+            s.context = st.context(s.range.clone()).breadcrumb();
+        }
+    }
+}
+
+fn verified(claim: Claim, mut spans: Vec<LocatedSpan>, verification: Verification, parsed: &Parsed<'_>) -> Outcome {
+    with_breadcrumbs(&mut spans, parsed);
+    let label = verification.label();
+    Outcome::Verified(Verified { claim, spans, verification, label })
+}
+
+fn evidence_only(
+    claim: Claim,
+    mut spans: Vec<LocatedSpan>,
+    eligible: &Eligible<'_>,
+    reason: String,
+    why: String,
+    parsed: &Parsed<'_>,
+) -> Outcome {
+    with_breadcrumbs(&mut spans, parsed);
+    let context = spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
+    Outcome::EvidenceOnly(EvidenceOnly { claim, spans, context, reason, why })
+}
+
+/// Why a located quote is not evidence because of the markup it is in, if it is not. Code and
+/// earlier lode answers refuse any overlap; comments and struck-through text only when nothing
+/// outside them is quoted (a quote may read across "~~Tuesday~~ Thursday": what is struck is
+/// not read, by coupling or by step 3).
+fn not_evidence_problem(claim: &str, quote: &str, body: &str, regions: &[(Range<usize>, markup::NotEvidence)], range: &Range<usize>) -> Option<String> {
+    use markup::NotEvidence as N;
+    let hits: Vec<&(Range<usize>, N)> = regions.iter().filter(|(r, _)| r.start < range.end && range.start < r.end).collect();
+    let (_, first_kind) = hits.first()?;
+    for (_, kind) in &hits {
+        if matches!(kind, N::CodeBlock | N::LodeAnswer) {
+            let quotes_code = *kind == N::CodeBlock && claim_quotes_code(claim, quote);
+            if !quotes_code {
+                return Some(format!("quote {:?} is {}, which the note does not assert", clip(quote), kind.describe()));
+            }
+        }
+    }
+    let readable_left = body[range.clone()].char_indices().any(|(i, c)| {
+        let at = range.start + i;
+        c.is_alphanumeric() && !hits.iter().any(|(r, k)| matches!(k, N::HtmlComment | N::Strikethrough) && r.contains(&at))
+    });
+    (!readable_left).then(|| format!("quote {:?} is {}, which the note does not assert", clip(quote), first_kind.describe()))
 }
 
 /// Whether the claim presents the quote as code: a backtick span of the claim holds (part of) it.

@@ -1,0 +1,365 @@
+//! The gate's structural step: whether the note, as its structure presents a quote, asserts it.
+//! A quote can be verbatim and its sentence clean, yet stand under a "Myths" heading, after a
+//! "Don't:" lead-in, in an open task, in a quote the next paragraph disputes, beside a footnote
+//! that narrows it, in a table column headed "Rejected", or continue a sentence that attributes
+//! it ("Bob thinks the cache is the culprit. It …"). Each such context is a [`Blocker`]; a claim
+//! that restates a blocker's own text (the heading, the lead-in, the header) carries it and is
+//! not blocked by it ([`compose`]).
+//!
+//! Invariants: like every gate step this only removes verifications, never adds one — except
+//! [`compose`], which verifies a claim only along the note's structure (a heading over the line,
+//! the lead-in of its list, its parent item, its own row's cells and column header), each
+//! context unit restated whole, in the note's order, and the line itself coupled by step 2.
+
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::{Arc, OnceLock};
+
+use super::couple::{self, lex, Kind, Tok};
+use super::lexicon::{ANAPHORS, FALSITY, SENTENCE_MARKERS};
+use crate::structure::{Context, LeadInKind, Structure, TaskState};
+
+const BUILT_IN: &str = include_str!("../../data/context-words.txt");
+
+/// Words that mark context as non-assertive, by where they are read. Phrases are stored as
+/// their normalised tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ContextWords {
+    pub headings: Vec<Vec<String>>,
+    pub heading_openers: Vec<Vec<String>>,
+    pub lead_ins: Vec<Vec<String>>,
+    pub callouts: Vec<Vec<String>>,
+    pub disputes: Vec<Vec<String>>,
+    pub footnotes: Vec<Vec<String>>,
+}
+
+fn norm_tokens(s: &str) -> Vec<String> {
+    lex(s, &[]).into_iter().filter(|t| t.kind != Kind::Symbol).map(|t| t.norm).collect()
+}
+
+impl ContextWords {
+    /// The built-in lists (`server/lode-core/data/context-words.txt`).
+    pub fn built_in() -> Arc<ContextWords> {
+        static WORDS: OnceLock<Arc<ContextWords>> = OnceLock::new();
+        WORDS.get_or_init(|| Arc::new(ContextWords::parse(BUILT_IN).expect("the built-in context words parse; a test checks"))).clone()
+    }
+
+    /// Parses the data file's format: `[section]` lines, then one word or phrase per line, `#`
+    /// comments.
+    pub fn parse(text: &str) -> Result<ContextWords, String> {
+        let mut w = ContextWords::default();
+        let mut section: Option<&str> = None;
+        for (n, line) in text.lines().enumerate() {
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = Some(name.trim());
+                continue;
+            }
+            let Some(s) = section else { return Err(format!("line {}: a word before any [section]", n + 1)) };
+            w.add(s, line)?;
+        }
+        Ok(w)
+    }
+
+    /// Adds a word or phrase to a list by its name (`headings`, `heading-openers`, `lead-ins`,
+    /// `callouts`, `disputes`, `footnotes`; `_` may stand for `-`).
+    pub fn add(&mut self, list: &str, phrase: &str) -> Result<(), String> {
+        let toks = norm_tokens(phrase);
+        if toks.is_empty() {
+            return Ok(());
+        }
+        let target = match list.replace('_', "-").as_str() {
+            "headings" => &mut self.headings,
+            "heading-openers" => &mut self.heading_openers,
+            "lead-ins" => &mut self.lead_ins,
+            "callouts" => &mut self.callouts,
+            "disputes" => &mut self.disputes,
+            "footnotes" => &mut self.footnotes,
+            other => return Err(format!("unknown list of context words [{other}]")),
+        };
+        if !target.contains(&toks) {
+            target.push(toks);
+        }
+        Ok(())
+    }
+
+    /// The built-in lists plus a user's own words.
+    pub fn with_user(extra: &[(String, Vec<String>)]) -> Result<Arc<ContextWords>, String> {
+        if extra.is_empty() {
+            return Ok(ContextWords::built_in());
+        }
+        let mut w = (*ContextWords::built_in()).clone();
+        for (list, words) in extra {
+            for p in words {
+                w.add(list, p)?;
+            }
+        }
+        Ok(Arc::new(w))
+    }
+}
+
+/// Whether `phrase` occurs in `toks` as whole consecutive tokens.
+fn has_phrase(toks: &[String], phrase: &[String]) -> bool {
+    !phrase.is_empty() && toks.windows(phrase.len()).any(|w| w == phrase)
+}
+
+fn any_phrase(toks: &[String], list: &[Vec<String>]) -> Option<String> {
+    list.iter().find(|p| has_phrase(toks, p)).map(|p| p.join(" "))
+}
+
+/// The cue phrases that mark a heading's section as non-assertive (none: it does not block).
+pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
+    let toks = norm_tokens(heading);
+    let mut out: Vec<Vec<String>> = words.headings.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
+    out.extend(words.heading_openers.iter().filter(|p| toks.starts_with(p)).cloned());
+    out
+}
+
+/// The cue words by which a lead-in negates, conditions, attributes or hedges what it
+/// introduces (none: it does not block).
+pub fn lead_in_cues(words: &ContextWords, lead_in: &str) -> Vec<Vec<String>> {
+    let toks = norm_tokens(lead_in);
+    let mut out: Vec<Vec<String>> = words.lead_ins.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
+    out.extend(
+        toks.iter()
+            .filter(|t| super::lexicon::is_negation(t) || SENTENCE_MARKERS.contains(&t.as_str()) || FALSITY.contains(&t.as_str()))
+            .map(|t| vec![t.clone()]),
+    );
+    out.extend(heading_cues(words, lead_in));
+    out
+}
+
+pub fn heading_blocks(words: &ContextWords, heading: &str) -> bool {
+    !heading_cues(words, heading).is_empty()
+}
+
+pub fn lead_in_blocks(words: &ContextWords, lead_in: &str) -> bool {
+    !lead_in_cues(words, lead_in).is_empty()
+}
+
+/// Whether the claim states a cue of its context itself ("It is a myth that …" under "Myths",
+/// "Avoid running it on Fridays" after "Avoid:"): then it does not present the line as plain
+/// fact. Plural and singular are one word here.
+fn claim_states(claim: &[String], cues: &[Vec<String>]) -> bool {
+    let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
+    let claim: Vec<String> = claim.iter().map(|w| stem(w)).collect();
+    cues.iter().any(|c| {
+        let c: Vec<String> = c.iter().map(|w| stem(w)).collect();
+        has_phrase(&claim, &c)
+    })
+}
+
+/// Why the note does not present a quote as an assertion, and which text of the note says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Blocker {
+    /// One plain phrase for the reader: "listed under Myths", "an open task".
+    pub why: String,
+    /// The note's own text that carries this context, when a claim may restate it (a heading, a
+    /// lead-in, a column header); `None` when no restatement lifts it.
+    pub carrier: Option<Range<usize>>,
+}
+
+fn quoted(s: &str) -> String {
+    let c: String = s.chars().take(60).collect();
+    if c.len() < s.len() {
+        format!("“{c}…”")
+    } else {
+        format!("“{c}”")
+    }
+}
+
+/// Every context around `quote` that keeps the note from asserting what `claim` says.
+pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: &str, words: &ContextWords) -> Vec<Blocker> {
+    let body = st.text();
+    let claim_toks = norm_tokens(claim);
+    let mut out = Vec::new();
+    for h in &ctx.headings {
+        let cues = heading_cues(words, &h.text);
+        if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
+            out.push(Blocker { why: format!("listed under {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
+        }
+    }
+    for l in &ctx.lead_ins {
+        let cues = lead_in_cues(words, &l.unit.text);
+        if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
+            let why = match l.kind {
+                LeadInKind::LeadIn => format!("under the lead-in {}", quoted(&l.unit.text)),
+                LeadInKind::ParentItem => format!("under the item {}", quoted(&l.unit.text)),
+                LeadInKind::Label => format!("after {}", quoted(&l.unit.text)),
+            };
+            out.push(Blocker { why, carrier: Some(l.unit.range.clone()) });
+        }
+    }
+    if let Some(t) = ctx.task.filter(|t| !t.asserts()) {
+        let why = match t {
+            TaskState::Open => "an open task",
+            TaskState::InProgress => "a task still in progress",
+            TaskState::Cancelled => "a cancelled task",
+            TaskState::Deferred => "a deferred task",
+            TaskState::Question => "an open question",
+            TaskState::Done | TaskState::Marked(_) => "",
+        };
+        out.push(Blocker { why: why.to_owned(), carrier: None });
+    }
+    if let Some(q) = &ctx.quote {
+        if let Some(c) = q.callout.as_deref().filter(|c| any_phrase(&norm_tokens(c), &words.callouts).is_some()) {
+            out.push(Blocker { why: format!("in a [!{c}] callout"), carrier: None });
+        }
+        if let Some(next) = &q.followed_by {
+            let toks = norm_tokens(&next.text);
+            // The first sentence of what follows is what a reader takes as the note's verdict.
+            let first = first_sentence_tokens(&next.text);
+            if any_phrase(&first, &words.disputes).is_some() || toks.iter().any(|t| FALSITY.contains(&t.as_str()) && t != "thought") {
+                out.push(Blocker { why: format!("quoted, then disputed: {}", quoted(&next.text)), carrier: None });
+            }
+        }
+    }
+    for f in &ctx.footnotes {
+        let toks = norm_tokens(&f.unit.text);
+        if any_phrase(&toks, &words.footnotes).is_some() {
+            out.push(Blocker { why: format!("footnote {} narrows it: {}", f.label, quoted(&f.unit.text)), carrier: None });
+        }
+    }
+    if let Some(t) = &ctx.table {
+        if let Some(h) = t.column_header().filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text)) {
+            out.push(Blocker { why: format!("in the table column {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
+        }
+        if t.in_header {
+            out.push(Blocker { why: "a table header, not a value".into(), carrier: None });
+        }
+    }
+    if let Some(prev) = attributing_previous_sentence(body, ctx, quote) {
+        out.push(Blocker { why: format!("continues the sentence before it: {}", quoted(&body[prev])), carrier: None });
+    }
+    out
+}
+
+fn first_sentence_tokens(text: &str) -> Vec<String> {
+    let sents = couple::sentences(text, 0..text.len());
+    sents.first().map(|r| norm_tokens(&text[r.clone()])).unwrap_or_default()
+}
+
+/// The sentence before the quote's, when the quote's sentence opens with an anaphor ("It",
+/// "This", "They", "The former") and that sentence attributes, conditions or hedges what it says.
+fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>) -> Option<Range<usize>> {
+    let block = ctx.block.clone()?;
+    if !(block.start <= quote.start && quote.start <= block.end) {
+        return None;
+    }
+    let sents = couple::sentences(body, block);
+    let i = sents.iter().position(|s| s.start <= quote.start && quote.start < s.end.max(s.start + 1))?;
+    let prev = sents.get(i.checked_sub(1)?)?.clone();
+    let toks: Vec<Tok> = lex(&body[sents[i].clone()], &[]);
+    let w = |k: usize| toks.get(k).map_or("", |t| t.norm.as_str());
+    let opens_with_anaphor = ANAPHORS.contains(&w(0)) && w(0) != "which"
+        || matches!(w(0), "he" | "she" | "they" | "such")
+        || (w(0) == "the" && matches!(w(1), "former" | "latter"));
+    if !opens_with_anaphor {
+        return None;
+    }
+    let p: Vec<Tok> = lex(&body[prev.clone()], &[]);
+    let carries = p.iter().any(|t| {
+        let n = t.norm.as_str();
+        (SENTENCE_MARKERS.contains(&n) && n != "per") || FALSITY.contains(&n)
+    });
+    carries.then_some(prev)
+}
+
+/// A claim that restates context units and then couples with a line, along the structure: the
+/// leaf quote's index and range when it holds.
+pub fn compose(
+    claim: &str,
+    st: &Structure<'_>,
+    places: &[Vec<Range<usize>>],
+    words: &ContextWords,
+) -> Result<(usize, Range<usize>), String> {
+    let body = st.text();
+    let claim_skip = super::markup::unread(claim);
+    let claim_toks: Vec<Tok> = lex(claim, &claim_skip).into_iter().filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str()))).collect();
+    let mut why = "the quotes are not a line and the context it sits in".to_owned();
+    for (i, leaf_places) in places.iter().enumerate() {
+        for leaf in leaf_places {
+            let ctx = st.context(leaf.clone());
+            // Context units, in the order a claim restates them.
+            let mut units: Vec<Range<usize>> = ctx.headings.iter().map(|h| h.range.clone()).collect();
+            units.extend(ctx.lead_ins.iter().map(|l| l.unit.range.clone()));
+            let mut leaf_cell = None;
+            if let Some(t) = &ctx.table {
+                if !t.in_header {
+                    units.extend(t.row.iter().enumerate().filter(|(c, _)| *c != t.column).map(|(_, u)| u.range.clone()));
+                    units.extend(t.column_header().map(|h| h.range.clone()));
+                    leaf_cell = t.row.get(t.column).map(|u| u.range.clone());
+                }
+            }
+            // A unit counts only when another quote (or the leaf's own, for a row) covers it whole.
+            let covered = |u: &Range<usize>| {
+                let toks = unit_tokens(body, u);
+                let (Some(first), Some(last)) = (toks.first(), toks.last()) else { return false };
+                places.iter().enumerate().any(|(j, ps)| {
+                    ps.iter().any(|p| (j != i || ctx.table.is_some()) && p.start <= first.range.start && last.range.end <= p.end)
+                })
+            };
+            let mut k = 0;
+            let mut carried: Vec<Range<usize>> = Vec::new();
+            for u in units.iter().filter(|u| covered(u)) {
+                let toks = unit_tokens(body, u);
+                let matches = k + toks.len() <= claim_toks.len() && toks.iter().zip(&claim_toks[k..]).all(|(a, b)| a.norm == b.norm);
+                if matches {
+                    k += toks.len();
+                    carried.push(u.clone());
+                }
+            }
+            if carried.is_empty() || k >= claim_toks.len() {
+                continue;
+            }
+            let rest = &claim[claim_toks[k].range.start..];
+            let coupled = match &leaf_cell {
+                // A cell is restated whole: its words are the rest of the claim, nothing more.
+                Some(cell) => {
+                    let toks = unit_tokens(body, cell);
+                    let inside = toks.first().zip(toks.last()).is_some_and(|(f, l)| leaf.start <= f.range.start && l.range.end <= leaf.end);
+                    let ok = inside && toks.len() == claim_toks.len() - k
+                        && toks.iter().zip(&claim_toks[k..]).all(|(a, b)| a.norm == b.norm);
+                    if ok { Ok(()) } else { Err("the claim's value is not the whole cell of that row and column".to_owned()) }
+                }
+                None => couple::couple(rest, body, leaf),
+            };
+            if let Err(e) = coupled {
+                why = e;
+                continue;
+            }
+            let left: Vec<Blocker> = blockers(st, &ctx, leaf, claim, words)
+                .into_iter()
+                .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried.iter().any(|u| u == c)))
+                .collect();
+            if let Some(b) = left.first() {
+                why = format!("the line is {}", b.why);
+                continue;
+            }
+            return Ok((i, leaf.clone()));
+        }
+    }
+    Err(why)
+}
+
+/// Content tokens of a unit of the note (glue, symbols and markup left out).
+fn unit_tokens(body: &str, u: &Range<usize>) -> Vec<Tok> {
+    let skip = super::markup::unread(&body[u.clone()]);
+    lex(&body[u.clone()], &skip)
+        .into_iter()
+        .filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str())))
+        .map(|mut t| {
+            t.range = t.range.start + u.start..t.range.end + u.start;
+            t
+        })
+        .collect()
+}
+
+/// Distinct plain phrases of blockers, joined for one line of display.
+pub fn why_of(blockers: &[Blocker]) -> String {
+    let mut seen = HashSet::new();
+    blockers.iter().filter(|b| seen.insert(b.why.clone())).map(|b| b.why.clone()).collect::<Vec<_>>().join("; ")
+}
