@@ -106,6 +106,8 @@ pub struct QuoteBlock {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Footnote {
     pub label: String,
+    /// Where the note references it near the range.
+    pub refs: Vec<Range<usize>>,
     /// The definition's text, without `[^label]:`.
     pub unit: Unit,
 }
@@ -198,6 +200,8 @@ pub struct Structure<'t> {
     text: &'t str,
     tree: Option<Tree>,
     footnotes: Vec<(String, Unit)>,
+    /// Document-level headings (ATX and setext), in order, with their level and line range.
+    headings: Vec<(u8, Range<usize>, Unit)>,
 }
 
 thread_local! {
@@ -324,7 +328,11 @@ impl<'t> Structure<'t> {
                 Some((crate::nav::normalize_label(&label), unit(text, l.range.start + colon..end)))
             })
             .collect();
-        Structure { text, tree, footnotes }
+        let mut headings = Vec::new();
+        if let Some(t) = &tree {
+            collect_headings(text, t.root_node(), &mut headings);
+        }
+        Structure { text, tree, footnotes, headings }
     }
 
     pub fn text(&self) -> &'t str {
@@ -348,16 +356,19 @@ impl<'t> Structure<'t> {
             chain.push(node);
             n = node.parent();
         }
+        // Heading path: the last heading of each level above the range (a heading line itself is
+        // not under its own heading).
+        let mut stack: Vec<(u8, Unit)> = Vec::new();
+        for (level, line, u) in self.headings.iter().take_while(|(_, line, _)| line.start <= start) {
+            if line.start <= start && start < line.end {
+                break;
+            }
+            stack.retain(|(l, _)| l < level);
+            stack.push((*level, u.clone()));
+        }
+        ctx.headings = stack.into_iter().map(|(_, u)| u).collect();
         for (depth, node) in chain.iter().enumerate().rev() {
             match node.kind() {
-                "section" => {
-                    if let Some(h) = node.named_child(0).filter(|h| matches!(h.kind(), "atx_heading" | "setext_heading")) {
-                        // The heading line itself is not "under" its own heading.
-                        if !(h.start_byte() <= start && end <= h.end_byte()) {
-                            ctx.headings.push(heading_unit(text, h));
-                        }
-                    }
-                }
                 "list_item" => {
                     let inner = chain[..depth].iter().rev().find(|c| c.kind() == "list_item");
                     // Parent item: this item when a deeper item holds the range.
@@ -419,7 +430,6 @@ impl<'t> Structure<'t> {
         if !self.footnotes.is_empty() {
             let scope = ctx.block.clone().unwrap_or(start..end);
             let scope = scope.start.min(start)..scope.end.max(end);
-            let mut seen = Vec::new();
             for (i, _) in text[scope.clone()].match_indices("[^") {
                 let at = scope.start + i + 2;
                 let Some(close) = text[at..].find(']') else { continue };
@@ -428,16 +438,47 @@ impl<'t> Structure<'t> {
                 if text[at + close + 1..].starts_with(':') {
                     continue;
                 }
-                if seen.contains(&label) {
-                    continue;
-                }
-                if let Some((_, u)) = self.footnotes.iter().find(|(l, _)| *l == label) {
-                    ctx.footnotes.push(Footnote { label: text[at..at + close].to_owned(), unit: u.clone() });
-                    seen.push(label);
+                let r = at - 2..at + close + 1;
+                if let Some(f) = ctx.footnotes.iter_mut().find(|f| crate::nav::normalize_label(&f.label) == label) {
+                    f.refs.push(r);
+                } else if let Some((_, u)) = self.footnotes.iter().find(|(l, _)| *l == label) {
+                    ctx.footnotes.push(Footnote { label: text[at..at + close].to_owned(), refs: vec![r], unit: u.clone() });
                 }
             }
         }
+        // Inline notes: `^[text]`.
+        if let Some(block) = ctx.block.clone() {
+            let scope = block.start.min(start)..block.end.max(end);
+            for (i, _) in text[scope.clone()].match_indices("^[") {
+                let at = scope.start + i + 2;
+                let Some(close) = text[at..].find(']') else { continue };
+                let n = ctx.footnotes.len() + 1;
+                ctx.footnotes.push(Footnote { label: format!("inline {n}"), refs: vec![at - 2..at + close + 1], unit: unit(text, at..at + close) });
+            }
+        }
         ctx
+    }
+}
+
+/// Headings outside lists and quotes, in document order.
+fn collect_headings(text: &str, node: Node, out: &mut Vec<(u8, Range<usize>, Unit)>) {
+    let mut cursor = node.walk();
+    for child in node.named_children(&mut cursor) {
+        match child.kind() {
+            "atx_heading" | "setext_heading" => {
+                let raw = &text[range_of(text, child)];
+                let level = if child.kind() == "atx_heading" {
+                    raw.trim_start().bytes().take_while(|&b| b == b'#').count().clamp(1, 6) as u8
+                } else if raw.trim_end().ends_with('=') {
+                    1
+                } else {
+                    2
+                };
+                out.push((level, range_of(text, child), heading_unit(text, child)));
+            }
+            "section" | "document" => collect_headings(text, child, out),
+            _ => {}
+        }
     }
 }
 

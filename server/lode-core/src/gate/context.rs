@@ -183,6 +183,11 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         }
     }
     for l in &ctx.lead_ins {
+        // "This turned out to be false: …" judges what came before, not what follows.
+        let first = norm_tokens(&l.unit.text).into_iter().next().unwrap_or_default();
+        if l.kind == LeadInKind::Label && matches!(first.as_str(), "this" | "that" | "thats" | "it" | "its" | "which") {
+            continue;
+        }
         let cues = lead_in_cues(words, &l.unit.text);
         if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
             let why = match l.kind {
@@ -217,7 +222,8 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
             }
         }
     }
-    for f in &ctx.footnotes {
+    let sentence = quote_sentence(body, ctx, quote);
+    for f in ctx.footnotes.iter().filter(|f| f.refs.iter().any(|r| sentence.start <= r.start && r.start <= sentence.end)) {
         let toks = norm_tokens(&f.unit.text);
         if any_phrase(&toks, &words.footnotes).is_some() {
             out.push(Blocker { why: format!("footnote {} narrows it: {}", f.label, quoted(&f.unit.text)), carrier: None });
@@ -235,6 +241,19 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         out.push(Blocker { why: format!("continues the sentence before it: {}", quoted(&body[prev])), carrier: None });
     }
     out
+}
+
+/// The sentence holding the quote's start (with a footnote reference right after its stop), or
+/// the quote itself outside any block.
+fn quote_sentence(body: &str, ctx: &Context, quote: &Range<usize>) -> Range<usize> {
+    let Some(block) = ctx.block.clone().filter(|b| b.start <= quote.start && quote.start <= b.end) else { return quote.clone() };
+    let sents = couple::sentences(body, block);
+    let first = sents.iter().find(|s| s.start <= quote.start && quote.start < s.end.max(s.start + 1));
+    let last = sents.iter().rev().find(|s| s.start < quote.end.max(quote.start + 1) && quote.start < s.end.max(s.start + 1));
+    match (first, last) {
+        (Some(f), Some(l)) => f.start..l.end.max(quote.end),
+        _ => quote.clone(),
+    }
 }
 
 fn first_sentence_tokens(text: &str) -> Vec<String> {
@@ -261,9 +280,15 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
         return None;
     }
     let p: Vec<Tok> = lex(&body[prev.clone()], &[]);
-    let carries = p.iter().any(|t| {
+    // Verbs that report a fact as true ("confirmed", "found") do not make what follows less so.
+    const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "told", "per", "once", "when", "whenever"];
+    let carries = p.iter().enumerate().any(|(k, t)| {
         let n = t.norm.as_str();
-        (SENTENCE_MARKERS.contains(&n) && n != "per") || FALSITY.contains(&n)
+        (SENTENCE_MARKERS.contains(&n) && !FACTIVE.contains(&n))
+            || FALSITY.contains(&n)
+            // "May" capitalised mid-sentence is the month.
+            || (matches!(n, "may" | "might" | "could" | "would" | "should" | "scenario") && !(k > 0 && body[prev.clone()][t.range.clone()].starts_with(char::is_uppercase)))
+            || (matches!(n, "worst" | "best") && p.get(k + 1).is_some_and(|c| c.norm == "case"))
     });
     carries.then_some(prev)
 }
@@ -316,6 +341,17 @@ pub fn compose(
                 continue;
             }
             let rest = &claim[claim_toks[k].range.start..];
+            // "Redis: it restarts nightly" holds only when nothing stands between the restated
+            // context and the sentence the pronoun opens: the context is its nearest antecedent.
+            let pronoun = matches!(claim_toks[k].norm.as_str(), "it" | "its" | "they" | "this" | "these" | "those" | "he" | "she" | "that");
+            if pronoun {
+                let last_unit = carried.iter().map(|u| u.end).max().unwrap_or(0);
+                let between = &body[last_unit.min(leaf.start)..leaf.start];
+                if between.chars().any(char::is_alphanumeric) {
+                    why = "the claim names a subject the quote only refers to, and the note puts another between them".into();
+                    continue;
+                }
+            }
             let coupled = match &leaf_cell {
                 // A cell is restated whole: its words are the rest of the claim, nothing more.
                 Some(cell) => {
@@ -347,7 +383,9 @@ pub fn compose(
 
 /// Content tokens of a unit of the note (glue, symbols and markup left out).
 fn unit_tokens(body: &str, u: &Range<usize>) -> Vec<Tok> {
-    let skip = super::markup::unread(&body[u.clone()]);
+    let text = &body[u.clone()];
+    let mut skip = super::markup::unread(text);
+    skip.extend(super::markup::not_evidence(text).into_iter().filter(|(_, k)| matches!(k, super::markup::NotEvidence::Strikethrough | super::markup::NotEvidence::HtmlComment)).map(|(r, _)| r));
     lex(&body[u.clone()], &skip)
         .into_iter()
         .filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str())))

@@ -160,6 +160,14 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
                     while chars.get(m).is_some_and(|&(_, n)| matches!(n, '"' | '\'' | '’' | '”' | ')' | ']' | '*' | '_')) {
                         m += 1;
                     }
+                    // A footnote reference right after the stop belongs to the sentence.
+                    if chars.get(m).is_some_and(|&(_, n)| n == '[') && chars.get(m + 1).is_some_and(|&(_, n)| n == '^') {
+                        if let Some(close) = chars[m..].iter().position(|&(_, n)| n == ']' || n.is_whitespace()) {
+                            if chars[m + close].1 == ']' {
+                                m += close + 1;
+                            }
+                        }
+                    }
                     let after_ok = chars.get(m).is_none_or(|&(_, n)| n.is_whitespace());
                     after_ok && !(c == '.' && crate::chunk::not_a_stop(content, i, ABBREVIATIONS))
                 }
@@ -373,6 +381,25 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         if interjection {
             continue;
         }
+        // "that's wrong, X" / "this is false, X": a verdict on what came before, then X.
+        let verdict_before = FALSITY.contains(&w) && i < run.start && {
+            let opener = (0..i).rev().take(3).find(|&k| part_start[k]);
+            opener.is_some_and(|k| matches!(toks[k].norm.as_str(), "thats" | "that" | "this" | "its" | "it"))
+                && toks.get(i + 1).is_some_and(|n| body[t.range.end..n.range.start].contains(','))
+        };
+        if verdict_before {
+            continue;
+        }
+        // A cue that opens a later clause of its own binds to that clause: "X, likely
+        // facilitating Y", "X, possibly reflecting Y", "X, probably because Y", "X, even when Y".
+        if i > last && clause[i] != clause[last] && binds_to_own_clause(toks, i) {
+            continue;
+        }
+        // "per" is attribution before a source ("per the vendor", "per Bob"), a rate before a
+        // unit or number ("12 per 100,000", "per day").
+        if w == "per" && !attribution_per(body, toks, i) {
+            continue;
+        }
         let bigram = |a: &str, b: &str| w == a && toks.get(i + 1).is_some_and(|n| n.norm == b);
         if in_part(i) {
             if SENTENCE_MARKERS.contains(&w) || FALSITY.contains(&w) && w != "thought" {
@@ -416,6 +443,9 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             return Err(format!("the quote follows \"{} but\": the source excepts it", toks[i - 1].norm));
         }
     }
+    if restricting_clause(toks, &clause, last) {
+        return Err("a later clause of the sentence restricts the quote, which the claim leaves out".into());
+    }
     // "open daily except Mondays": an exception right after the run.
     if let Some(n) = toks.get(last + 1) {
         if EXCEPTIONS.contains(&n.norm.as_str()) {
@@ -454,6 +484,45 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         }
     }
     Ok(())
+}
+
+/// Whether the cue at `i` governs only its own, later clause: a hedge before a participle or a
+/// reason ("likely facilitating", "possibly reflecting", "probably because"), or a concessive
+/// "even when/if/though".
+fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
+    let w = toks[i].norm.as_str();
+    let next = toks.get(i + 1).map_or("", |t| t.norm.as_str());
+    let prev = if i > 0 { toks[i - 1].norm.as_str() } else { "" };
+    const HEDGES: &[&str] = &["likely", "possibly", "probably", "perhaps", "presumably", "potentially", "maybe", "plausibly"];
+    let participle = next.len() > 4 && next.ends_with("ing");
+    let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as");
+    (HEDGES.contains(&w) && (participle || reason)) || (prev == "even" && matches!(w, "when" | "if" | "whenever" | "though" | "once"))
+}
+
+/// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a
+/// capitalised word that is not a unit.
+fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
+    let Some(n) = toks.get(i + 1) else { return false };
+    if n.kind != Kind::Word {
+        return false;
+    }
+    matches!(n.norm.as_str(), "the" | "our" | "their" | "his" | "her" | "my" | "your" | "its" | "a" | "an" | "policy" | "spec" | "docs")
+        || body[n.range.clone()].starts_with(|c: char| c.is_uppercase())
+}
+
+/// A later clause that restricts the quoted one: "X, in patients who were not on aspirin",
+/// "X, at least in a warm kitchen", "X, only on weekdays", "X, among adults over 60".
+fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
+    let Some(start) = (last + 1..toks.len()).find(|&k| clause[k] != clause[last]) else { return false };
+    let c = clause[start];
+    let words: Vec<&str> = (start..toks.len()).take_while(|&k| clause[k] == c).map(|k| toks[k].norm.as_str()).collect();
+    let w = |k: usize| words.get(k).copied().unwrap_or("");
+    match w(0) {
+        "only" | "among" | "excluding" | "except" | "unless" | "provided" | "assuming" => true,
+        "at" => matches!(w(1), "least" | "most"),
+        "in" | "for" => words.iter().any(|x| matches!(*x, "who" | "whose" | "without" | "not" | "only")),
+        _ => false,
+    }
 }
 
 /// "that was premature", "which is a myth": an anaphor, then a word calling it false.
