@@ -401,6 +401,19 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             continue;
         }
         let bigram = |a: &str, b: &str| w == a && toks.get(i + 1).is_some_and(|n| n.norm == b);
+        // "a program provided a modest improvement": the verb, not "provided that".
+        if matches!(w, "provided" | "providing") && !part_start[i] && !toks.get(i + 1).is_some_and(|n| matches!(n.norm.as_str(), "that" | "you" | "we" | "they" | "it" | "he" | "she" | "the" | "there")) {
+            continue;
+        }
+        // "associated with premature aging": an adjective of a later clause's noun, not a verdict.
+        let adjectival = FALSITY.contains(&w)
+            && i > last
+            && clause[i] != clause[last]
+            && toks.get(i + 1).is_some_and(|n| n.kind == Kind::Word && clause[i + 1] == clause[i])
+            && !(i.saturating_sub(2)..i).any(|k| matches!(toks[k].norm.as_str(), "is" | "was" | "be" | "been" | "are" | "were" | "that" | "this" | "it" | "thats" | "its"));
+        if adjectival {
+            continue;
+        }
         if in_part(i) {
             if SENTENCE_MARKERS.contains(&w) || FALSITY.contains(&w) && w != "thought" {
                 return Err(format!("the source says {w:?} around the quote, which the claim leaves out"));
@@ -496,7 +509,19 @@ fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
     const HEDGES: &[&str] = &["likely", "possibly", "probably", "perhaps", "presumably", "potentially", "maybe", "plausibly"];
     let participle = next.len() > 4 && next.ends_with("ing");
     let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as");
-    (HEDGES.contains(&w) && (participle || reason)) || (prev == "even" && matches!(w, "when" | "if" | "whenever" | "though" | "once"))
+    const TIMES: &[&str] = &["transition", "period", "time", "times", "day", "days", "year", "years", "point", "stage", "phase", "moment", "age", "night", "week", "weeks", "month", "months", "era", "maximum", "peak", "onset", "stages"];
+    const FREQUENCY: &[&str] = &["often", "usually", "sometimes", "generally", "typically", "mostly", "occasionally", "frequently"];
+    let rest_of_clause = toks[i + 1..].len();
+    (HEDGES.contains(&w) && (participle || reason))
+        || (prev == "even" && matches!(w, "when" | "if" | "whenever" | "though" | "once"))
+        // "women appear to be at increased risk": a hedge of its own clause's subject.
+        || (matches!(w, "appear" | "appears" | "appeared" | "seem" | "seems" | "seemed") && next == "to")
+        // "the night-day transition, when it reduced …": a relative clause about a time.
+        || (w == "when" && TIMES.contains(&prev))
+        // "whether expressed as …": either way, the earlier clause holds.
+        || (w == "whether" && next.ends_with("ed"))
+        // "occurring, stochastically, more often in …": an adverb of its own verb phrase.
+        || (FREQUENCY.contains(&w) && rest_of_clause >= 2 && !matches!(next, "the" | "a"))
 }
 
 /// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a

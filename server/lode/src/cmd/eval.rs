@@ -568,6 +568,7 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
     let mut scorer = ScorerSlot::None;
     let (mut support, mut support_ok, mut refute, mut refute_ok, mut perturbed, mut perturbed_rejected) = (0, 0, 0, 0, 0, 0);
     let mut missing = 0;
+    let (mut clauses, mut clauses_lost, mut clause_examples) = (0usize, 0usize, Vec::new());
     let mut refute_examples = Vec::new();
     let mut steps: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     for r in &rows {
@@ -592,6 +593,30 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
             }
             _ => {}
         }
+        // A faithful first clause of each rationale sentence ("X, likely facilitating Y" → "X")
+        // must not be lost to a cue of another clause: counted when the clause alone couples
+        // but not inside its sentence.
+        for sentence in &r.rationale {
+            let Some(comma) = sentence.find(", ") else { continue };
+            let clause = sentence[..comma].trim();
+            let dangling = clause.ends_with(" that") || clause.ends_with(" than");
+            if dangling || lode_core::gate::payload(clause).len() < 4 || clause.contains(['(', ')', '[', ']', ';', ':']) {
+                continue;
+            }
+            let alone = format!("{clause}.");
+            let standalone = super::gate::verdict(clause, &[clause.to_owned()], &alone, &mut scorer, &cfg);
+            if standalone["verdict"] != "coupled" {
+                continue;
+            }
+            clauses += 1;
+            let inside = super::gate::verdict(clause, &[clause.to_owned()], source, &mut scorer, &cfg);
+            if inside["verdict"] != "coupled" {
+                clauses_lost += 1;
+                if clause_examples.len() < 40 {
+                    clause_examples.push(serde_json::json!({"sentence": sentence, "reason": inside["reason"]}));
+                }
+            }
+        }
         // Perturb one rationale sentence; the span check must reject it.
         let mut spans = r.rationale.clone();
         if let Some(first) = spans.first_mut() {
@@ -611,6 +636,8 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
         "perturbed": perturbed, "perturbed_rejected_by_span_check": perturbed_rejected,
         "perturbed_rejected_share": perturbed_rejected as f64 / perturbed.max(1) as f64,
         "refute_accepted_examples": refute_examples,
+        "first_clauses": clauses, "first_clauses_lost_to_another_clause": clauses_lost,
+        "first_clauses_lost_examples": clause_examples,
         "verdicts_by_step": steps,
         "adversarial": adversarial,
     });

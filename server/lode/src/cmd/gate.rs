@@ -47,17 +47,19 @@ pub fn verdict(claim: &str, spans: &[String], source: &str, scorer: &mut ScorerS
                 gate::Verification::Entailed { score } => ("entailed", "entailment", Some(score)),
             };
             serde_json::json!({"verdict": verdict, "step": step, "label": v.label, "score": score,
-                               "spans": v.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()})
+                               "spans": v.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>(),
+                               "context": v.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>()})
         }
         // The claim is not verified; an answer would show its evidence only.
-        Outcome::EvidenceOnly(e) => serde_json::json!({"verdict": "dropped", "step": "entailment", "rung": "evidence_only", "reason": e.reason,
+        Outcome::EvidenceOnly(e) => serde_json::json!({"verdict": "dropped", "step": "entailment", "rung": "evidence_only", "reason": e.reason, "why": e.why,
+                                                      "context": e.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>(),
                                                       "spans": e.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()}),
         Outcome::Dropped(d) => serde_json::json!({"verdict": "dropped", "step": d.step, "reason": d.reason}),
     }
 }
 
 pub fn run(args: GateArgs) -> Result<ExitCode> {
-    let cfg = GateConfig { entailment_threshold: args.threshold };
+    let cfg = GateConfig { entailment_threshold: args.threshold, ..GateConfig::default() };
     let models = crate::config::ModelsSection::default();
     let mut scorer = match args.nli.clone() {
         Some(name) => ScorerSlot::lazy(move || {
