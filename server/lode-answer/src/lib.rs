@@ -171,6 +171,10 @@ pub struct Citation {
     pub end: usize,
     pub line: usize,
     pub quoted_span: String,
+    /// What a reader sees around the quote in its note: `Hiking kit › Myths`, `Launch
+    /// checklist › [ ] open task`, `table: row billing-api, column p99 latency`.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub context: String,
 }
 
 /// Which rung of the display ladder an item of the answer stands on.
@@ -200,6 +204,9 @@ pub struct AnswerClaim {
     /// Evidence only: why the wording was not verified.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// Evidence only: the same in one plain phrase ("listed under “Myths”", "an open task").
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -606,7 +613,8 @@ pub fn answer_gathered(
             })
             .collect();
         let weights = store.term_weights(&lode_core::query::terms(question))?;
-        Ok(extractive::extract(question, &sources, &weights, &cfg.extract))
+        let claims = extractive::extract(question, &sources, &weights, &cfg.extract);
+        Ok(extractive::with_context(question, claims, |vid| bodies.get(vid).map(String::as_str), &cfg.gate))
     };
     let mut notice = origin_notice;
     let mut synthesizer = synth.name();
@@ -776,6 +784,7 @@ pub fn answer_gathered(
             end: range.end,
             line: line_of(body.as_bytes(), range.start),
             quoted_span: body.get(range).unwrap_or(&s.quoted_span).to_owned(),
+            context: s.context.clone(),
         }
     };
     if cancelled() {
@@ -793,6 +802,7 @@ pub fn answer_gathered(
                     label: v.label,
                     unverified_text: None,
                     reason: None,
+                    why: None,
                 });
             }
             Outcome::EvidenceOnly(e) => {
@@ -811,9 +821,10 @@ pub fn answer_gathered(
                     text: shown.join(" … "),
                     citations,
                     verification: None,
-                    label: gate::EVIDENCE_ONLY_LABEL.to_owned(),
+                    label: gate::evidence_only_label(&e.why),
                     unverified_text: Some(e.claim.text),
                     reason: Some(e.reason),
+                    why: Some(e.why),
                 });
             }
             Outcome::Dropped(d) => answer.dropped.push(DroppedClaim { text: d.claim.text, step: d.step, reason: d.reason }),

@@ -28,8 +28,16 @@ pub fn markdown(answer: &Answer, from: &str) -> String {
             Rung::Verified => text,
             Rung::EvidenceOnly => format!("“{text}”"),
         };
-        // The label is lode's own text, shown as written.
-        out.push_str(&format!("> - {shown} {} *({})*\n", links.join(" "), c.label));
+        // What the reader of the note would see around each quote, once per distinct context.
+        let mut contexts: Vec<&str> = Vec::new();
+        for cit in &c.citations {
+            if !cit.context.is_empty() && !contexts.contains(&cit.context.as_str()) {
+                contexts.push(&cit.context);
+            }
+        }
+        let context = if contexts.is_empty() { String::new() } else { format!(" — in {}", plain_text(&contexts.join("; "))) };
+        // The label is lode's own text; the reason in it quotes the note, so it is escaped.
+        out.push_str(&format!("> - {shown} {} *({})*{context}\n", links.join(" "), plain_text(&c.label)));
     }
     if !answer.withheld.is_empty() {
         out.push_str(&format!(">\n> {} passages were withheld from remote synthesis (no-egress).\n", answer.withheld.len()));

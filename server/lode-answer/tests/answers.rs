@@ -451,3 +451,49 @@ fn gitignore_style_patterns_withhold_in_the_bytes_sent() {
         }
     }
 }
+
+const KIT: &str = "# Hiking kit\n\n## Myths\n\n- Cotton keeps you warm when wet.\n\n## Layers\n\nMerino wool keeps you warm when wet.\n\nIf the forecast says rain above 10 mm:\n\n- pack the heavy shell\n\n## Weights\n\n| Item | Weight | Price |\n|---|---|---|\n| tent | 1.4 kg | €320 |\n| stove | 80 g | €45 |\n\n## Launch\n\n- [ ] Replace the tent poles\n";
+
+/// The note's structure decides what a quote asserts, in both synthesizers, and every citation
+/// carries the context a reader sees around it (JSON, inserted markdown).
+#[test]
+fn structure_decides_what_a_quote_asserts_and_is_shown_with_it() {
+    let v = vault(&[("kit.md", KIT)]);
+    // LLM: a Myths line and an open task stated as facts are evidence only, with the reason;
+    // a claim that carries the lead-in is verified.
+    let (a, _) = ask_llm(&v, "What keeps you warm when wet?", None, false, &EgressRules::default(), |body| {
+        let s = label_of(body, "kit.md").expect("kit.md is a source");
+        claims_json(&[
+            ("Cotton keeps you warm when wet", &[(&s, "Cotton keeps you warm when wet.")]),
+            ("Replace the tent poles", &[(&s, "Replace the tent poles")]),
+            ("If the forecast says rain above 10 mm: pack the heavy shell", &[(&s, "If the forecast says rain above 10 mm:"), (&s, "pack the heavy shell")]),
+        ])
+    });
+    let a = a.unwrap();
+    let by_text = |t: &str| a.claims.iter().find(|c| c.unverified_text.as_deref() == Some(t) || c.text == t).unwrap_or_else(|| panic!("{t}: {a:#?}"));
+    let myth = by_text("Cotton keeps you warm when wet");
+    assert_eq!(myth.rung, Rung::EvidenceOnly);
+    assert_eq!(myth.why.as_deref(), Some("listed under “Myths”"));
+    assert_eq!(myth.label, "evidence only — listed under “Myths”");
+    assert_eq!(myth.citations[0].context, "Hiking kit › Myths");
+    let task = by_text("Replace the tent poles");
+    assert_eq!((task.rung, task.why.as_deref()), (Rung::EvidenceOnly, Some("an open task")));
+    assert_eq!(task.citations[0].context, "Hiking kit › Launch › [ ] open task");
+    let rain = by_text("If the forecast says rain above 10 mm: pack the heavy shell");
+    assert_eq!(rain.rung, Rung::Verified, "{rain:?}");
+    let json = serde_json::to_value(&a).unwrap();
+    assert!(json.to_string().contains("\"context\":\"Hiking kit › Myths\""), "{json}");
+    let md = lode_answer::render::markdown(&a, "q.md");
+    assert!(md.contains("*(evidence only — listed under “Myths”)* — in Hiking kit › Myths"), "{md}");
+
+    // Extractive: the table row answers with its row key and the column the question asks
+    // about; the Myths line is restated with its heading when it is the best sentence.
+    let a = extractive(&v, "What does the stove weigh?", None);
+    let first = &a.claims[0];
+    assert_eq!((first.rung, first.text.as_str()), (Rung::Verified, "stove: Weight: 80 g"), "{a:#?}");
+    assert_eq!(first.citations.len(), 3);
+    assert!(first.citations.iter().all(|c| c.path == "kit.md"));
+    let a = extractive(&v, "Does cotton keep you warm when wet?", None);
+    let cotton = a.claims.iter().find(|c| c.text.contains("Cotton")).unwrap_or_else(|| panic!("{a:#?}"));
+    assert_eq!((cotton.rung, cotton.text.as_str()), (Rung::Verified, "Myths: Cotton keeps you warm when wet."), "{a:#?}");
+}

@@ -295,3 +295,70 @@ mod tests {
         assert_eq!(s, ["2. Confirm the credentials.", "- The secret is `x`.", "- It belongs to user y."]);
     }
 }
+
+/// The extractive claims restated with the context their note gives them, where the note's
+/// structure would otherwise keep them from being verified: a line under "Myths" becomes
+/// "Myths: …", an item under "If the cache is cold:" carries the condition, a table row answers
+/// with its row key, the column header and the cell the question asks about. A claim is only
+/// replaced when the gate verifies the restated one; everything else is left for the gate to
+/// show as evidence with its context (an open task, a disputed quote, a narrowing footnote).
+pub fn with_context<'b>(
+    question: &str,
+    claims: Vec<Claim>,
+    body_of: impl Fn(&str) -> Option<&'b str>,
+    cfg: &crate::gate::GateConfig,
+) -> Vec<Claim> {
+    use crate::gate::{self, context, Eligible, Outcome, ScorerSlot};
+    use crate::structure::Structure;
+    let q_terms: Vec<String> = query::terms(question);
+    claims
+        .into_iter()
+        .map(|claim| {
+            let [support] = claim.support.as_slice() else { return claim };
+            let Some(body) = body_of(&support.version_id) else { return claim };
+            let Some((range, _)) = gate::locate(body, &support.quoted_span) else { return claim };
+            let st = Structure::parse(body);
+            let ctx = st.context(range.clone());
+            let cite = |r: &Range<usize>| Support { version_id: support.version_id.clone(), quoted_span: body[r.clone()].to_owned() };
+            let candidate = if let Some(t) = ctx.table.as_ref().filter(|t| !t.in_header && t.row.len() >= 2 && !t.header.is_empty()) {
+                // The cell the question asks about: most question terms in its header or text;
+                // ties go to the rightmost (values usually follow their key).
+                let score = |c: usize| {
+                    let h = t.header.get(c).map_or(String::new(), |u| u.text.to_lowercase());
+                    let v = t.row[c].text.to_lowercase();
+                    q_terms.iter().filter(|w| h.contains(w.as_str()) || v.contains(w.as_str())).count()
+                };
+                let Some(col) = (1..t.row.len()).filter(|&c| !t.row[c].text.is_empty()).max_by_key(|&c| (score(c), c)) else { return claim };
+                let (key, header, cell) = (&t.row[0], t.header.get(col), &t.row[col]);
+                let Some(header) = header.filter(|h| !h.text.is_empty()) else { return claim };
+                Claim {
+                    text: format!("{}: {}: {}", plain(&key.text), plain(&header.text), plain(&cell.text)),
+                    support: vec![cite(&key.range), cite(&header.range), cite(&cell.range)],
+                }
+            } else {
+                let blocked = context::blockers(&st, &ctx, &range, &claim.text, &cfg.words);
+                if blocked.is_empty() || blocked.iter().any(|b| b.carrier.is_none()) {
+                    return claim;
+                }
+                let mut carriers: Vec<Range<usize>> = blocked.iter().filter_map(|b| b.carrier.clone()).collect();
+                carriers.sort_by_key(|r| r.start);
+                carriers.dedup();
+                let mut text = carriers.iter().map(|r| plain(&body[r.clone()]).trim_end_matches(':').to_owned()).collect::<Vec<_>>().join(": ");
+                text.push_str(": ");
+                text.push_str(&claim.text);
+                let mut support: Vec<Support> = carriers.iter().map(cite).collect();
+                support.push(support_of(&claim));
+                Claim { text, support }
+            };
+            let eligible: Eligible = std::collections::HashMap::from([(support.version_id.clone(), body)]);
+            match gate::check_one(candidate.clone(), &eligible, &mut ScorerSlot::None, cfg) {
+                Outcome::Verified(_) => candidate,
+                _ => claim,
+            }
+        })
+        .collect()
+}
+
+fn support_of(claim: &Claim) -> Support {
+    claim.support[0].clone()
+}

@@ -110,11 +110,23 @@ fn any_phrase(toks: &[String], list: &[Vec<String>]) -> Option<String> {
     list.iter().find(|p| has_phrase(toks, p)).map(|p| p.join(" "))
 }
 
+/// Verbs that report a fact as true ("confirmed", "stated") do not make what follows less so.
+const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "told", "per", "once", "when", "whenever"];
+
 /// The cue phrases that mark a heading's section as non-assertive (none: it does not block).
 pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
     let toks = norm_tokens(heading);
     let mut out: Vec<Vec<String>> = words.headings.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
-    out.extend(words.heading_openers.iter().filter(|p| toks.starts_with(p)).cloned());
+    // "Old Town restaurants", "Before you start": a place name, a prerequisite, not a past state.
+    let next = toks.get(1).map_or("", String::as_str);
+    let exempt = match toks.first().map_or("", String::as_str) {
+        "old" => matches!(next, "town" | "city" | "quarter" | "street" | "road" | "bridge" | "market" | "school" | "testament" | "english" | "norse" | "world" | "port" | "harbour" | "harbor"),
+        "before" => matches!(next, "you" | "starting" | "beginning" | "installing" | "using" | "running" | "deploying" | "release" | "releasing" | "launch" | "launching"),
+        _ => false,
+    };
+    if !exempt {
+        out.extend(words.heading_openers.iter().filter(|p| toks.starts_with(p)).cloned());
+    }
     out
 }
 
@@ -125,7 +137,7 @@ pub fn lead_in_cues(words: &ContextWords, lead_in: &str) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = words.lead_ins.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
     out.extend(
         toks.iter()
-            .filter(|t| super::lexicon::is_negation(t) || SENTENCE_MARKERS.contains(&t.as_str()) || FALSITY.contains(&t.as_str()))
+            .filter(|t| super::lexicon::is_negation(t) || (SENTENCE_MARKERS.contains(&t.as_str()) && (t.as_str() == "per" || !FACTIVE.contains(&t.as_str()))) || FALSITY.contains(&t.as_str()))
             .map(|t| vec![t.clone()]),
     );
     out.extend(heading_cues(words, lead_in));
@@ -184,8 +196,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     }
     for l in &ctx.lead_ins {
         // "This turned out to be false: …" judges what came before, not what follows.
-        let first = norm_tokens(&l.unit.text).into_iter().next().unwrap_or_default();
-        if l.kind == LeadInKind::Label && matches!(first.as_str(), "this" | "that" | "thats" | "it" | "its" | "which") {
+        // "This turned out to be false: …", "I doubt it: …" judge what came before.
+        let lt = norm_tokens(&l.unit.text);
+        let anaphoric = |w: Option<&String>| w.is_some_and(|w| matches!(w.as_str(), "this" | "that" | "thats" | "it" | "its" | "which"));
+        if l.kind == LeadInKind::Label && (anaphoric(lt.first()) || anaphoric(lt.last())) {
             continue;
         }
         let cues = lead_in_cues(words, &l.unit.text);
@@ -273,20 +287,20 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
     let prev = sents.get(i.checked_sub(1)?)?.clone();
     let toks: Vec<Tok> = lex(&body[sents[i].clone()], &[]);
     let w = |k: usize| toks.get(k).map_or("", |t| t.norm.as_str());
+    // "He"/"She" after "The dermatologist suspects X" is the person, not what they suspect.
     let opens_with_anaphor = ANAPHORS.contains(&w(0)) && w(0) != "which"
-        || matches!(w(0), "he" | "she" | "they" | "such")
+        || matches!(w(0), "they" | "such")
         || (w(0) == "the" && matches!(w(1), "former" | "latter"));
     if !opens_with_anaphor {
         return None;
     }
     let p: Vec<Tok> = lex(&body[prev.clone()], &[]);
-    // Verbs that report a fact as true ("confirmed", "found") do not make what follows less so.
-    const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "told", "per", "once", "when", "whenever"];
     let carries = p.iter().enumerate().any(|(k, t)| {
         let n = t.norm.as_str();
         (SENTENCE_MARKERS.contains(&n) && !FACTIVE.contains(&n))
             || FALSITY.contains(&n)
             // "May" capitalised mid-sentence is the month.
+            || matches!(n, "report" | "reported" | "ideally" | "hopefully" | "target" | "goal")
             || (matches!(n, "may" | "might" | "could" | "would" | "should" | "scenario") && !(k > 0 && body[prev.clone()][t.range.clone()].starts_with(char::is_uppercase)))
             || (matches!(n, "worst" | "best") && p.get(k + 1).is_some_and(|c| c.norm == "case"))
     });
@@ -337,16 +351,54 @@ pub fn compose(
                     carried.push(u.clone());
                 }
             }
+            // "It is a myth that X" citing the "Myths" heading: a frame of the heading's own cue
+            // word and function words only, in place of the heading's text.
+            if carried.is_empty() {
+                const FRAME: &[&str] = &["it", "that", "listed", "under", "as", "one", "of", "among", "in", "section", "this", "note", "says"];
+                let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
+                let cued: Vec<(Range<usize>, Vec<String>)> = units
+                    .iter()
+                    .filter(|u| covered(u))
+                    .map(|u| (u.clone(), heading_cues(words, &body[u.clone()]).into_iter().chain(lead_in_cues(words, &body[u.clone()])).flatten().map(|w| stem(&w)).collect::<Vec<String>>()))
+                    .filter(|(_, c)| !c.is_empty())
+                    .collect();
+                let frame_len = claim_toks
+                    .iter()
+                    .take_while(|t| FRAME.contains(&t.norm.as_str()) || cued.iter().any(|(_, c)| c.contains(&stem(&t.norm))))
+                    .count();
+                let frame = &claim_toks[..frame_len];
+                for (u, c) in &cued {
+                    if frame.iter().any(|t| c.contains(&stem(&t.norm))) {
+                        carried.push(u.clone());
+                    }
+                }
+                k = frame_len;
+            }
             if carried.is_empty() || k >= claim_toks.len() {
                 continue;
             }
             let rest = &claim[claim_toks[k].range.start..];
             // "Redis: it restarts nightly" holds only when nothing stands between the restated
             // context and the sentence the pronoun opens: the context is its nearest antecedent.
-            let pronoun = matches!(claim_toks[k].norm.as_str(), "it" | "its" | "they" | "this" | "these" | "those" | "he" | "she" | "that");
-            if pronoun {
+            let pronoun = |w: &str| matches!(w, "it" | "its" | "they" | "this" | "these" | "those" | "he" | "she" | "that");
+            // What the leaf's sentence says before the quote: its own subject, when the quote is
+            // only the predicate ("It sits in the utility room" quoted from "sits").
+            let sentence = quote_sentence(body, &ctx, leaf);
+            let lead = sentence.start.min(leaf.start);
+            let read = couple::readable(&body[lead..leaf.start]);
+            let before: Vec<Tok> = lex(&read, &[])
+                .into_iter()
+                .filter(|t| t.kind != Kind::Symbol && !carried.iter().any(|u| u.start <= lead + t.range.start && lead + t.range.end <= u.end))
+                .collect();
+            // Table cells are units of their own: the row before a cell is not its subject.
+            let before = if leaf_cell.is_some() { Vec::new() } else { before };
+            if before.len() > 1 || before.first().is_some_and(|t| !pronoun(&t.norm)) {
+                why = "the claim puts the context in place of the subject its sentence has".into();
+                continue;
+            }
+            if pronoun(&claim_toks[k].norm) || !before.is_empty() {
                 let last_unit = carried.iter().map(|u| u.end).max().unwrap_or(0);
-                let between = &body[last_unit.min(leaf.start)..leaf.start];
+                let between = &body[last_unit.min(sentence.start)..sentence.start.min(leaf.start)];
                 if between.chars().any(char::is_alphanumeric) {
                     why = "the claim names a subject the quote only refers to, and the note puts another between them".into();
                     continue;
@@ -400,4 +452,48 @@ fn unit_tokens(body: &str, u: &Range<usize>) -> Vec<Tok> {
 pub fn why_of(blockers: &[Blocker]) -> String {
     let mut seen = HashSet::new();
     blockers.iter().filter(|b| seen.insert(b.why.clone())).map(|b| b.why.clone()).collect::<Vec<_>>().join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(body: &str, quotes: &[&str]) -> Vec<Vec<Range<usize>>> {
+        quotes.iter().map(|q| super::super::locate_all(body, q).into_iter().map(|(r, _)| r).collect()).collect()
+    }
+
+    #[test]
+    fn compositions_follow_the_structure() {
+        let body = "# Hiking kit\n\n## Myths\n\n- Cotton is fine for hiking.\n- Myth: you lose most of your heat through your head.\n\n## What works\n\n- Merino base layers stay warm in the rain.\n";
+        let st = Structure::parse(body);
+        let w = ContextWords::built_in();
+        let both = places(body, &["Myths", "Cotton is fine for hiking."]);
+        for claim in ["Myths: cotton is fine for hiking.", "It is a myth that cotton is fine for hiking"] {
+            let r = compose(claim, &st, &both, &w);
+            assert!(r.is_ok(), "{claim}: {r:?}");
+        }
+        // A frame with a negation, or words of its own, is not the heading restated.
+        for claim in ["It is not a myth that cotton is fine for hiking", "Experts agree: cotton is fine for hiking"] {
+            assert!(compose(claim, &st, &both, &w).is_err(), "{claim}");
+        }
+        // A table cell composes only with its own row and column.
+        let t = "| Service | Team | p99 latency |\n|---|---|---|\n| billing-api | Payments | 180 ms |\n| search | Core | 95 ms |\n";
+        let st = Structure::parse(t);
+        let ok = compose("billing-api (Payments): p99 latency is 180 ms", &st, &places(t, &["billing-api", "Payments", "p99 latency", "180 ms"]), &w);
+        assert!(ok.is_ok(), "{ok:?}");
+        let wrong_row = compose("search: p99 latency is 180 ms", &st, &places(t, &["search", "p99 latency", "180 ms"]), &w);
+        assert!(wrong_row.is_err());
+        let wrong_column = compose("billing-api: Team is 180 ms", &st, &places(t, &["billing-api", "Team", "180 ms"]), &w);
+        assert!(wrong_column.is_err());
+    }
+
+    #[test]
+    fn the_built_in_words_parse_and_user_words_add_to_them() {
+        let w = ContextWords::with_user(&[("headings".into(), vec!["Mythen".into()])]).unwrap();
+        assert!(heading_blocks(&w, "Mythen und Fakten"));
+        assert!(!heading_blocks(&ContextWords::built_in(), "Mythen und Fakten"));
+        assert!(heading_blocks(&w, "Myths"));
+        assert!(!heading_blocks(&w, "Old Town restaurants") && heading_blocks(&w, "Old setup (pre-2023)"));
+        assert!(ContextWords::with_user(&[("nonsense".into(), vec!["x".into()])]).is_err());
+    }
 }

@@ -436,7 +436,8 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     }
     // Subject-auxiliary inversion opening the sentence: "Should the migration fail, …",
     // "Had we known, …", "Were it cached, …" — a condition (or a question), not an assertion.
-    if first > 0 && toks[0].kind == Kind::Word && INVERTED_OPENERS.contains(&toks[0].norm.as_str()) {
+    let label = toks.get(1).is_some_and(|n| body[toks[0].range.end..n.range.start].contains(':'));
+    if first > 0 && toks[0].kind == Kind::Word && INVERTED_OPENERS.contains(&toks[0].norm.as_str()) && !label {
         return Err(format!("the source sentence opens with {:?}: a condition, not an assertion", toks[0].norm));
     }
     // Reported speech: "… concluded that X", "… is a myth that X".
@@ -491,7 +492,15 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         }
         i = j;
     }
-    if let Some(next) = next {
+    // A sibling list item is another entry of the list, not a comment on this one.
+    let item_indent = |r: &Range<usize>| {
+        let line_start = body[..r.start].rfind('\n').map_or(0, |i| i + 1);
+        let line = &body[line_start..];
+        let indent = line.len() - line.trim_start_matches([' ', '\t', '>']).len();
+        list_marker(line[indent..].trim_end()).then_some(indent)
+    };
+    let sibling = next.is_some_and(|n| item_indent(sent).is_some() && item_indent(sent) == item_indent(n));
+    if let Some(next) = next.filter(|_| !sibling) {
         if retracts(body, sent, next) {
             return Err(format!("the next sentence takes it back: {:?}", clip(&body[next.clone()])));
         }
@@ -507,8 +516,9 @@ fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
     let next = toks.get(i + 1).map_or("", |t| t.norm.as_str());
     let prev = if i > 0 { toks[i - 1].norm.as_str() } else { "" };
     const HEDGES: &[&str] = &["likely", "possibly", "probably", "perhaps", "presumably", "potentially", "maybe", "plausibly"];
-    let participle = next.len() > 4 && next.ends_with("ing");
-    let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as");
+    let after_next = toks.get(i + 2).map_or("", |t| t.norm.as_str());
+    let participle = next.len() > 4 && (next.ends_with("ing") || ((next.ends_with("ed") || next.ends_with("en")) && after_next == "by"));
+    let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as" | "thanks");
     const TIMES: &[&str] = &["transition", "period", "time", "times", "day", "days", "year", "years", "point", "stage", "phase", "moment", "age", "night", "week", "weeks", "month", "months", "era", "maximum", "peak", "onset", "stages"];
     const FREQUENCY: &[&str] = &["often", "usually", "sometimes", "generally", "typically", "mostly", "occasionally", "frequently"];
     let rest_of_clause = toks[i + 1..].len();
@@ -521,7 +531,7 @@ fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
         // "whether expressed as …": either way, the earlier clause holds.
         || (w == "whether" && next.ends_with("ed"))
         // "occurring, stochastically, more often in …": an adverb of its own verb phrase.
-        || (FREQUENCY.contains(&w) && rest_of_clause >= 2 && !matches!(next, "the" | "a"))
+        || (FREQUENCY.contains(&w) && rest_of_clause >= 1 && !matches!(next, "the" | "a"))
 }
 
 /// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a
@@ -542,10 +552,16 @@ fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
     let c = clause[start];
     let words: Vec<&str> = (start..toks.len()).take_while(|&k| clause[k] == c).map(|k| toks[k].norm.as_str()).collect();
     let w = |k: usize| words.get(k).copied().unwrap_or("");
+    const RESTRICTED: &[&str] = &[
+        "who", "whose", "without", "not", "only", "own", "trial", "trials", "study", "studies", "sample", "cohort",
+        "experiment", "test", "tests", "patients", "children", "adults", "mice", "rats", "cells", "women", "men",
+        "people", "users", "customers", "over", "under", "aged", "made", "bought", "placed", "first",
+    ];
     match w(0) {
         "only" | "among" | "excluding" | "except" | "unless" | "provided" | "assuming" => true,
         "at" => matches!(w(1), "least" | "most"),
-        "in" | "for" => words.iter().any(|x| matches!(*x, "who" | "whose" | "without" | "not" | "only")),
+        "but" | "and" => w(1) == "only",
+        "in" | "for" | "on" => words.iter().any(|x| RESTRICTED.contains(x)),
         _ => false,
     }
 }

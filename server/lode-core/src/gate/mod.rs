@@ -113,6 +113,18 @@ pub struct EvidenceOnly {
 }
 
 pub const EVIDENCE_ONLY_LABEL: &str = "evidence only — the model's wording could not be verified";
+/// How every evidence-only label starts, whatever its reason.
+pub const EVIDENCE_ONLY_PREFIX: &str = "evidence only — ";
+
+/// The label of an evidence-only item: the generic one when only the wording failed, else the
+/// plain reason the note gives ("evidence only — listed under “Myths”").
+pub fn evidence_only_label(why: &str) -> String {
+    if why.is_empty() || why == WORDING_NOT_VERIFIED {
+        EVIDENCE_ONLY_LABEL.to_owned()
+    } else {
+        format!("{EVIDENCE_ONLY_PREFIX}{why}")
+    }
+}
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "verdict", rename_all = "snake_case")]

@@ -91,11 +91,15 @@ impl Backend {
         // The rung of the answer item this citation belongs to, from the label on its line.
         let line = rope.line(rope.byte_to_line(c.range.start.min(rope.len_bytes()))).to_string();
         let rung = if line.contains(lode_core::gate::EVIDENCE_ONLY_LABEL) {
-            "evidence only: this quote is shown as evidence; the model's wording could not be verified"
+            "evidence only: this quote is shown as evidence; the model's wording could not be verified".to_owned()
+        } else if let Some(at) = line.find(lode_core::gate::EVIDENCE_ONLY_PREFIX) {
+            // "evidence only — listed under “Myths”)*": the reason, up to the label's end.
+            let why = line[at + lode_core::gate::EVIDENCE_ONLY_PREFIX.len()..].split(")*").next().unwrap_or("").replace('\\', "");
+            format!("evidence only: this quote is real, but the note does not assert it as a fact ({})", why.trim())
         } else if line.contains("quoted & coupled") || line.contains("*(entailed (") {
-            "verified: the claim on this line is carried by this quote"
+            "verified: the claim on this line is carried by this quote".to_owned()
         } else {
-            ""
+            String::new()
         };
         let readers = state.readers.clone();
         crate::isolation::fault("hover-async");
@@ -124,8 +128,12 @@ impl Backend {
             };
             let quoted: String = quote.lines().map(|l| format!("> {l}\n")).collect();
             let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
+            // What the gate saw around the quote: headings, lead-in, task, table, footnotes.
+            let text = String::from_utf8_lossy(&body);
+            let crumb = lode_core::structure::Structure::parse(&text).context(c.span.clone()).breadcrumb();
+            let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
             Ok(format!(
-                "**{title}** — `{path}`\n\n{quoted}\nversion `{}` saved {saved} · {status}{rung}",
+                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}` saved {saved} · {status}{rung}",
                 &c.version_id[..12]
             ))
         })

@@ -141,6 +141,10 @@ fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<
         for cit in &c.citations {
             let vid = &cit.version_id[..lode_core::text::floor_char_boundary(&cit.version_id, 12)];
             writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, vid, lode_core::text::normalize_whitespace(&cit.quoted_span))?;
+            if !cit.context.is_empty() {
+                let ctx: String = cit.context.chars().filter(|ch| !ch.is_control()).collect();
+                writeln!(out, "      in: {ctx}")?;
+            }
         }
     }
     for w in &a.withheld {
