@@ -288,7 +288,16 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
     let toks: Vec<Tok> = lex(&body[sents[i].clone()], &[]);
     let w = |k: usize| toks.get(k).map_or("", |t| t.norm.as_str());
     // "He"/"She" after "The dermatologist suspects X" is the person, not what they suspect.
-    let opens_with_anaphor = ANAPHORS.contains(&w(0)) && w(0) != "which"
+    // A demonstrative is a pronoun before a verb ("This happens", "That adds", "These are"),
+    // a determiner before a noun ("These findings suggest …": a new subject).
+    const AUX: &[&str] = &["is", "was", "are", "were", "has", "had", "have", "will", "would", "can", "could", "may", "might", "must", "should", "means", "meant", "show", "suggest", "mean", "cause", "make", "keep", "add", "happen", "seem", "appear"];
+    let demonstrative = matches!(w(0), "this" | "that" | "these" | "those");
+    let pronoun_use = match w(0) {
+        "this" | "that" => AUX.contains(&w(1)) || (w(1).len() > 3 && w(1).ends_with('s') && !w(1).ends_with("ss")),
+        "these" | "those" => AUX.contains(&w(1)),
+        _ => true,
+    };
+    let opens_with_anaphor = (ANAPHORS.contains(&w(0)) && w(0) != "which" && (!demonstrative || pronoun_use))
         || matches!(w(0), "they" | "such")
         || (w(0) == "the" && matches!(w(1), "former" | "latter"));
     if !opens_with_anaphor {

@@ -550,6 +550,10 @@ fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
 fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
     let Some(start) = (last + 1..toks.len()).find(|&k| clause[k] != clause[last]) else { return false };
     let c = clause[start];
+    // Only a closing phrase restricts: "in postnatal mice, cooperation …" opens the next clause.
+    if toks[start..].iter().zip(&clause[start..]).any(|(_, &k)| k != c) {
+        return false;
+    }
     let words: Vec<&str> = (start..toks.len()).take_while(|&k| clause[k] == c).map(|k| toks[k].norm.as_str()).collect();
     let w = |k: usize| words.get(k).copied().unwrap_or("");
     const RESTRICTED: &[&str] = &[
