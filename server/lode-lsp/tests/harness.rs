@@ -158,6 +158,8 @@ async fn hover_goto_and_actions_from_fixtures() {
         expect![[r#"
             **Runbook: rotate staging TLS certificates** — `runbooks/rotate-staging-certs.md`
 
+            in: Runbook: rotate staging TLS certificates
+
             > staging certificates are rotated every 60 days
 
             version `6f28d94244f8` saved …"#]],

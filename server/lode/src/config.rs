@@ -19,6 +19,42 @@ pub struct Config {
     pub llm: Option<lode_answer::llm::LlmConfig>,
     pub models: ModelsSection,
     pub externals: ExternalsSection,
+    pub gate: GateSection,
+}
+
+/// Your own words that mark parts of a note as not asserting what they say, added to the
+/// built-in lists (`server/lode-core/data/context-words.txt`): headings in another language,
+/// your team's lead-ins. See docs/gate.md.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct GateSection {
+    /// A line under a heading holding one of these is not stated as fact ("Mythen", "Verworfen").
+    pub headings: Vec<String>,
+    /// Only when the heading starts with it ("Alt", "Vorher").
+    pub heading_openers: Vec<String>,
+    /// A lead-in (a line ending in ":") or parent item holding one of these qualifies its list.
+    pub lead_ins: Vec<String>,
+    /// Callout types (`> [!type]`) whose content is not asserted.
+    pub callouts: Vec<String>,
+    /// Words of the paragraph after a block quote that dispute it.
+    pub disputes: Vec<String>,
+    /// Words of a footnote that narrow the sentence referencing it.
+    pub footnotes: Vec<String>,
+}
+
+impl GateSection {
+    pub fn words(&self) -> std::sync::Arc<lode_core::gate::context::ContextWords> {
+        let lists = [
+            ("headings", &self.headings),
+            ("heading-openers", &self.heading_openers),
+            ("lead-ins", &self.lead_ins),
+            ("callouts", &self.callouts),
+            ("disputes", &self.disputes),
+            ("footnotes", &self.footnotes),
+        ];
+        let extra: Vec<(String, Vec<String>)> = lists.iter().filter(|(_, w)| !w.is_empty()).map(|(n, w)| (n.to_string(), (*w).clone())).collect();
+        lode_core::gate::context::ContextWords::with_user(&extra).expect("every list named here is one ContextWords knows")
+    }
 }
 
 /// Linked web pages: how they are fetched, and when a snapshot counts as stale.
@@ -260,6 +296,7 @@ impl Config {
     pub fn ask_config(&self) -> lode_answer::AskConfig {
         let mut a = lode_answer::AskConfig { context_limit: self.answer.context, search: self.search_options(), ..Default::default() };
         a.gate.entailment_threshold = self.answer.entailment_threshold;
+        a.gate.words = self.gate.words();
         a.extract.max_claims = self.answer.max_claims;
         a.stale_days = self.externals.stale_days;
         a
@@ -286,6 +323,15 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_users_gate_words_reach_the_gate() {
+        let c: Config = toml::from_str("[gate]\nheadings = [\"Mythen\"]\n").unwrap();
+        let words = c.ask_config().gate.words;
+        assert!(lode_core::gate::context::heading_blocks(&words, "Mythen und Fakten"));
+        assert!(lode_core::gate::context::heading_blocks(&words, "Myths"), "the built-in words stay");
+        assert!(!lode_core::gate::context::heading_blocks(&Config::default().ask_config().gate.words, "Mythen"));
+    }
 
     #[test]
     fn readme_configuration_example_parses() {
