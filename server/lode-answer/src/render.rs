@@ -36,8 +36,15 @@ pub fn markdown(answer: &Answer, from: &str) -> String {
             }
         }
         let context = if contexts.is_empty() { String::new() } else { format!(" — in {}", plain_text(&contexts.join("; "))) };
-        // The label is lode's own text; the reason in it quotes the note, so it is escaped.
-        out.push_str(&format!("> - {shown} {} *({})*{context}\n", links.join(" "), plain_text(&c.label)));
+        // The label is lode's own text, shown as written; only a reason quoting the note (a
+        // heading, a lead-in) is escaped.
+        let label = match (c.rung, c.why.as_deref()) {
+            (Rung::EvidenceOnly, Some(why)) if c.label != lode_core::gate::EVIDENCE_ONLY_LABEL => {
+                format!("{}{}", lode_core::gate::EVIDENCE_ONLY_PREFIX, plain_text(why))
+            }
+            _ => c.label.clone(),
+        };
+        out.push_str(&format!("> - {shown} {} *({label})*{context}\n", links.join(" ")));
     }
     if !answer.withheld.is_empty() {
         out.push_str(&format!(">\n> {} passages were withheld from remote synthesis (no-egress).\n", answer.withheld.len()));

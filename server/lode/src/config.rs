@@ -242,6 +242,7 @@ impl Default for Config {
             llm: None,
             models: ModelsSection::default(),
             externals: ExternalsSection::default(),
+            gate: GateSection::default(),
         }
     }
 }

@@ -1,0 +1,92 @@
+//! Answer stage 1, *withhold*: what may leave the machine. A question asked from a no-egress
+//! note is answered locally; for a remote synthesizer every item's egress flags are read from the
+//! index, from the exact bytes about to be sent and from the note on disk now, and what is
+//! withheld is listed. Reads every cited version's body once for the stages after it.
+
+use std::collections::{BTreeMap, HashMap};
+
+use lode_store::Store;
+
+use crate::egress::EgressRules;
+use crate::{frontmatter_of, is_cancelled, on_disk_withheld, withheld_note, AskConfig, AskError, ContextItem, Synthesizer, Withheld};
+
+/// The synthesizer a question from a no-egress note falls back to.
+static LOCAL: Synthesizer = Synthesizer::Extractive;
+
+pub(crate) struct Withholding<'s> {
+    /// The synthesizer that answers: the one asked for, or the local one.
+    pub synth: &'s Synthesizer,
+    /// Why the synthesizer was changed, when it was.
+    pub notice: Option<String>,
+    /// Whether the synthesizer sends anything off the machine.
+    pub remote: bool,
+    /// Body of every version in context, by version id.
+    pub bodies: BTreeMap<String, String>,
+    pub withheld: Vec<Withheld>,
+}
+
+/// Marks `items` withheld where a remote synthesizer may not see them (`withheld` set).
+pub(crate) fn withhold<'s>(
+    store: &Store,
+    origin: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    synth: &'s Synthesizer,
+    items: &mut [ContextItem],
+) -> Result<Withholding<'s>, AskError> {
+    let mut origin_notice = None;
+    let mut synth = synth;
+    if synth.is_remote() {
+        if let Some(path) = origin {
+            if let Some(why) = withheld_note(store, rules, cfg, path) {
+                origin_notice = Some(format!(
+                    "the question comes from {path}, which may not leave this machine ({why}): answered locally with the extractive synthesizer"
+                ));
+                synth = &LOCAL;
+            }
+        }
+    }
+    // The rest: context, egress, synthesis, the gate.
+    let cancelled = || is_cancelled(cfg);
+    if cancelled() {
+        return Err(AskError::Cancelled);
+    }
+    let remote = synth.is_remote();
+
+    // Bodies of every version in context; only those the synthesizer may see are eligible.
+    let mut bodies: BTreeMap<String, String> = BTreeMap::new();
+    for it in items.iter() {
+        if !bodies.contains_key(&it.version_id) {
+            if let Some(b) = store.version_body(&it.version_id)? {
+                bodies.insert(it.version_id.clone(), String::from_utf8_lossy(&b).into_owned());
+            }
+        }
+    }
+    if remote {
+        // The index's metadata may be stale: the flags in the exact bytes about to be sent, and
+        // in the note on disk now, count too.
+        let mut fresh: HashMap<(String, String), Option<String>> = HashMap::new();
+        for it in items.iter_mut().filter(|i| i.withheld.is_none()) {
+            let key = (it.path.clone(), it.version_id.clone());
+            if !fresh.contains_key(&key) {
+                let w = bodies
+                    .get(&it.version_id)
+                    .and_then(|b| rules.withheld_because(&it.path, &frontmatter_of(b)))
+                    .or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, &it.path));
+                fresh.insert(key.clone(), w);
+            }
+            it.withheld = fresh[&key].clone();
+        }
+    }
+    let withheld: Vec<Withheld> = if remote {
+        items
+            .iter()
+            .filter_map(|i| {
+                i.withheld.as_ref().map(|r| Withheld { path: i.path.clone(), passage_id: i.passage_id, reason: r.clone() })
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(Withholding { synth, notice: origin_notice, remote, bodies, withheld })
+}
