@@ -142,3 +142,70 @@ pub(crate) fn gate_and_ladder(
     }
     Ok(answer)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lode_core::gate::{Claim, Support};
+
+    const NOTE: &str = "# Kit\n\n## Myths\n\n- Cotton keeps you warm when wet.\n\n## Layers\n\nMerino wool keeps you warm when wet.\n";
+
+    fn item(text: &str) -> ContextItem {
+        let start = NOTE.find(text).unwrap();
+        ContextItem {
+            passage_id: 1,
+            note_id: 1,
+            path: "kit.md".into(),
+            title: "Kit".into(),
+            heading: "Kit".into(),
+            version_id: "v1".into(),
+            start,
+            end: start + text.len(),
+            line: 1,
+            kind: "paragraph".into(),
+            text: text.into(),
+            parent_start: 0,
+            parent_end: NOTE.len(),
+            rank: 0,
+            pinned: false,
+            withheld: None,
+            source: lode_store::Source::Note,
+            fetched_at: None,
+        }
+    }
+
+    fn claim(text: &str, quote: &str) -> Claim {
+        Claim { text: text.into(), support: vec![Support { version_id: "v1".into(), quoted_span: quote.into() }] }
+    }
+
+    fn run(claims: Vec<Claim>) -> Answer {
+        let items = vec![item("Merino wool keeps you warm when wet."), item("Cotton keeps you warm when wet.")];
+        let visible: Vec<&ContextItem> = items.iter().collect();
+        let bodies = BTreeMap::from([("v1".to_owned(), NOTE.to_owned())]);
+        let s = Synthesized { claims, problems: Vec::new(), fetched: Vec::new(), notice: None, synthesizer: "test".into() };
+        gate_and_ladder("what keeps you warm?", &AskConfig::default(), &items, &visible, bodies, Vec::new(), false, s, &mut ScorerSlot::None).unwrap()
+    }
+
+    #[test]
+    fn outcomes_land_on_their_rungs_verified_first() {
+        let a = run(vec![
+            claim("Cotton keeps you warm when wet", "Cotton keeps you warm when wet."),
+            claim("Merino wool keeps you warm when wet", "Merino wool keeps you warm when wet."),
+            claim("Silk keeps you warm", "Silk keeps you warm"),
+        ]);
+        let rungs: Vec<(Rung, &str)> = a.claims.iter().map(|c| (c.rung, c.text.as_str())).collect();
+        assert_eq!(rungs, [(Rung::Verified, "Merino wool keeps you warm when wet"), (Rung::EvidenceOnly, "Cotton keeps you warm when wet.")]);
+        assert_eq!(a.claims[1].why.as_deref(), Some("listed under “Myths”"));
+        assert_eq!(a.claims[0].citations[0].context, "Kit › Layers");
+        assert_eq!(a.dropped.len(), 1, "the fabricated quote is dropped at the span check");
+        assert!(!a.abstained);
+    }
+
+    #[test]
+    fn nothing_surviving_abstains_with_related_passages() {
+        let a = run(vec![claim("Silk keeps you warm", "Silk keeps you warm")]);
+        assert!(a.abstained && a.claims.is_empty());
+        assert_eq!(a.related.len(), 2);
+        assert!(a.abstain_reason.unwrap().contains("1 proposed claims failed verification"));
+    }
+}

@@ -90,3 +90,28 @@ pub(crate) fn withhold<'s>(
     };
     Ok(Withholding { synth, notice: origin_notice, remote, bodies, withheld })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::LlmConfig;
+
+    #[test]
+    fn a_question_from_a_no_egress_note_is_answered_locally() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("diary.md"), "---\nno_egress: true\n---\n# Diary\n\nWhy is the boiler loud?\n").unwrap();
+        let mut store = Store::open(&tmp.path().join("lode.db"), lode_store::StoreOptions::default()).unwrap();
+        lode_store::vault::index_vault(&mut store, &root, &lode_store::vault::IndexOptions::default(), |_| {}).unwrap();
+        let remote = Synthesizer::Llm(LlmConfig { endpoint: "https://llm.example/v1".into(), remote: Some(true), ..Default::default() });
+        let w = withhold(&store, Some("diary.md"), &AskConfig::default(), &EgressRules::default(), &remote, &mut []).unwrap();
+        assert!(matches!(w.synth, Synthesizer::Extractive) && !w.remote);
+        assert!(w.notice.unwrap().contains("diary.md, which may not leave this machine"));
+        // From an ordinary note the model asked for answers.
+        std::fs::write(root.join("plain.md"), "# Plain\n\nWhy?\n").unwrap();
+        lode_store::vault::index_vault(&mut store, &root, &lode_store::vault::IndexOptions::default(), |_| {}).unwrap();
+        let w = withhold(&store, Some("plain.md"), &AskConfig::default(), &EgressRules::default(), &remote, &mut []).unwrap();
+        assert!(w.remote && w.notice.is_none());
+    }
+}

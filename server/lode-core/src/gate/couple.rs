@@ -258,7 +258,34 @@ pub fn evidence_context(body: &str, quote: &Range<usize>) -> Range<usize> {
             end = next.end;
         }
     }
-    first.start.min(quote.start)..end
+    let start = first.start.min(quote.start);
+    skip_markers(body, start, quote.start)..end
+}
+
+/// `start` moved past block markers a reader does not read as words (`- `, `1. `, `[ ] `, `> `,
+/// `#`), never past `limit`.
+fn skip_markers(body: &str, start: usize, limit: usize) -> usize {
+    let mut at = start;
+    loop {
+        let rest = &body[at..limit.max(at)];
+        let t = rest.trim_start_matches([' ', '\t', '>']);
+        let mut next = at + (rest.len() - t.len());
+        if let Some(m) = ["- [ ] ", "- [x] ", "- [X] ", "* [ ] ", "* [x] ", "- ", "* ", "+ "].iter().find(|m| t.starts_with(**m)) {
+            next += m.len();
+        } else if t.starts_with('#') {
+            next += t.len() - t.trim_start_matches('#').len();
+        } else {
+            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 && (t[digits..].starts_with(". ") || t[digits..].starts_with(") ")) {
+                next += digits + 2;
+            }
+        }
+        let next = next.min(limit);
+        if next == at {
+            return at;
+        }
+        at = next;
+    }
 }
 
 /// Why a quote is not a well-formed piece of evidence, if it is not: it cuts a word or number,
