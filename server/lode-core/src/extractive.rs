@@ -28,11 +28,16 @@ pub struct ExtractConfig {
     pub min_coverage: f64,
     /// Further claims must score at least this share of the best one.
     pub keep_ratio: f64,
+    /// Bonus of the best-ranked source's sentences (divided by 1 + rank for the others).
+    pub rank_weight: f64,
+    /// When no sentence reaches `min_coverage`, the best sentence of the best-ranked source that
+    /// reaches this share still answers (alone); equal to `min_coverage` turns that off.
+    pub fallback_coverage: f64,
 }
 
 impl Default for ExtractConfig {
     fn default() -> Self {
-        ExtractConfig { max_claims: 3, max_sources: 6, min_coverage: 0.4, keep_ratio: 0.8 }
+        ExtractConfig { max_claims: 3, max_sources: 6, min_coverage: 0.4, keep_ratio: 0.8, rank_weight: 0.5, fallback_coverage: 0.25 }
     }
 }
 
@@ -187,6 +192,7 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
     }
     let wanted = answer_type(question);
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut fallback: Option<(usize, Candidate)> = None;
     for (rank, src) in sources.iter().take(cfg.max_sources).enumerate() {
         let heading_words = crate::gate::tokens(src.heading);
         for r in sentences(src.text, src.prose) {
@@ -209,18 +215,29 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
                 }
             }
             let coverage = (own + context) / total;
-            if own == 0.0 || coverage < cfg.min_coverage {
+            if own == 0.0 {
+                continue;
+            }
+            if coverage < cfg.min_coverage {
+                if coverage >= cfg.fallback_coverage && fallback.as_ref().is_none_or(|(r, c)| (*r, -c.score) > (rank, -coverage)) {
+                    fallback = Some((rank, Candidate { score: coverage, version_id: src.version_id, quote, claim }));
+                }
                 continue;
             }
             // A statement beats a label ("Rotate staging certificates"): up to 12 words earn a
             // small bonus; earlier sources break ties.
             // A sentence of the kind the question asks for ("how often" → "every 60 days").
             let typed = if wanted != AnswerType::Other && fits_type(wanted, quote) { 0.15 } else { 0.0 };
-            let score = coverage + typed + (words.len().min(12) as f64) / 120.0 + 0.05 / (rank + 1) as f64;
+            let score = coverage + typed + (words.len().min(12) as f64) / 120.0 + cfg.rank_weight / (rank + 1) as f64;
             candidates.push(Candidate { score, version_id: src.version_id, quote, claim });
         }
     }
     candidates.sort_by(|a, b| b.score.total_cmp(&a.score));
+    if candidates.is_empty() {
+        if let Some((_, c)) = fallback {
+            candidates.push(c);
+        }
+    }
     let Some(best) = candidates.first().map(|c| c.score) else { return Vec::new() };
     let mut out: Vec<Claim> = Vec::new();
     for c in candidates {

@@ -169,6 +169,22 @@ fn ask_prints_a_verified_answer_with_exact_citations() {
     let (s, e) = (c["start"].as_u64().unwrap() as usize, c["end"].as_u64().unwrap() as usize);
     assert_eq!(String::from_utf8_lossy(&body[s..e]), c["quoted_span"].as_str().unwrap());
     assert!(a["claims"][0]["text"].as_str().unwrap().contains("60 days"));
+    assert_eq!(c["context"], "Runbook: rotate staging TLS certificates", "each citation carries its breadcrumb");
+
+    // The terminal shows the same context under each citation; a user's own heading words
+    // (`[gate] headings`) keep a line under such a heading from being stated as fact.
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v);
+    assert!(stdout(&o).contains("      in: Runbook: rotate staging TLS certificates"), "{}", stdout(&o));
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join("mythen.md"), "# Zertifikate\n\n## Irrtümer\n\nStaging certificates are rotated every 7 days.\n").unwrap();
+    std::fs::write(v.join(".lode/config.toml"), "[gate]\nheadings = [\"Irrtümer\"]\n").unwrap();
+    assert!(lode(&["index", "-q"], &v).status.success());
+    let o = lode(&["ask", "--json", "Are staging certificates rotated every 7 days?"], &v);
+    let a: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    let seven = a["claims"].as_array().unwrap().iter().find(|c| c["text"].as_str().unwrap().contains("7 days")).unwrap_or_else(|| panic!("{a}"));
+    assert_eq!(seven["rung"], "verified", "{seven}");
+    assert_eq!(seven["text"], "Irrtümer: Staging certificates are rotated every 7 days.", "restated with the heading: {seven}");
+    std::fs::remove_file(v.join(".lode/config.toml")).unwrap();
 
     let o = lode(&["ask", "What is the airspeed of an unladen swallow?"], &v);
     assert!(o.status.success());

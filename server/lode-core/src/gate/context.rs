@@ -111,7 +111,9 @@ fn any_phrase(toks: &[String], list: &[Vec<String>]) -> Option<String> {
 }
 
 /// Verbs that report a fact as true ("confirmed", "stated") do not make what follows less so.
-const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "told", "per", "once", "when", "whenever"];
+/// The verbs of [`FACTIVE`]: a lead-in holding one ("Confirmed by the technician:") asserts.
+const FACTIVE_VERBS: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes"];
+const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "per", "once", "when", "whenever"];
 
 /// The cue phrases that mark a heading's section as non-assertive (none: it does not block).
 pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
@@ -137,7 +139,7 @@ pub fn lead_in_cues(words: &ContextWords, lead_in: &str) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = words.lead_ins.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
     out.extend(
         toks.iter()
-            .filter(|t| super::lexicon::is_negation(t) || (SENTENCE_MARKERS.contains(&t.as_str()) && (t.as_str() == "per" || !FACTIVE.contains(&t.as_str()))) || FALSITY.contains(&t.as_str()))
+            .filter(|t| super::lexicon::is_negation(t) || (SENTENCE_MARKERS.contains(&t.as_str()) && !FACTIVE_VERBS.contains(&t.as_str())) || FALSITY.contains(&t.as_str()))
             .map(|t| vec![t.clone()]),
     );
     out.extend(heading_cues(words, lead_in));
@@ -298,7 +300,8 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
         _ => true,
     };
     let opens_with_anaphor = (ANAPHORS.contains(&w(0)) && w(0) != "which" && (!demonstrative || pronoun_use))
-        || matches!(w(0), "they" | "such")
+        || w(0) == "they"
+        || (w(0) == "such" && AUX.contains(&w(1)))
         || (w(0) == "the" && matches!(w(1), "former" | "latter"));
     if !opens_with_anaphor {
         return None;

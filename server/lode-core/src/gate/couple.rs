@@ -526,7 +526,12 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         let indent = line.len() - line.trim_start_matches([' ', '\t', '>']).len();
         list_marker(line[indent..].trim_end()).then_some(indent)
     };
-    let sibling = next.is_some_and(|n| item_indent(sent).is_some() && item_indent(sent) == item_indent(n));
+    // Another item at this level or above (not one nested under this item) is its own entry;
+    // a lead-in ("Don't:") introduces what follows it, not a verdict on what came before.
+    let sibling = next.is_some_and(|n| {
+        let (a, b) = (item_indent(sent), item_indent(n));
+        (a.is_some() && b.is_some() && b <= a) || body[n.clone()].trim_end().trim_end_matches(['*', '_']).ends_with(':')
+    });
     if let Some(next) = next.filter(|_| !sibling) {
         if retracts(body, sent, next) {
             return Err(format!("the next sentence takes it back: {:?}", clip(&body[next.clone()])));

@@ -34,7 +34,7 @@ pub const SENTENCE_MARKERS: &[&str] = &[
     "promised", "stated", "states", "told", "when", "wrote", "writes", "assumes",
     "according", "alleged", "allegedly", "apparently", "appear", "appeared", "appears", "argued",
     "argues", "arguably", "hypothesise", "hypothesised", "hypothesises", "hypothesize", "hypothesizes",
-    "posit", "posited", "posits", "ideally", "hopefully", "speculate", "speculates", "conjecture", "conjectured", "assume", "assumed", "assuming", "belief", "believe", "believed",
+    "posit", "posited", "posits", "ideally", "hopefully", "hinted", "hints", "implied", "implies", "insinuated", "speculate", "speculates", "conjecture", "conjectured", "assume", "assumed", "assuming", "belief", "believe", "believed",
     "believes", "claim", "claimed", "claims", "contrary", "debunked", "denied", "denies", "deny",
     "disputed", "doubt", "doubted", "doubtful", "doubts", "erroneously", "expect", "expected",
     "expects", "false", "fear", "feared", "fears", "felt", "generally", "guess", "guessed",
