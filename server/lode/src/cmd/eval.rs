@@ -666,20 +666,6 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     if let Some(n) = args.context {
         ask_cfg.context_limit = n.clamp(1, 50);
     }
-    // Tuning knobs of the extractive synthesizer, for experiments (not a documented interface).
-    let knob = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<f64>().ok());
-    if let Some(v) = knob("LODE_X_RANK") {
-        ask_cfg.extract.rank_weight = v;
-    }
-    if let Some(v) = knob("LODE_X_FALLBACK") {
-        ask_cfg.extract.fallback_coverage = v;
-    }
-    if let Some(v) = knob("LODE_X_MIN") {
-        ask_cfg.extract.min_coverage = v;
-    }
-    if let Some(v) = knob("LODE_X_SOURCES") {
-        ask_cfg.extract.max_sources = v as usize;
-    }
     let vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
     let mut loaded = crate::models::load(&vault_cfg, args.hybrid, false);
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
