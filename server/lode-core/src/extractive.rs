@@ -37,7 +37,7 @@ pub struct ExtractConfig {
 
 impl Default for ExtractConfig {
     fn default() -> Self {
-        ExtractConfig { max_claims: 3, max_sources: 6, min_coverage: 0.4, keep_ratio: 0.8, rank_weight: 0.5, fallback_coverage: 0.25 }
+        ExtractConfig { max_claims: 3, max_sources: 6, min_coverage: 0.4, keep_ratio: 0.8, rank_weight: 0.05, fallback_coverage: 0.25 }
     }
 }
 

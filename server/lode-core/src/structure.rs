@@ -9,11 +9,12 @@
 //! grammar cannot parse has an empty context everywhere (no context never blocks anything by
 //! itself, so the gate's other checks still run); nothing here panics on any input.
 
-use std::cell::RefCell;
 use std::ops::Range;
 
 use serde::Serialize;
-use tree_sitter::{Node, Parser, Tree};
+use tree_sitter::{Node, Tree};
+
+use crate::nav::blocks::parse;
 
 /// A piece of the note's own text that gives context: a heading, a lead-in, a cell.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -202,22 +203,6 @@ pub struct Structure<'t> {
     footnotes: Vec<(String, Unit)>,
     /// Document-level headings (ATX and setext), in order, with their level and line range.
     headings: Vec<(u8, Range<usize>, Unit)>,
-}
-
-thread_local! {
-    static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
-}
-
-fn parse(text: &str) -> Option<Tree> {
-    PARSER.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            let mut parser = Parser::new();
-            parser.set_language(&tree_sitter_md::LANGUAGE.into()).ok()?;
-            *slot = Some(parser);
-        }
-        slot.as_mut()?.parse(text, None)
-    })
 }
 
 /// Node range clamped to the text and to char boundaries.

@@ -56,7 +56,8 @@ thread_local! {
     static PARSER: RefCell<Option<Parser>> = const { RefCell::new(None) };
 }
 
-fn parse(text: &str) -> Option<Tree> {
+/// The block tree of `text`, with this thread's parser (one per thread, reused).
+pub(crate) fn parse(text: &str) -> Option<Tree> {
     PARSER.with(|cell| {
         let mut slot = cell.borrow_mut();
         if slot.is_none() {

@@ -14,7 +14,7 @@
 //! precedence as CommonMark links (code spans and raw HTML bind tighter than links, which bind
 //! tighter than tags).
 
-mod blocks;
+pub(crate) mod blocks;
 mod complete;
 mod fold;
 mod inline;
