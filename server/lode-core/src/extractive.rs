@@ -219,7 +219,11 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
                 continue;
             }
             if coverage < cfg.min_coverage {
-                if coverage >= cfg.fallback_coverage && fallback.as_ref().is_none_or(|(r, c)| (*r, -c.score) > (rank, -coverage)) {
+                // The fallback must hold the question's weightiest term: "How many days does the
+                // quokka policy allow?" is not answered by a sentence about what an SLO allows.
+                let key = terms.iter().max_by(|a, b| weight(a).total_cmp(&weight(b)));
+                let holds_key = key.is_some_and(|k| words.iter().any(|w| query::stem_match(w, k)));
+                if holds_key && coverage >= cfg.fallback_coverage && fallback.as_ref().is_none_or(|(r, c)| (*r, -c.score) > (rank, -coverage)) {
                     fallback = Some((rank, Candidate { score: coverage, version_id: src.version_id, quote, claim }));
                 }
                 continue;

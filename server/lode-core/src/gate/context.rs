@@ -123,6 +123,7 @@ pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
     let next = toks.get(1).map_or("", String::as_str);
     let exempt = match toks.first().map_or("", String::as_str) {
         "old" => matches!(next, "town" | "city" | "quarter" | "street" | "road" | "bridge" | "market" | "school" | "testament" | "english" | "norse" | "world" | "port" | "harbour" | "harbor"),
+        "tried" => next == "and",
         "before" => matches!(next, "you" | "starting" | "beginning" | "installing" | "using" | "running" | "deploying" | "release" | "releasing" | "launch" | "launching"),
         _ => false,
     };
@@ -158,6 +159,11 @@ pub fn lead_in_blocks(words: &ContextWords, lead_in: &str) -> bool {
 /// "Avoid running it on Fridays" after "Avoid:"): then it does not present the line as plain
 /// fact. Plural and singular are one word here.
 fn claim_states(claim: &[String], cues: &[Vec<String>]) -> bool {
+    // Only words that say what the line is ("a myth", "unverified") qualify a claim by
+    // themselves; "alternative" or "not" in the line's own words say nothing about its section.
+    const SELF_QUALIFYING: &[&str] = &["myth", "misconception", "rumor", "rumour", "debunked", "hypothesi", "speculation", "unverified", "unconfirmed", "deprecated", "obsolete"];
+    let cues: Vec<Vec<String>> = cues.iter().filter(|c| c.len() == 1 && SELF_QUALIFYING.iter().any(|q| c[0].starts_with(q))).cloned().collect();
+    let cues = cues.as_slice();
     let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
     let claim: Vec<String> = claim.iter().map(|w| stem(w)).collect();
     cues.iter().any(|c| {
@@ -201,7 +207,8 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // "This turned out to be false: …", "I doubt it: …" judge what came before.
         let lt = norm_tokens(&l.unit.text);
         let anaphoric = |w: Option<&String>| w.is_some_and(|w| matches!(w.as_str(), "this" | "that" | "thats" | "it" | "its" | "which"));
-        if l.kind == LeadInKind::Label && (anaphoric(lt.first()) || anaphoric(lt.last())) {
+        let verdict = lt.iter().any(|t| FALSITY.contains(&t.as_str()) || matches!(t.as_str(), "doubt" | "disagree" | "disagrees" | "wrong"));
+        if l.kind == LeadInKind::Label && verdict && (anaphoric(lt.first()) || anaphoric(lt.last())) {
             continue;
         }
         let cues = lead_in_cues(words, &l.unit.text);
@@ -229,11 +236,20 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         if let Some(c) = q.callout.as_deref().filter(|c| any_phrase(&norm_tokens(c), &words.callouts).is_some()) {
             out.push(Blocker { why: format!("in a [!{c}] callout"), carrier: None });
         }
+        // After a quotation the next paragraph's first sentence is the note's verdict on it; after
+        // the note's own callout (a tip, a warning) only a paragraph that opens by answering it
+        // ("But only for …", "Actually, …") is.
+        let quotes_someone = q.callout.as_deref().is_none_or(|c| matches!(c, "quote" | "cite"));
         if let Some(next) = &q.followed_by {
             let toks = norm_tokens(&next.text);
-            // The first sentence of what follows is what a reader takes as the note's verdict.
             let first = first_sentence_tokens(&next.text);
-            if any_phrase(&first, &words.disputes).is_some() || toks.iter().any(|t| FALSITY.contains(&t.as_str()) && t != "thought") {
+            let opens = first.first().is_some_and(|w| matches!(w.as_str(), "but" | "however" | "actually" | "not" | "no" | "nope" | "only" | "except" | "wrong" | "false" | "untrue" | "correction"));
+            let disputed = if quotes_someone {
+                any_phrase(&first, &words.disputes).is_some() || toks.iter().any(|t| FALSITY.contains(&t.as_str()) && t != "thought")
+            } else {
+                opens
+            };
+            if disputed {
                 out.push(Blocker { why: format!("quoted, then disputed: {}", quoted(&next.text)), carrier: None });
             }
         }
@@ -241,7 +257,11 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     let sentence = quote_sentence(body, ctx, quote);
     for f in ctx.footnotes.iter().filter(|f| f.refs.iter().any(|r| sentence.start <= r.start && r.start <= sentence.end)) {
         let toks = norm_tokens(&f.unit.text);
-        if any_phrase(&toks, &words.footnotes).is_some() {
+        let qualifies = toks.iter().any(|t| {
+            let t = t.as_str();
+            super::lexicon::is_negation(t) || FALSITY.contains(&t) || super::lexicon::REVERSALS.contains(&t) || (SENTENCE_MARKERS.contains(&t) && !matches!(t, "according" | "per") && !FACTIVE_VERBS.contains(&t))
+        });
+        if qualifies || any_phrase(&toks, &words.footnotes).is_some() {
             out.push(Blocker { why: format!("footnote {} narrows it: {}", f.label, quoted(&f.unit.text)), carrier: None });
         }
     }
@@ -312,7 +332,8 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
         (SENTENCE_MARKERS.contains(&n) && !FACTIVE.contains(&n))
             || FALSITY.contains(&n)
             // "May" capitalised mid-sentence is the month.
-            || matches!(n, "report" | "reported" | "ideally" | "hopefully" | "target" | "goal")
+            || matches!(n, "reported" | "ideally" | "hopefully")
+            || (n == "report" && k > 0 && matches!(p[k - 1].norm.as_str(), "users" | "people" | "customers" | "some" | "many" | "they" | "we"))
             || (matches!(n, "may" | "might" | "could" | "would" | "should" | "scenario") && !(k > 0 && body[prev.clone()][t.range.clone()].starts_with(char::is_uppercase)))
             || (matches!(n, "worst" | "best") && p.get(k + 1).is_some_and(|c| c.norm == "case"))
     });
@@ -368,19 +389,23 @@ pub fn compose(
             if carried.is_empty() {
                 const FRAME: &[&str] = &["it", "that", "listed", "under", "as", "one", "of", "among", "in", "section", "this", "note", "says"];
                 let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
-                let cued: Vec<(Range<usize>, Vec<String>)> = units
+                // Cue phrases of each covered unit, stemmed; the frame must hold a whole one.
+                let cued: Vec<(Range<usize>, Vec<Vec<String>>)> = units
                     .iter()
                     .filter(|u| covered(u))
-                    .map(|u| (u.clone(), heading_cues(words, &body[u.clone()]).into_iter().chain(lead_in_cues(words, &body[u.clone()])).flatten().map(|w| stem(&w)).collect::<Vec<String>>()))
+                    .map(|u| {
+                        let phrases = heading_cues(words, &body[u.clone()]).into_iter().chain(lead_in_cues(words, &body[u.clone()]));
+                        (u.clone(), phrases.map(|p| p.iter().map(|w| stem(w)).collect()).collect::<Vec<Vec<String>>>())
+                    })
                     .filter(|(_, c)| !c.is_empty())
                     .collect();
                 let frame_len = claim_toks
                     .iter()
-                    .take_while(|t| FRAME.contains(&t.norm.as_str()) || cued.iter().any(|(_, c)| c.contains(&stem(&t.norm))))
+                    .take_while(|t| FRAME.contains(&t.norm.as_str()) || cued.iter().any(|(_, c)| c.iter().flatten().any(|w| *w == stem(&t.norm))))
                     .count();
-                let frame = &claim_toks[..frame_len];
+                let frame: Vec<String> = claim_toks[..frame_len].iter().map(|t| stem(&t.norm)).collect();
                 for (u, c) in &cued {
-                    if frame.iter().any(|t| c.contains(&stem(&t.norm))) {
+                    if c.iter().any(|p| has_phrase(&frame, p)) {
                         carried.push(u.clone());
                     }
                 }
@@ -388,6 +413,28 @@ pub fn compose(
             }
             if carried.is_empty() || k >= claim_toks.len() {
                 continue;
+            }
+            // A value pairs with its own row: the row key is restated.
+            if let (Some(t), Some(_)) = (&ctx.table, &leaf_cell) {
+                if t.column > 0 && !t.row.first().is_some_and(|key| carried.contains(&key.range)) {
+                    why = "the claim names a table value without its row".into();
+                    continue;
+                }
+            }
+            // A heading restated as the claim's subject ("Redis restarts nightly", no ":" after
+            // it) must be the innermost heading, with nothing between it and the line.
+            let heading_carried = ctx.headings.iter().any(|h| carried.contains(&h.range));
+            let as_label = k > 0 && claim[claim_toks[k - 1].range.end..claim_toks[k].range.start].contains([':', '—', '–', '(', ',', '|', '-']);
+            if heading_carried && !as_label && leaf_cell.is_none() {
+                let innermost = ctx.headings.last().is_some_and(|h| carried.contains(&h.range));
+                let after = ctx.headings.last().map_or(0, |h| h.range.end);
+                let sentence = quote_sentence(body, &ctx, leaf);
+                let between = &body[after.min(sentence.start)..sentence.start];
+                let clear = !between.chars().any(char::is_alphanumeric) || ctx.lead_ins.iter().any(|l| carried.contains(&l.unit.range));
+                if !innermost || !clear {
+                    why = "the claim makes a heading the subject of a line that is not the first under it".into();
+                    continue;
+                }
             }
             let rest = &claim[claim_toks[k].range.start..];
             // "Redis: it restarts nightly" holds only when nothing stands between the restated

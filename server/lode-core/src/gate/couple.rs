@@ -168,7 +168,9 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
                             }
                         }
                     }
-                    let after_ok = chars.get(m).is_none_or(|&(_, n)| n.is_whitespace());
+                    // An inline note right after the stop (`.^[Source: …]`) is a sentence of its own.
+                    let note_after = chars.get(m).is_some_and(|&(_, n)| n == '^') && chars.get(m + 1).is_some_and(|&(_, n)| n == '[');
+                    let after_ok = chars.get(m).is_none_or(|&(_, n)| n.is_whitespace()) || note_after;
                     after_ok && !(c == '.' && crate::chunk::not_a_stop(content, i, ABBREVIATIONS))
                 }
                 '。' | '！' | '？' => true,
@@ -176,7 +178,7 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
             };
             if stop {
                 let mut m = k + 1;
-                while chars.get(m).is_some_and(|&(_, n)| !n.is_whitespace()) {
+                while chars.get(m).is_some_and(|&(_, n)| !n.is_whitespace() && n != '^') {
                     m += 1;
                 }
                 cuts.push(text_start + chars.get(m).map_or(content.len(), |&(b, _)| b));
@@ -411,7 +413,7 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         // "that's wrong, X" / "this is false, X": a verdict on what came before, then X.
         let verdict_before = FALSITY.contains(&w) && i < run.start && {
             let opener = (0..i).rev().take(3).find(|&k| part_start[k]);
-            opener.is_some_and(|k| matches!(toks[k].norm.as_str(), "thats" | "that" | "this" | "its" | "it"))
+            opener.is_some_and(|k| matches!(toks[k].norm.as_str(), "thats" | "that" | "this"))
                 && toks.get(i + 1).is_some_and(|n| body[t.range.end..n.range.start].contains(','))
         };
         if verdict_before {
@@ -419,7 +421,7 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         }
         // A cue that opens a later clause of its own binds to that clause: "X, likely
         // facilitating Y", "X, possibly reflecting Y", "X, probably because Y", "X, even when Y".
-        if i > last && clause[i] != clause[last] && binds_to_own_clause(toks, i) {
+        if i > last && clause[i] != clause[last] && binds_to_own_clause(toks, &clause, i) {
             continue;
         }
         // "per" is attribution before a source ("per the vendor", "per Bob"), a rate before a
@@ -429,11 +431,13 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         }
         let bigram = |a: &str, b: &str| w == a && toks.get(i + 1).is_some_and(|n| n.norm == b);
         // "a program provided a modest improvement": the verb, not "provided that".
-        if matches!(w, "provided" | "providing") && !part_start[i] && !toks.get(i + 1).is_some_and(|n| matches!(n.norm.as_str(), "that" | "you" | "we" | "they" | "it" | "he" | "she" | "the" | "there")) {
+        const OBJECTS: &[&str] = &["a", "an", "access", "evidence", "support", "data", "information", "insight", "insights", "additional", "further", "new", "significant", "modest", "no", "more", "some"];
+        if matches!(w, "provided" | "providing") && !part_start[i] && toks.get(i + 1).is_some_and(|n| OBJECTS.contains(&n.norm.as_str())) {
             continue;
         }
         // "associated with premature aging": an adjective of a later clause's noun, not a verdict.
-        let adjectival = FALSITY.contains(&w)
+        let adjectival = matches!(w, "premature" | "false" | "wrong" | "incorrect" | "inaccurate" | "outdated" | "obsolete" | "mistaken")
+            && !(i > 0 && matches!(toks[i - 1].norm.as_str(), "a" | "an" | "the" | "this" | "that" | "is" | "was" | "are" | "were"))
             && i > last
             && clause[i] != clause[last]
             && toks.get(i + 1).is_some_and(|n| n.kind == Kind::Word && clause[i + 1] == clause[i])
@@ -528,9 +532,10 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     };
     // Another item at this level or above (not one nested under this item) is its own entry;
     // a lead-in ("Don't:") introduces what follows it, not a verdict on what came before.
+    let own_line = |n: &Range<usize>| body[..n.start].rsplit('\n').next().is_some_and(|before| before.chars().all(|c| c == ' ' || c == '\t' || c == '>'));
     let sibling = next.is_some_and(|n| {
         let (a, b) = (item_indent(sent), item_indent(n));
-        (a.is_some() && b.is_some() && b <= a) || body[n.clone()].trim_end().trim_end_matches(['*', '_']).ends_with(':')
+        own_line(n) && ((a.is_some() && b.is_some() && b <= a) || body[n.clone()].trim_end().trim_end_matches(['*', '_']).ends_with(':'))
     });
     if let Some(next) = next.filter(|_| !sibling) {
         if retracts(body, sent, next) {
@@ -543,8 +548,13 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
 /// Whether the cue at `i` governs only its own, later clause: a hedge before a participle or a
 /// reason ("likely facilitating", "possibly reflecting", "probably because"), or a concessive
 /// "even when/if/though".
-fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
+fn binds_to_own_clause(toks: &[Tok], clause: &[usize], i: usize) -> bool {
     let w = toks[i].norm.as_str();
+    // "…, or possibly by a cigarette": an alternative to the earlier clause, not its own.
+    let clause_start = (0..=i).rev().take_while(|&k| clause[k] == clause[i]).last().unwrap_or(i);
+    if toks[clause_start..i].iter().any(|t| matches!(t.norm.as_str(), "or" | "so" | "nor")) || (i > 0 && toks[i - 1].norm == "or") {
+        return false;
+    }
     let next = toks.get(i + 1).map_or("", |t| t.norm.as_str());
     let prev = if i > 0 { toks[i - 1].norm.as_str() } else { "" };
     const HEDGES: &[&str] = &["likely", "possibly", "probably", "perhaps", "presumably", "potentially", "maybe", "plausibly"];
@@ -553,17 +563,17 @@ fn binds_to_own_clause(toks: &[Tok], i: usize) -> bool {
     let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as" | "thanks");
     const TIMES: &[&str] = &["transition", "period", "time", "times", "day", "days", "year", "years", "point", "stage", "phase", "moment", "age", "night", "week", "weeks", "month", "months", "era", "maximum", "peak", "onset", "stages"];
     const FREQUENCY: &[&str] = &["often", "usually", "sometimes", "generally", "typically", "mostly", "occasionally", "frequently"];
-    let rest_of_clause = toks[i + 1..].len();
+    let rest_of_clause = (i + 1..toks.len()).take_while(|&k| clause[k] == clause[i]).count();
     (HEDGES.contains(&w) && (participle || reason))
         || (prev == "even" && matches!(w, "when" | "if" | "whenever" | "though" | "once"))
         // "women appear to be at increased risk": a hedge of its own clause's subject.
-        || (matches!(w, "appear" | "appears" | "appeared" | "seem" | "seems" | "seemed") && next == "to")
+        || (matches!(w, "appear" | "appears" | "appeared" | "seem" | "seems" | "seemed") && next == "to" && !matches!(prev, "it" | "so" | "this" | "that" | "there"))
         // "the night-day transition, when it reduced …": a relative clause about a time.
         || (w == "when" && TIMES.contains(&prev))
         // "whether expressed as …": either way, the earlier clause holds.
         || (w == "whether" && next.ends_with("ed"))
         // "occurring, stochastically, more often in …": an adverb of its own verb phrase.
-        || (FREQUENCY.contains(&w) && rest_of_clause >= 1 && !matches!(next, "the" | "a"))
+        || (FREQUENCY.contains(&w) && rest_of_clause >= 1 && !matches!(next, "the" | "a" | "speaking"))
 }
 
 /// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a
@@ -573,8 +583,16 @@ fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
     if n.kind != Kind::Word {
         return false;
     }
-    matches!(n.norm.as_str(), "the" | "our" | "their" | "his" | "her" | "my" | "your" | "its" | "a" | "an" | "policy" | "spec" | "docs")
-        || body[n.range.clone()].starts_with(|c: char| c.is_uppercase())
+    const UNITS: &[&str] = &[
+        "day", "days", "week", "weeks", "month", "months", "year", "years", "hour", "hours", "minute", "minutes", "second",
+        "seconds", "person", "persons", "people", "patient", "patients", "capita", "cent", "centum", "head", "user", "users",
+        "unit", "units", "night", "nights", "mile", "miles", "km", "kg", "item", "items", "visit", "visits", "dose", "doses",
+        "session", "sessions", "serving", "servings", "annum", "share", "shares", "page", "pages", "request", "requests",
+        "household", "households", "kilogram", "litre", "liter", "gram", "meter", "metre", "mg", "ml", "kwh", "gb", "mb",
+        "million", "thousand", "hundred", "billion", "live", "births", "admission", "admissions", "case", "cases",
+    ];
+    !(n.kind == Kind::Number || UNITS.contains(&n.norm.as_str()) || n.norm.contains("-years"))
+        || body[n.range.clone()].starts_with(|c: char| c.is_uppercase()) && n.kind == Kind::Word && !UNITS.contains(&n.norm.as_str())
 }
 
 /// A later clause that restricts the quoted one: "X, in patients who were not on aspirin",

@@ -126,22 +126,13 @@ pub fn unread(text: &str) -> Vec<Range<usize>> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            // A footnote reference `[^label]` or an inline note `^[text]`: a pointer to another
-            // part of the note, not words of this sentence (the structural step reads the note).
+            // A footnote reference `[^label]`: a pointer to another part of the note, not words of
+            // this sentence (the structural step reads the definition). An inline note `^[text]`
+            // stays readable: its words qualify the sentence they stand in.
             b'[' if b.get(i + 1) == Some(&b'^') => {
                 let rest = &text[i + 2..];
                 match rest.find(']') {
                     Some(c) if c > 0 && c < 100 && !rest[..c].contains(['\n', ' ']) && !rest[c + 1..].starts_with(':') => {
-                        out.push(i..i + 2 + c + 1);
-                        i += 2 + c + 1;
-                    }
-                    _ => i += 2,
-                }
-            }
-            b'^' if b.get(i + 1) == Some(&b'[') => {
-                let rest = &text[i + 2..];
-                match rest.find(']') {
-                    Some(c) if !rest[..c].contains("\n\n") && c < 1000 => {
                         out.push(i..i + 2 + c + 1);
                         i += 2 + c + 1;
                     }
