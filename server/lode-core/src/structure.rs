@@ -187,7 +187,8 @@ impl Context {
     }
 }
 
-fn clip(s: &str, n: usize) -> String {
+/// `s` cut to `n` characters, with `…` when cut.
+pub(crate) fn clip(s: &str, n: usize) -> String {
     let c: String = s.chars().take(n).collect();
     if c.len() < s.len() {
         format!("{c}…")

@@ -158,13 +158,17 @@ pub fn lead_in_blocks(words: &ContextWords, lead_in: &str) -> bool {
 /// Whether the claim states a cue of its context itself ("It is a myth that …" under "Myths",
 /// "Avoid running it on Fridays" after "Avoid:"): then it does not present the line as plain
 /// fact. Plural and singular are one word here.
+/// A word without a plural `s`: "myths" and "myth" are one cue.
+fn stem(w: &str) -> String {
+    w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned()
+}
+
 fn claim_states(claim: &[String], cues: &[Vec<String>]) -> bool {
     // Only words that say what the line is ("a myth", "unverified") qualify a claim by
     // themselves; "alternative" or "not" in the line's own words say nothing about its section.
     const SELF_QUALIFYING: &[&str] = &["myth", "misconception", "rumor", "rumour", "debunked", "hypothesi", "speculation", "unverified", "unconfirmed", "deprecated", "obsolete"];
     let cues: Vec<Vec<String>> = cues.iter().filter(|c| c.len() == 1 && SELF_QUALIFYING.iter().any(|q| c[0].starts_with(q))).cloned().collect();
     let cues = cues.as_slice();
-    let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
     let claim: Vec<String> = claim.iter().map(|w| stem(w)).collect();
     cues.iter().any(|c| {
         let c: Vec<String> = c.iter().map(|w| stem(w)).collect();
@@ -183,12 +187,7 @@ pub struct Blocker {
 }
 
 fn quoted(s: &str) -> String {
-    let c: String = s.chars().take(60).collect();
-    if c.len() < s.len() {
-        format!("“{c}…”")
-    } else {
-        format!("“{c}”")
-    }
+    format!("“{}”", crate::structure::clip(s, 60))
 }
 
 /// Every context around `quote` that keeps the note from asserting what `claim` says.
@@ -388,7 +387,6 @@ pub fn compose(
             // word and function words only, in place of the heading's text.
             if carried.is_empty() {
                 const FRAME: &[&str] = &["it", "that", "listed", "under", "as", "one", "of", "among", "in", "section", "this", "note", "says"];
-                let stem = |w: &str| w.strip_suffix('s').filter(|s| s.len() >= 3).unwrap_or(w).to_owned();
                 // Cue phrases of each covered unit, stemmed; the frame must hold a whole one.
                 let cued: Vec<(Range<usize>, Vec<Vec<String>>)> = units
                     .iter()

@@ -263,6 +263,8 @@ pub type Eligible<'a> = HashMap<String, &'a str>;
 
 /// Runs the gate over every claim, in order.
 pub fn check(claims: Vec<Claim>, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig) -> Vec<Outcome> {
+    // Each cited version's structure is parsed once for the whole answer, not once per claim.
+    let mut parsed: Parsed<'_> = HashMap::new();
     claims
         .into_iter()
         .enumerate()
@@ -270,7 +272,7 @@ pub fn check(claims: Vec<Claim>, eligible: &Eligible<'_>, scorer: &mut ScorerSlo
             if i >= MAX_CLAIMS {
                 drop(c, Step::Content, format!("the answer has more than {MAX_CLAIMS} claims; the rest are not read"))
             } else {
-                check_one(c, eligible, scorer, cfg)
+                check_with(c, eligible, scorer, cfg, &mut parsed)
             }
         })
         .collect()
@@ -287,6 +289,11 @@ pub const MAX_QUOTES: usize = 6;
 pub const MAX_CLAIM_BYTES: usize = 2000;
 
 pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig) -> Outcome {
+    check_with(claim, eligible, scorer, cfg, &mut HashMap::new())
+}
+
+/// [`check_one`] with the structures of versions already parsed (filled in as needed).
+fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig, parsed: &mut Parsed<'a>) -> Outcome {
     if claim.text.len() > MAX_CLAIM_BYTES {
         let reason = format!("the claim is {} bytes long; a claim is one statement (at most {MAX_CLAIM_BYTES} bytes)", claim.text.len());
         return drop(claim, Step::Content, reason);
@@ -334,11 +341,11 @@ pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<
         places.push(ok.into_iter().map(|(r, _)| r).collect());
     }
     // The note's structure, parsed once per cited version.
-    let mut parsed: Parsed<'_> = HashMap::new();
     for sp in &spans {
-        let body = eligible[&sp.version_id];
+        let body: &'a str = eligible[&sp.version_id];
         parsed.entry(sp.version_id.clone()).or_insert_with(|| structure::Structure::parse(body));
     }
+    let parsed: &Parsed<'a> = parsed;
     let blockers_at = |version: &str, r: &Range<usize>| {
         let st = &parsed[version];
         context::blockers(st, &st.context(r.clone()), r, &claim.text, &cfg.words)

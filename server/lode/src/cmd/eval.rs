@@ -689,6 +689,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     let mut dropped: std::collections::BTreeMap<String, usize> = std::collections::BTreeMap::new();
     let mut examples: Vec<serde_json::Value> = Vec::new();
     let mut times = Vec::new();
+    let (mut citations, mut inexact) = (0usize, 0usize);
     for (qid, text) in beir.queries.iter().take(args.max_queries.unwrap_or(usize::MAX)) {
         n += 1;
         let t = Instant::now();
@@ -712,6 +713,14 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
             match c.rung {
                 lode_answer::Rung::Verified => verified += 1,
                 lode_answer::Rung::EvidenceOnly => evidence += 1,
+            }
+            // A citation is exact when the cited version's bytes at its range are its quote.
+            for cit in &c.citations {
+                citations += 1;
+                let body = store.version_body(&cit.version_id)?.unwrap_or_default();
+                if body.get(cit.start..cit.end) != Some(cit.quoted_span.as_bytes()) {
+                    inexact += 1;
+                }
             }
         }
         for d in &a.dropped {
@@ -742,6 +751,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
         "latency_ms_p50": percentile(&times, 50.0),
         "synthesizer": synth.name(),
         "items_verified": verified, "items_evidence_only": evidence, "claims_dropped_by_step": dropped,
+        "citations": citations, "inexact_citations": inexact,
         "replies_unusable_fell_back_to_extractive": fallbacks, "endpoint_errors": errors,
         "examples": examples,
     });
