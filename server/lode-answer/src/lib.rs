@@ -75,6 +75,12 @@ pub struct AskConfig {
     pub fetcher: Option<std::sync::Arc<dyn Fetcher>>,
     /// Snapshots not confirmed by a fetch for this many days rank as stale.
     pub stale_days: f64,
+    /// The editor's open buffers (vault-relative path → text, unsaved edits included): a
+    /// buffer's own marks withhold its note at once, before it is saved.
+    pub buffers: std::sync::Arc<HashMap<String, String>>,
+    /// Why nothing may go to a remote model now (the egress rules could not be read, e.g. a
+    /// config edited into something that does not parse): every question is answered locally.
+    pub egress_blocked: Option<String>,
 }
 
 /// What the `fetch_url` tool needs from its host: fetch a page within the fetch limits and
@@ -121,6 +127,8 @@ impl Default for AskConfig {
             cancel: None,
             fetcher: None,
             stale_days: 30.0,
+            buffers: Default::default(),
+            egress_blocked: None,
         }
     }
 }
@@ -554,8 +562,9 @@ pub fn answer_gathered(
 }
 
 
-/// Why the note at `path` may not leave the machine: its rules, its indexed metadata, and its
-/// frontmatter on disk now. Fails closed: metadata that cannot be read withholds the note.
+/// Why the note at `path` may not leave the machine: its rules, its indexed metadata, its open
+/// buffer and its frontmatter on disk now. Fails closed: metadata that cannot be read withholds
+/// the note.
 fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str) -> Option<String> {
     let indexed = store.notes().map(|ns| ns.into_iter().find(|n| n.path == path).map(|n| n.id));
     let meta = match indexed {
@@ -566,20 +575,70 @@ fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str
         Ok(None) => serde_json::Map::new(),
         Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
     };
-    rules.withheld_because(path, &meta).or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, path))
+    rules.withheld_because(path, &meta).or_else(|| Live::new(cfg, rules).withheld(path, None, false))
 }
 
-/// The egress rule the note's frontmatter *on disk* triggers, if the vault root is known.
-/// Reading it fails closed.
-fn on_disk_withheld(root: Option<&std::path::Path>, rules: &EgressRules, path: &str) -> Option<String> {
-    let root = root?;
-    if path.contains("://") {
-        return None; // a snapshot has no file; its rules were read from the index
+/// What decides egress *now*, beyond the index: the editor's open buffers, the note's file on
+/// disk (where it is now, what its frontmatter says now) and nested vaults' rules. One per
+/// question, so nested configs are read once per question and never cached past it.
+pub(crate) struct Live<'a> {
+    rules: &'a EgressRules,
+    root: Option<&'a std::path::Path>,
+    buffers: &'a HashMap<String, String>,
+    nested: Option<egress::NestedRules>,
+}
+
+impl<'a> Live<'a> {
+    pub(crate) fn new(cfg: &'a AskConfig, rules: &'a EgressRules) -> Live<'a> {
+        let root = cfg.vault_root.as_deref();
+        Live { rules, root, buffers: &cfg.buffers, nested: root.map(egress::NestedRules::new) }
     }
-    match std::fs::read(root.join(path)) {
-        Ok(bytes) => rules.withheld_because(path, &frontmatter_of(&String::from_utf8_lossy(&bytes))),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => Some(format!("its frontmatter on disk could not be read ({e}); withheld to be safe")),
+
+    /// Why the note at `path` may not leave the machine now: the bytes about to be sent
+    /// (`sent`), its open buffer, a nested vault's rules, and its file on disk. With
+    /// `must_exist`, a note whose file is gone from its indexed path (moved, renamed, deleted
+    /// since it was indexed) is withheld: where it went, and so which rules hold for it, is
+    /// unknown until the vault is indexed again. Reading fails closed.
+    pub(crate) fn withheld(&mut self, path: &str, sent: Option<&str>, must_exist: bool) -> Option<String> {
+        if let Some(why) = sent.and_then(|t| self.rules.note_withheld(path, t)) {
+            return Some(why);
+        }
+        if let Some(why) = self.buffers.get(path).and_then(|b| egress::marks::read(b).local) {
+            return Some(format!("{why} in the editor's unsaved buffer"));
+        }
+        if path.contains("://") {
+            return None; // a snapshot has no file; its rules were read from the index
+        }
+        let root = self.root?;
+        if let Some(why) = self.nested.as_mut().and_then(|n| n.withheld(path)) {
+            return Some(why);
+        }
+        let file = root.join(path);
+        let text = match std::fs::read(&file) {
+            Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.buffers.contains_key(path) => {
+                return must_exist.then(|| {
+                    format!("its file is no longer at {path} (moved, renamed or deleted since it was indexed); withheld until the vault is indexed again")
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => return Some(format!("its file could not be read ({e}); withheld to be safe")),
+        };
+        if let Some(why) = egress::marks::read(&text).local {
+            return Some(format!("{why} (in the file on disk now)"));
+        }
+        // Through a link, the file may live where other rules hold.
+        if let (Ok(real), Ok(real_root)) = (file.canonicalize(), root.canonicalize()) {
+            if let Ok(rel) = real.strip_prefix(&real_root) {
+                let rel = rel.to_string_lossy().replace('\\', "/");
+                if rel != path {
+                    if let Some(why) = self.rules.path_withheld(&rel).or_else(|| self.nested.as_mut().and_then(|n| n.withheld(&rel))) {
+                        return Some(format!("{why} (it is a link to {rel})"));
+                    }
+                }
+            }
+        }
+        None
     }
 }
 

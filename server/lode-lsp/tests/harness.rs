@@ -67,6 +67,7 @@ impl Harness {
                 index: IndexOptions::default(),
                 ask: AskConfig::default(),
                 rules: EgressRules::default(),
+                rules_source: None,
                 synthesizer: Synthesizer::Extractive,
                 vectors: None,
                 externals: lode_lsp::ExternalSettings::default(),

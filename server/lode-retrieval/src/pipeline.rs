@@ -424,6 +424,31 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
                 added += 1;
             }
         }
+        // Linked notes that were no candidate (in lexical mode no candidate lies below the cut):
+        // each joins with its own best passage for this question, if any holds a term of it.
+        // In the order of the results that link them, then of the links.
+        let mut order: Vec<i64> = Vec::new();
+        for h in hits.iter().filter(|h| h.origin != Origin::Linked) {
+            let mut of = store.linked_notes(h.hit.note_id)?;
+            of.sort_unstable();
+            for n in of {
+                if !in_results.contains(&n) && !seen_notes.contains(&n) && !order.contains(&n) {
+                    order.push(n);
+                }
+            }
+        }
+        for note in order {
+            if added >= cfg.graph_limit {
+                break;
+            }
+            if let Some(hit) = store.best_passage_in_note(question, note, cfg.search.heading_weight)? {
+                seen_notes.insert(note);
+                let trust = trust_of(store, std::iter::once(&hit), cfg.stale_days)?.get(&note).copied().unwrap_or(Trust::Note);
+                let fused = hit.score;
+                hits.push(RetrievedHit { hit, origin: Origin::Linked, trust, fused, rerank: None, lexical_rank: None, dense_rank: None });
+                added += 1;
+            }
+        }
         out.stages.push(Stage { name: "graph", ms: t.elapsed().as_secs_f64() * 1000.0, note: Some(format!("{added} linked")) });
     }
 

@@ -223,6 +223,28 @@ impl Store {
         Ok(out)
     }
 
+    /// The passage of one note that matches the question best by the full-text index (BM25
+    /// over every term of the question, any of them), if any passage of the note holds one. For
+    /// the link graph: a linked note joins an answer with its passage *for this question*.
+    pub fn best_passage_in_note(&self, question: &str, note_id: i64, heading_weight: f64) -> Result<Option<Hit>, StoreError> {
+        let terms = query::terms(question);
+        let Some(any) = query::or_query(&terms) else { return Ok(None) };
+        // Only this note's rowids are probed, not every passage holding a common term.
+        let sql = format!(
+            "SELECT p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
+                    f.rank, p.text, p.parent_start, p.parent_end, n.kind
+             FROM passages_fts f JOIN passages p ON p.id = f.rowid JOIN notes n ON n.id = p.note_id
+             WHERE passages_fts MATCH ?1 AND rank MATCH 'bm25({heading_weight:.3}, 1.0)'
+               AND f.rowid IN (SELECT id FROM passages WHERE note_id = ?2)
+             ORDER BY f.rank, p.id LIMIT 1"
+        );
+        let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
+        let best = st.query_row(params![any, note_id], |r| hit_from_row(r, MatchMode::Any)).optional().map_err(|e| self.err(e))?;
+        let mut out: Vec<Hit> = best.into_iter().collect();
+        self.add_sources(&mut out)?;
+        Ok(out.pop())
+    }
+
     /// The passage of a section that matches the question best by the full-text index (BM25 over
     /// every term), else the section's first passage (a section found by its heading alone).
     fn best_passage_of(&self, note_id: i64, first: i64, last: i64, fts_query: &str, heading_weight: f64) -> Result<Option<Hit>, StoreError> {

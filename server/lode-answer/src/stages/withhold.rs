@@ -1,14 +1,16 @@
 //! Answer stage 1, *withhold*: what may leave the machine. A question asked from a no-egress
-//! note is answered locally; for a remote synthesizer every item's egress flags are read from the
-//! index, from the exact bytes about to be sent and from the note on disk now, and what is
-//! withheld is listed. Reads every cited version's body once for the stages after it.
+//! note, or asked while the egress rules cannot be read, is answered locally; for a remote
+//! synthesizer every item's egress marks are read from the index, from the exact bytes about to
+//! be sent, from the editor's buffer and from the note on disk now (where it is now: a note gone
+//! from its indexed path is withheld), and what is withheld is listed. Reads every cited
+//! version's body once for the stages after it.
 
 use std::collections::{BTreeMap, HashMap};
 
 use lode_store::Store;
 
 use crate::egress::EgressRules;
-use crate::{frontmatter_of, is_cancelled, on_disk_withheld, withheld_note, AskConfig, AskError, ContextItem, Synthesizer, Withheld};
+use crate::{is_cancelled, withheld_note, AskConfig, AskError, ContextItem, Live, Synthesizer, Withheld};
 
 /// The synthesizer a question from a no-egress note falls back to.
 static LOCAL: Synthesizer = Synthesizer::Extractive;
@@ -36,6 +38,12 @@ pub(crate) fn withhold<'s>(
 ) -> Result<Withholding<'s>, AskError> {
     let mut origin_notice = None;
     let mut synth = synth;
+    if synth.is_remote() {
+        if let Some(why) = &cfg.egress_blocked {
+            origin_notice = Some(format!("nothing may leave this machine now ({why}): answered locally with the extractive synthesizer"));
+            synth = &LOCAL;
+        }
+    }
     if synth.is_remote() {
         if let Some(path) = origin {
             if let Some(why) = withheld_note(store, rules, cfg, path) {
@@ -66,13 +74,15 @@ pub(crate) fn withhold<'s>(
         // The index's metadata may be stale: the flags in the exact bytes about to be sent, and
         // in the note on disk now, count too.
         let mut fresh: HashMap<(String, String), Option<String>> = HashMap::new();
+        let mut live = Live::new(cfg, rules);
         for it in items.iter_mut().filter(|i| i.withheld.is_none()) {
             let key = (it.path.clone(), it.version_id.clone());
             if !fresh.contains_key(&key) {
-                let w = bodies
-                    .get(&it.version_id)
-                    .and_then(|b| rules.withheld_because(&it.path, &frontmatter_of(b)))
-                    .or_else(|| on_disk_withheld(cfg.vault_root.as_deref(), rules, &it.path));
+                // A body that cannot be read is no body to send: withheld.
+                let w = match bodies.get(&it.version_id) {
+                    Some(b) => live.withheld(&it.path, Some(b), true),
+                    None => Some("its stored text could not be read; withheld to be safe".to_owned()),
+                };
                 fresh.insert(key.clone(), w);
             }
             it.withheld = fresh[&key].clone();

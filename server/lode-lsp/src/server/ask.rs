@@ -93,6 +93,8 @@ impl Backend {
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
+        // What the editor holds now decides egress for its notes, saved or not.
+        let buffers = Arc::new(self.open_buffers(state));
         blocking(move || {
             let _permit = permit;
             let store = st.readers.get()?;
@@ -103,6 +105,9 @@ impl Backend {
             cfg.vault_root = Some(st.root.clone());
             cfg.cancel = Some(cancel);
             cfg.fetcher = Some(Arc::new(ServerFetcher(st.clone())));
+            cfg.buffers = buffers;
+            let (rules, blocked) = st.rules_now();
+            cfg.egress_blocked = blocked;
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
             }
@@ -116,14 +121,14 @@ impl Backend {
                     Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
                     None => lode_retrieval::Models::default(),
                 };
-                lode_answer::gather(&store, &question, pinned.as_deref(), &cfg, &st.settings.rules, models).map_err(|e| e.to_string())?
+                lode_answer::gather(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
             };
             lode_answer::answer_gathered(
                 &store,
                 &question,
                 origin.as_deref(),
                 &cfg,
-                &st.settings.rules,
+                &rules,
                 &st.settings.synthesizer,
                 items,
                 &mut ScorerSlot::None,
@@ -131,6 +136,18 @@ impl Backend {
             .map_err(|e| e.to_string())
         })
         .await
+    }
+
+    /// The open buffers of `state`'s vault, by vault-relative path; buffers outside it (never
+    /// saved, or elsewhere) by their URI.
+    fn open_buffers(&self, state: &State) -> HashMap<String, String> {
+        let docs = self.docs.lock();
+        docs.iter()
+            .map(|(uri, doc)| {
+                let key = uri.parse::<Uri>().ok().and_then(|u| Self::rel(state, &u)).unwrap_or_else(|| uri.clone());
+                (key, doc.rope.to_string())
+            })
+            .collect()
     }
 
     pub(super) async fn ask_and_insert(&self, uri: Uri, range: Range, pinned: bool) -> Result<Option<LSPAny>> {
@@ -149,10 +166,13 @@ impl Backend {
         if question.is_empty() {
             return Err(invalid("no question on that line"));
         }
-        let rel = Self::rel(&state, &uri).unwrap_or_else(|| "untitled.md".into());
+        let note = Self::rel(&state, &uri);
+        let rel = note.clone().unwrap_or_else(|| "untitled.md".into());
         let pinned_path = if pinned { Some(rel.clone()) } else { None };
-        // The question is text of this note: egress rules for the note apply to it.
-        let answer = self.answer(&state, question, Some(rel.clone()), pinned_path, None).await?;
+        // The question is text of this buffer: egress rules for it apply to the question (a
+        // buffer outside the vault is known by its URI among the open buffers).
+        let origin = note.unwrap_or_else(|| uri.as_str().to_owned());
+        let answer = self.answer(&state, question, Some(origin), pinned_path, None).await?;
         let md = lode_answer::render::markdown(&answer, &rel);
         // Insert after the question's line *as the buffer is now*: the user may have typed while
         // the answer was made, so the question is found again (nearest line with its text).
@@ -290,8 +310,9 @@ impl Backend {
         }
         // A web link under the cursor with a fresh snapshot (no diagnostic): refreshing it is
         // still one action away.
-        if !mirrored {
-            let text = rope.to_string();
+        // Not in a note that may not leave the machine: fetching sends the link out.
+        let text = rope.to_string();
+        if !mirrored && lode_answer::egress::marks::read(&text).local.is_none() {
             if let Some(url) = super::nav::off_loop(&text, move |t| super::externals::web_link_at(t, r.start)).await? {
                 actions.push(super::externals::mirror_action(&url, false, None));
             }

@@ -23,8 +23,13 @@ impl Backend {
         let (rel, root, docs) = (Self::rel(&state, &uri), state.root.clone(), self.docs.clone());
         let freshness = state.settings.externals.freshness;
         let key = uri.as_str().to_owned();
+        let st = state.clone();
         let diags = blocking(move || {
             let store = readers.get()?;
+            // The note's own egress marks: near-miss spellings are warned about on their line.
+            let marks = lode_answer::egress::marks::read(&text);
+            let (rules, _) = st.rules_now();
+            let withheld = marks.local.is_some() || rel.as_deref().is_some_and(|r| rules.path_withheld(r).is_some());
             // One parse of the note's links per version, for both kinds of link diagnostics.
             let links = match parsed {
                 Some(l) => l,
@@ -37,6 +42,12 @@ impl Backend {
                 }
             };
             let mut out = super::externals::external_diagnostics(&store, &rope, &text, &links, enc, &freshness);
+            // A page linked from a note that may not leave the machine is not offered for
+            // mirroring: fetching it would send the link (and any words in it) out.
+            if withheld {
+                out.retain(|d| d.code != Some(NumberOrString::String("lode.snapshot-missing".into())));
+            }
+            out.extend(egress_diagnostics(&marks, &rope, enc));
             // Links that lead nowhere (only for notes of the vault: links are relative to them).
             if let Some(rel) = &rel {
                 out.extend(Backend::nav_diagnostics(&store, &root, &docs, rel, &rope, &text, &links, enc));
@@ -271,4 +282,21 @@ fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies
             ..Default::default()
         },
     }))
+}
+
+/// A diagnostic on each near-miss egress spelling: a warning where lode keeps the note local on a
+/// spelling it does not document (say it properly), information where it reads one as "send".
+fn egress_diagnostics(marks: &lode_answer::egress::marks::Marks, rope: &Rope, enc: Encoding) -> Vec<Diagnostic> {
+    marks
+        .near_misses
+        .iter()
+        .map(|n| Diagnostic {
+            range: position::range(rope, n.range.clone(), enc),
+            severity: Some(if n.withholds { DiagnosticSeverity::WARNING } else { DiagnosticSeverity::INFORMATION }),
+            code: Some(NumberOrString::String("lode.egress-spelling".into())),
+            source: Some("lode".into()),
+            message: n.message.clone(),
+            ..Default::default()
+        })
+        .collect()
 }

@@ -45,6 +45,8 @@ pub struct Settings {
     pub index: IndexOptions,
     pub ask: AskConfig,
     pub rules: EgressRules,
+    /// Where the rules come from, to read them again when that file changes (`None`: fixed).
+    pub rules_source: Option<RulesSource>,
     pub synthesizer: Synthesizer,
     /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
     pub vectors: Option<VectorSettings>,
@@ -63,6 +65,22 @@ pub struct VectorSettings {
 }
 
 pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
+
+/// The file the egress rules are read from, and how: the rules follow the file's current bytes
+/// (checked before every question), so an edited config holds for the next question at once.
+#[derive(Clone)]
+pub struct RulesSource {
+    pub file: PathBuf,
+    pub load: Arc<dyn Fn() -> std::result::Result<EgressRules, String> + Send + Sync>,
+}
+
+/// The egress rules in force, and the config bytes they were read from.
+struct RulesNow {
+    bytes: Option<Vec<u8>>,
+    rules: Arc<EgressRules>,
+    /// The config no longer reads: nothing goes to a remote model until it does.
+    blocked: Option<String>,
+}
 
 struct Doc {
     rope: Rope,
@@ -111,9 +129,37 @@ pub(crate) struct State {
     /// The vault is going (the client exited, or its folder was removed): the vector thread
     /// installs no model and starts no round (see [`State::release_models`]).
     closing: Arc<AtomicBool>,
+    rules: Mutex<RulesNow>,
 }
 
 impl State {
+    /// The egress rules as the config on disk says now, and why nothing may leave the machine,
+    /// if so (a config that no longer parses keeps the rules it replaced *and* blocks every
+    /// remote request). Reads the config file (a few hundred bytes): blocking, off the loop.
+    pub(crate) fn rules_now(&self) -> (Arc<EgressRules>, Option<String>) {
+        let mut now = self.rules.lock();
+        if let Some(src) = &self.settings.rules_source {
+            let bytes = match std::fs::read(&src.file) {
+                Ok(b) => Some(b),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+                Err(e) => {
+                    return (now.rules.clone(), Some(format!("{} cannot be read: {e}", src.file.display())));
+                }
+            };
+            if bytes != now.bytes {
+                match (src.load)() {
+                    Ok(r) => {
+                        now.rules = Arc::new(r);
+                        now.blocked = None;
+                    }
+                    Err(e) => now.blocked = Some(format!("{} no longer reads: {e}", src.file.display())),
+                }
+                now.bytes = bytes;
+            }
+        }
+        (now.rules.clone(), now.blocked.clone())
+    }
+
     /// Stops the vector thread's work and drops the embedding model: the round in progress
     /// ends (taking the models' lock waits for it), and no other begins. ONNX Runtime torn
     /// down by the process's exit under an inference in progress failed it with a garbage
@@ -202,6 +248,8 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
         None => Err("no workspace folder: open a folder of notes".to_owned()),
         Some(root) => (|| {
             let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
+            let rules = settings.rules.clone();
+            let rules_bytes = settings.rules_source.as_ref().and_then(|s| std::fs::read(&s.file).ok());
             let mut write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let prechunked = lode_store::Prechunked::default();
             write.set_prechunked(prechunked.clone());
@@ -246,6 +294,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 reporter,
                 prechunked,
                 closing,
+                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), blocked: None }),
             }))
         })(),
     }

@@ -237,7 +237,7 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
     match facts {
         Ok(v) => {
             r.json.insert("vault".into(), v);
-            egress(r, &store, config);
+            egress(r, &store, config, root);
         }
         Err(e) => {
             r.line(Level::Fail, "vault", e.to_string());
@@ -246,7 +246,10 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
     }
 }
 
-fn egress(r: &mut Report, store: &lode_store::Store, config: &Config) {
+/// Near-miss spellings listed one per line, at most this many (then a count).
+const NEAR_MISS_LINES: usize = 40;
+
+fn egress(r: &mut Report, store: &lode_store::Store, config: &Config, root: &Path) {
     let rules = match config.egress_rules() {
         Ok(rules) => rules,
         Err(e) => {
@@ -258,25 +261,53 @@ fn egress(r: &mut Report, store: &lode_store::Store, config: &Config) {
     let notes = store.notes().unwrap_or_default();
     let paths: Vec<&str> = notes.iter().map(|n| n.path.as_str()).collect();
     let per_pattern = rules.matches_per_pattern(&paths);
-    // One metadata read per note: withheld by any rule, and by frontmatter alone (no patterns).
-    let frontmatter_only = lode_answer::egress::EgressRules::default();
-    let (mut withheld, mut by_frontmatter) = (0, 0);
-    for n in &notes {
+    // Each note as it is on disk now: its marks (every spelling, near-misses listed), its path
+    // rules, and the rules of a nested vault it sits in.
+    let mut nested = lode_answer::egress::NestedRules::new(root);
+    let (mut withheld, mut by_marks, mut by_nested) = (0, 0, 0);
+    let mut near: Vec<Value> = Vec::new();
+    for n in notes.iter().filter(|n| !n.path.contains("://")) {
+        let text = std::fs::read(root.join(&n.path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let marks = lode_answer::egress::marks::read(&text);
         let meta = store.note_meta(n.id).unwrap_or_default();
-        withheld += usize::from(rules.withheld_because(&n.path, &meta).is_some());
-        by_frontmatter += usize::from(frontmatter_only.withheld_because(&n.path, &meta).is_some());
+        let in_nested = nested.withheld(&n.path);
+        withheld += usize::from(marks.local.is_some() || in_nested.is_some() || rules.withheld_because(&n.path, &meta).is_some());
+        by_marks += usize::from(marks.local.is_some());
+        by_nested += usize::from(in_nested.is_some());
+        for m in &marks.near_misses {
+            let line = text[..m.range.start.min(text.len())].matches('\n').count() + 1;
+            near.push(json!({"path": n.path, "line": line, "message": m.message, "withholds": m.withholds}));
+        }
     }
     for (p, n) in &per_pattern {
         let level = if *n == 0 { Level::Note } else { Level::Ok };
         r.line(level, "egress", format!("no_egress {p:?} withholds {n} note(s){}", if *n == 0 { " (a typo?)" } else { "" }));
     }
-    r.line(Level::Ok, "egress", format!("{withheld} of {} notes never go to a remote model ({by_frontmatter} by their frontmatter)", notes.len()));
+    for (folder, state) in nested.found() {
+        match state {
+            Ok(k) => r.line(Level::Ok, "egress", format!("nested vault {folder}/ keeps its own rules ({k} no_egress pattern(s))")),
+            Err(e) => r.line(Level::Fail, "egress", format!("nested vault {folder}/: its .lode/config.toml cannot be read ({e}); its notes are withheld")),
+        }
+    }
+    for v in near.iter().take(NEAR_MISS_LINES) {
+        r.line(Level::Note, "egress", format!("{}:{}: {}", v["path"].as_str().unwrap_or_default(), v["line"], v["message"].as_str().unwrap_or_default()));
+    }
+    if near.len() > NEAR_MISS_LINES {
+        r.line(Level::Note, "egress", format!("… and {} more near-miss spellings (`lode doctor --json` lists them all)", near.len() - NEAR_MISS_LINES));
+    }
+    r.line(
+        Level::Ok,
+        "egress",
+        format!("{withheld} of {} notes never go to a remote model ({by_marks} by their own frontmatter or tags, {by_nested} by a nested vault's rules)", notes.len()),
+    );
     r.json.insert(
         "egress".into(),
         json!({
             "patterns": per_pattern.iter().map(|(p, n)| json!({"pattern": p, "withholds": n})).collect::<Vec<_>>(),
-            "frontmatter": by_frontmatter,
+            "frontmatter": by_marks,
+            "nested": by_nested,
             "withheld": withheld,
+            "near_misses": near,
         }),
     );
 }

@@ -74,6 +74,25 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
         }
         v
     };
+    if a.urls.is_empty() {
+        // A page linked only from notes that may not leave the machine is not fetched: the
+        // request would carry the link, and whatever words of the note are in it, out.
+        let rules = vault.config.egress_rules()?;
+        let mut nested = lode_answer::egress::NestedRules::new(&vault.root);
+        let mut verdict: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
+        let mut withheld = |path: &str| -> bool {
+            *verdict.entry(path.to_owned()).or_insert_with(|| {
+                let text = std::fs::read(vault.root.join(path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+                rules.note_withheld(path, &text).is_some() || nested.withheld(path).is_some()
+            })
+        };
+        let infos = store.externals_for(&urls)?;
+        let before = urls.len();
+        urls = infos.into_iter().filter(|e| e.linked_from.is_empty() || !e.linked_from.iter().all(|p| withheld(p))).map(|e| e.url).collect();
+        if urls.len() < before {
+            eprintln!("{} linked page(s) skipped: linked only from notes that may not leave this machine", before - urls.len());
+        }
+    }
     if a.stale {
         let now = now_ms();
         let infos = store.externals_for(&urls)?;

@@ -56,6 +56,13 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             index: lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() },
             ask: config.ask_config(),
             rules: config.egress_rules()?,
+            rules_source: Some(lode_lsp::RulesSource {
+                file: state_dir(root).join("config.toml"),
+                load: {
+                    let root = root.to_owned();
+                    Arc::new(move || Config::load(&root).and_then(|c| c.egress_rules()).map_err(|e| format!("{e:#}")))
+                },
+            }),
             synthesizer,
             vectors,
             externals: lode_lsp::ExternalSettings {

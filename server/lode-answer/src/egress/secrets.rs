@@ -1,223 +1,10 @@
-//! Egress rules: which notes may leave the machine, what counts as leaving it, and scrubbing
-//! secrets from whatever does.
+//! Scrubbing secrets from text that leaves the machine: shapes (keys, tokens, card numbers,
+//! webhook URLs) and context (a key naming a secret, a table header, a YAML block above a value).
 
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use regex::Regex;
-use serde_json::Value;
-
-/// Notes that must never be sent to a remote model: by frontmatter flag or by path pattern.
-#[derive(Debug, Clone, Default)]
-pub struct EgressRules {
-    globs: Option<GlobSet>,
-    /// Per glob: it names directories only (the pattern ended in `/`), so it is tried against the
-    /// directories above a note and never against the note's own path.
-    dir_only: Vec<bool>,
-    patterns: Vec<String>,
-    /// Hosts (and their subdomains) whose snapshots stay on the machine, lower-cased.
-    domains: Vec<String>,
-}
-
-impl EgressRules {
-    /// `patterns` are gitignore-style patterns over vault-relative paths:
-    /// - `/private/**`: a leading `/` anchors at the vault root;
-    /// - `private/`: a trailing `/` names a directory (anywhere, as the pattern has no other `/`)
-    ///   and covers everything below it;
-    /// - `private`, `*.secret.md`: a pattern without `/` matches a file or directory of that name
-    ///   at any depth; a matching directory covers everything below it;
-    /// - `docs/private/*`, `**/journal-*.md`: a `/` inside anchors at the root; `*` stays within
-    ///   one path segment and `**` spans any number of them.
-    ///
-    /// Matching ignores case, so a rule still holds on a case-insensitive file system where
-    /// `Private/` and `private/` are one directory. Negation (`!`) is refused rather than
-    /// ignored: a pattern the user believes re-includes notes must not silently do nothing.
-    pub fn new(patterns: &[String]) -> Result<EgressRules, String> {
-        if patterns.is_empty() {
-            return Ok(EgressRules::default());
-        }
-        let mut b = GlobSetBuilder::new();
-        let mut dir_only = Vec::with_capacity(patterns.len());
-        for p in patterns {
-            let (glob, dir) = gitignore_glob(p)?;
-            let g = GlobBuilder::new(&glob)
-                .literal_separator(true)
-                .case_insensitive(true)
-                .build()
-                .map_err(|e| format!("bad no-egress pattern {p:?}: {e}"))?;
-            b.add(g);
-            dir_only.push(dir);
-        }
-        let globs = b.build().map_err(|e| e.to_string())?;
-        Ok(EgressRules { globs: Some(globs), dir_only, patterns: patterns.to_vec(), domains: Vec::new() })
-    }
-
-    /// Adds domains whose snapshots may not leave the machine and which a model's tool call may
-    /// not fetch. `example.com` covers `docs.example.com`; a leading `*.` or `.` is accepted.
-    pub fn with_domains(mut self, domains: &[String]) -> Result<EgressRules, String> {
-        for d in domains {
-            let d = d.trim().trim_start_matches("*.").trim_start_matches('.').trim_end_matches('.').to_ascii_lowercase();
-            if d.is_empty() || d.contains(['/', ':', ' ', '*']) {
-                return Err(format!("no-egress domain {d:?}: give a host name such as `intranet.example.com`"));
-            }
-            self.domains.push(d);
-        }
-        Ok(self)
-    }
-
-    /// The configured domain covering the host of `url`, if any.
-    pub fn domain_withheld(&self, url: &str) -> Option<String> {
-        let host = url::Url::parse(url.trim()).ok()?.host_str()?.trim_end_matches('.').to_ascii_lowercase();
-        let host = host.trim_start_matches('[').trim_end_matches(']');
-        self.domains.iter().find(|d| host == d.as_str() || host.ends_with(&format!(".{d}"))).cloned()
-    }
-
-    pub fn patterns(&self) -> &[String] {
-        &self.patterns
-    }
-
-    /// The patterns that match none of `paths` (vault-relative note paths), in configured order:
-    /// most likely typos, which the caller warns about since they withhold nothing.
-    pub fn unmatched_patterns(&self, paths: &[&str]) -> Vec<String> {
-        let mut used = vec![false; self.patterns.len()];
-        for path in paths {
-            for i in self.matching(path) {
-                used[i] = true;
-            }
-        }
-        self.patterns.iter().zip(used).filter(|(_, u)| !u).map(|(p, _)| p.clone()).collect()
-    }
-
-    /// How many of `paths` each pattern matches, in configured order (a note matched by two
-    /// patterns counts for both).
-    pub fn matches_per_pattern(&self, paths: &[&str]) -> Vec<(String, usize)> {
-        let mut n = vec![0usize; self.patterns.len()];
-        for path in paths {
-            for i in self.matching(path) {
-                n[i] += 1;
-            }
-        }
-        self.patterns.iter().cloned().zip(n).collect()
-    }
-
-    /// Indices of the patterns matching a note path, ascending.
-    fn matching(&self, path: &str) -> Vec<usize> {
-        let Some(g) = &self.globs else { return Vec::new() };
-        let path = path.replace('\\', "/");
-        let path = path.trim_start_matches("./").trim_start_matches('/');
-        let mut hits: Vec<usize> = g.matches(path).into_iter().filter(|&i| !self.dir_only[i]).collect();
-        // Every directory above the note: a pattern matching a directory covers what is below it.
-        for (end, _) in path.match_indices('/') {
-            hits.extend(g.matches(&path[..end]));
-        }
-        hits.sort_unstable();
-        hits.dedup();
-        hits
-    }
-
-    /// Why a note may not leave the machine, if it may not. Metadata keys are compared without
-    /// case, and a flag may be a string (`"yes"`, `"true # private"`), a bool or a number, so
-    /// metadata from any source reads the same way.
-    pub fn withheld_because(&self, path: &str, meta: &serde_json::Map<String, Value>) -> Option<String> {
-        for (key, v) in meta {
-            if matches!(key.trim().to_lowercase().as_str(), "no_egress" | "no-egress" | "noegress") && is_flag(v) {
-                return Some(format!("frontmatter `{key}: true`"));
-            }
-        }
-        for (key, v) in meta {
-            if key.trim().eq_ignore_ascii_case("egress") {
-                if let Some(shown) = local_only(v) {
-                    return Some(format!("frontmatter `{key}: {shown}`"));
-                }
-            }
-        }
-        if path.contains("://") {
-            // A snapshot: its path is the page's URL, and its text may come from where that
-            // redirected.
-            let landed = meta.get("final_url").and_then(|v| v.as_str());
-            if let Some(d) = std::iter::once(path).chain(landed).find_map(|u| self.domain_withheld(u)) {
-                return Some(format!("snapshot of a no-egress domain ({d})"));
-            }
-        }
-        let which = self.matching(path).first().map(|&i| self.patterns[i].clone())?;
-        Some(format!("path matches no-egress pattern {which:?}"))
-    }
-}
-
-/// A gitignore-style pattern as a glob for [`GlobSet`], and whether it names directories only.
-fn gitignore_glob(pattern: &str) -> Result<(String, bool), String> {
-    let p = pattern.trim();
-    if p.is_empty() {
-        return Err("empty no-egress pattern".to_owned());
-    }
-    if p.starts_with('!') {
-        return Err(format!("no-egress pattern {pattern:?}: negation is not supported (a note matching any pattern is withheld)"));
-    }
-    let rooted = p.starts_with('/') || p.starts_with("./");
-    let p = p.trim_start_matches("./").trim_start_matches('/');
-    let dir_only = p.ends_with('/');
-    let body = p.trim_end_matches('/');
-    if body.is_empty() {
-        // `/`: the vault root itself, so every note.
-        return Ok(("**".to_owned(), false));
-    }
-    // As in gitignore, a `/` at the start or inside anchors the pattern at the root; without
-    // one it matches at any depth.
-    let glob = if rooted || body.contains('/') { body.to_owned() } else { format!("**/{body}") };
-    Ok((glob, dir_only))
-}
-
-/// Whether a `no_egress` value turns the flag on.
-fn is_flag(v: &Value) -> bool {
-    match v {
-        Value::Bool(b) => *b,
-        Value::Number(n) => n.as_f64().is_some_and(|x| x != 0.0),
-        Value::String(s) => lode_core::frontmatter::is_true(s),
-        _ => false,
-    }
-}
-
-/// An `egress` value that keeps the note on the machine, as it reads in the reason.
-fn local_only(v: &Value) -> Option<String> {
-    match v {
-        Value::Bool(false) => Some("false".to_owned()),
-        Value::Number(n) if n.as_f64() == Some(0.0) => Some(n.to_string()),
-        Value::String(s) => {
-            let s = lode_core::frontmatter::strip_comment(s).trim().trim_matches(['"', '\'']).trim().to_lowercase();
-            matches!(s.as_str(), "none" | "no" | "false" | "local" | "off").then_some(s)
-        }
-        _ => None,
-    }
-}
-
-/// `host[:port]` of an endpoint URL.
-pub fn destination(endpoint: &str) -> String {
-    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
-    // URL parsers end the authority at `\` too: `http://evil.com\@127.0.0.1` is evil.com.
-    let authority = rest.split(['/', '\\', '?', '#']).next().unwrap_or("");
-    authority.rsplit_once('@').map_or(authority, |(_, h)| h).to_owned()
-}
-
-/// Whether an endpoint is on this machine (loopback), so nothing sent to it leaves the machine.
-/// A `\` before the path makes the host ambiguous (URL parsers and HTTP clients disagree on
-/// where the authority ends), and an ambiguous host is not loopback.
-pub fn is_loopback(endpoint: &str) -> bool {
-    let rest = endpoint.split_once("://").map_or(endpoint, |(_, r)| r);
-    if rest.split(['/', '?', '#']).next().unwrap_or("").contains('\\') {
-        return false;
-    }
-    let dest = destination(endpoint);
-    let host = if let Some(rest) = dest.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
-    } else {
-        dest.rsplit_once(':').map_or(dest.as_str(), |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { dest.as_str() })
-    };
-    let host = host.to_ascii_lowercase();
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
-}
 
 struct SecretPattern {
     kind: &'static str,
@@ -246,7 +33,17 @@ fn patterns() -> &'static [SecretPattern] {
             p("gitlab-token", r"(?-u:\b)gl(?:pat|ptt|dt|rt|ft|soat)-[A-Za-z0-9_\-]{20,}", 0),
             p("stripe-key", r"(?-u:\b)(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}", 0),
             p("api-key", r"(?-u:\b)sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}", 0),
-            p("slack-token", r"(?-u:\b)xox[abprs]-[A-Za-z0-9\-]{10,}", 0),
+            p("slack-token", r"(?-u:\b)xox[abprse]-[A-Za-z0-9\-]{10,}", 0),
+            // Other services' prefixed secrets: Stripe webhook signing secrets, Hugging Face, npm,
+            // PyPI, SendGrid, DigitalOcean, Grafana, Azure storage account keys.
+            p(
+                "api-key",
+                r"(?-u:\b)(?:whsec_[A-Za-z0-9/+=]{16,}|hf_[A-Za-z0-9]{30,}|npm_[A-Za-z0-9]{30,}|pypi-[A-Za-z0-9_\-]{50,}|SG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}|dop_v1_[a-f0-9]{40,}|glc_[A-Za-z0-9+/=]{30,})",
+                0,
+            ),
+            p("credential", r"(?i)AccountKey=([A-Za-z0-9+/=]{20,})", 1),
+            // `curl -u user:password`.
+            p("credential", r#"(?:^|\s)(?:-u|--user)\s+['"]?[^\s:'"]+:([^\s'"]+)"#, 1),
             p("google-api-key", r"(?-u:\b)AIza[0-9A-Za-z_\-]{35,}", 0),
             p("jwt", r"(?-u:\b)eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{8,}", 0),
             p(
@@ -283,7 +80,7 @@ fn assignment_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r#"(?P<key>[A-Za-z0-9_.\-]*(?i:password|passwd|pwd|passphrase|secret|token|api[_\-]?key|private[_\-]?key|access[_\-]?key|credential)[A-Za-z0-9_.\-]*)["'`]?[*_]{0,2}[ \t]*(?::=|=>|[:=])[*_]{0,2}[ \t]*(?:"(?P<dq>[^"\r\n]+)"|'(?P<sq>[^'\r\n]+)'|`(?P<bq>[^`\r\n]+)`|(?P<bare>[^\s"'`]+))"#,
+            r#"(?mR)(?P<key>[A-Za-z0-9_.\-]*(?i:password|passwd|pwd|passphrase|pass|auth|secret|token|api[_\-]?key|private[_\-]?key|access[_\-]?key|credential)[A-Za-z0-9_.\-]*)["'`]?[*_]{0,2}[ \t]*(?::=|=>|[:=])[*_]{0,2}[ \t]*(?:"(?P<dq>(?:\\\r?\n|\\.|[^"\\\r\n])+)(?:"|$)|'(?P<sq>(?:''|[^'\r\n])+)(?:'|$)|`(?P<bq>[^`\r\n]+)`|(?P<bare>(?:\\\r?\n|[^\s"'`])+))"#,
         )
         .expect("assignment pattern compiles")
     })
@@ -309,8 +106,13 @@ fn marker_re() -> &'static Regex {
 /// word is no descriptor. `tokens` holding a count (`max_tokens: 1024`) is a size, not a secret.
 fn secret_key(key: &str, value: &str) -> bool {
     let lower = key.to_ascii_lowercase();
-    let named = KEYWORDS.iter().any(|kw| lower.match_indices(kw).any(|(i, _)| keyword_ends(key.as_bytes(), i + kw.len())));
-    if !named {
+    let b = key.as_bytes();
+    let named = KEYWORDS.iter().any(|kw| lower.match_indices(kw).any(|(i, _)| keyword_ends(b, i + kw.len())))
+        // `pass` and `auth` only as whole words (`DB_PASS`, `"auth"`; not `bypass`, `author`),
+        // `auth` only holding something generated.
+        || lower.match_indices("pass").any(|(i, _)| keyword_starts(b, i) && keyword_ends(b, i + 4))
+        || (lower.match_indices("auth").any(|(i, _)| keyword_starts(b, i) && keyword_ends(b, i + 4)) && looks_generated(value));
+    if !named || is_placeholder(value) {
         return false;
     }
     let last = last_word(key);
@@ -318,6 +120,54 @@ fn secret_key(key: &str, value: &str) -> bool {
         return false;
     }
     !(last == "tokens" && is_count(value))
+}
+
+/// Whether a keyword starting at byte `start` of a key starts a word there: at the start, after
+/// a non-letter, or at a camelCase boundary.
+fn keyword_starts(key: &[u8], start: usize) -> bool {
+    start == 0 || !key[start - 1].is_ascii_alphabetic() || (key[start].is_ascii_uppercase() && key[start - 1].is_ascii_lowercase())
+}
+
+/// A value that stands for a secret rather than being one: `<your-api-key>`, `${SECRET}`,
+/// `$(pass show db)`, `{{ token }}`, `XXXXXXXX`, `changeme`.
+fn is_placeholder(v: &str) -> bool {
+    let v = v.trim().trim_matches(['"', '\'', '`']).trim();
+    let lower = v.to_ascii_lowercase();
+    (v.starts_with('<') && v.ends_with('>'))
+        || v.starts_with("${")
+        || v.starts_with("$(")
+        || v.starts_with("{{")
+        || (v.starts_with('$') && v.len() > 1 && v[1..].bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'))
+        || (v.len() >= 3 && v.chars().all(|c| matches!(c, 'x' | 'X' | '*' | '.' | '•')))
+        || matches!(lower.as_str(), "changeme" | "placeholder" | "redacted" | "your-api-key" | "your_api_key" | "yourpassword" | "your-password" | "secret" | "password" | "example" | "todo" | "tbd" | "none" | "null")
+}
+
+/// A token that looks generated (a password, key or token rather than a word or a name): at
+/// least 8 characters, not an e-mail address or a URL, and random in one of the ways generated
+/// secrets are — lower case with 3 or more digits (`sonnenblume8942`), mixed case with 2 or more
+/// digits, a digit and a symbol, or case flipping 3 or more times (`GD6udrJrIL`), upper case with
+/// 2 or more digits. `1Password`, `eu-west-1`, `base64url-encoded` and `iPad` are not.
+fn looks_generated(v: &str) -> bool {
+    let v = v.trim_matches(['"', '\'', '`']);
+    if v.chars().count() < 8 || v.contains("://") || v.starts_with('[') {
+        return false;
+    }
+    let email = v.contains('@') && v.rsplit('@').next().is_some_and(|d| d.contains('.') && d.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+    if email {
+        return false;
+    }
+    let upper = v.chars().filter(|c| c.is_uppercase()).count();
+    let lower = v.chars().filter(|c| c.is_lowercase()).count();
+    let digits = v.chars().filter(|c| c.is_ascii_digit()).count();
+    let symbols = v.chars().filter(|c| !c.is_alphanumeric()).count();
+    let letters: Vec<bool> = v.chars().filter(|c| c.is_alphabetic()).map(char::is_uppercase).collect();
+    let flips = letters.windows(2).filter(|w| w[0] != w[1]).count();
+    match (upper > 0, lower > 0) {
+        (false, false) => false,
+        (false, true) => digits >= 3,
+        (true, false) => digits >= 2,
+        (true, true) => digits >= 2 || (digits >= 1 && symbols >= 1) || flips >= 3,
+    }
 }
 
 /// Whether a keyword ending at byte `end` of a key ends a word there: at the end, before a
@@ -399,7 +249,16 @@ fn redact_once(text: &str) -> (String, usize) {
         }
     }
     let rank = shaped.len();
+    webhooks(&masked, rank, &mut hits);
+    card_numbers(&masked, rank, &mut hits);
+    aws_secrets(&masked, rank, &mut hits);
+    let rank = rank + 1;
     assignments(&masked, rank, &mut hits);
+    sql_passwords(&masked, rank, &mut hits);
+    netrc(&masked, rank, &mut hits);
+    prose_passwords(&masked, rank, &mut hits);
+    secret_sentences(&masked, rank, &mut hits);
+    continued(&masked, &mut hits);
     yaml_blocks(&masked, rank, &mut hits);
     table_cells(&masked, rank, &mut hits);
 
@@ -478,14 +337,350 @@ fn assignments(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         let key = c.name("key").map_or("", |k| k.as_str());
         // A block scalar's indicator is no value: its lines are found by `yaml_blocks`.
         let indicator = c.name("bare").is_some_and(|b| is_block_indicator(b.as_str()));
-        if !indicator && secret_key(key, value.as_str()) {
-            hits.push(Hit { range: value.range(), kind: "credential", rank });
+        // A structure (`{user: x, password: y}`) is no value: the pairs inside are found on.
+        let structure = c.name("bare").is_some_and(|b| b.as_str().starts_with(['{', '[']));
+        // Words about the secret (`password: in the drawer`, `see 1Password`): not one.
+        let words = c.name("bare").is_some_and(|b| {
+            NOT_A_PASSWORD.contains(&b.as_str().to_lowercase().trim_end_matches([',', '.', ':']))
+                && text[b.end()..].starts_with([' ', '\t'])
+                && text[b.end()..].trim_start().starts_with(|c: char| c.is_alphanumeric() || c == '(')
+        });
+        if !indicator && !structure && !words && secret_key(key, value.as_str()) {
+            let range = if c.name("bare").is_some() {
+                // In a URL's query, a value ends at the next parameter.
+                let query = text[..whole.start()].ends_with(['?', '&']);
+                trim_bare(text, value.range(), query)
+            } else {
+                value.range()
+            };
+            hits.push(Hit { range, kind: "credential", rank });
             at = whole.end();
         } else {
             // Not a secret's key: its value may still hold an assignment (`url: token=abc`).
             at = value.start().max(whole.start() + 1);
             while !text.is_char_boundary(at) {
                 at += 1;
+            }
+        }
+    }
+}
+
+/// An unquoted value without the markdown or punctuation that closes around it: emphasis
+/// closers (`**`, `_`), a table's `|`, a bracket or parenthesis it did not open, an HTML tag
+/// (`<br>`), and a sentence's `.`, `,` or `;` before a space or the end of the line. What a
+/// secret could end in otherwise stays part of it.
+fn trim_bare(text: &str, r: Range<usize>, query: bool) -> Range<usize> {
+    let v = &text[r.clone()];
+    let mut end = v.len();
+    // The next parameter of a URL query, of a connection string (`;Encrypt=true`), or a link's
+    // target (`](https://…)`): not the value's.
+    if query {
+        if let Some(i) = v.find(['&', '#']) {
+            end = end.min(i);
+        }
+    }
+    static NEXT: OnceLock<Regex> = OnceLock::new();
+    let next = NEXT.get_or_init(|| Regex::new(r"(?:;[A-Za-z][A-Za-z ]*=|\]\()").expect("a valid pattern"));
+    if let Some(m) = next.find(v).filter(|m| m.start() > 0) {
+        end = end.min(m.start());
+    }
+    // An HTML tag glued to the value.
+    if let Some(i) = v.find('<').filter(|&i| i > 0 && v[i + 1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')) {
+        end = end.min(i);
+    }
+    loop {
+        let cur = &v[..end];
+        let Some(last) = cur.chars().next_back() else { break };
+        let opened = |o: char, c: char| cur.matches(o).count() >= cur.matches(c).count();
+        let drop = match last {
+            '*' | '_' | '|' => true,
+            ')' => !opened('(', ')'),
+            ']' => !opened('[', ']'),
+            '.' | ',' | ';' | ':' => true,
+            _ => false,
+        };
+        if !drop || end <= 1 {
+            break;
+        }
+        end -= last.len_utf8();
+    }
+    r.start..r.start + end
+}
+
+/// Shannon entropy of `s`, in bits per character.
+fn entropy(s: &str) -> f64 {
+    let mut counts = std::collections::HashMap::new();
+    for c in s.chars() {
+        *counts.entry(c).or_insert(0usize) += 1;
+    }
+    let n = s.chars().count() as f64;
+    counts.values().map(|&k| -(k as f64 / n) * (k as f64 / n).log2()).sum()
+}
+
+/// An AWS secret access key in prose (not only after its key name): exactly 40 characters of
+/// the base64 alphabet standing alone, mixing upper case, lower case and digits, as random as a
+/// key is (a path, a hash or a word run is not).
+fn aws_secrets(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = R.get_or_init(|| Regex::new(r"[A-Za-z0-9/+]{40,}").expect("a valid pattern"));
+    for m in re.find_iter(text) {
+        let v = m.as_str();
+        let before = text[..m.start()].chars().next_back();
+        let after = text[m.end()..].chars().next();
+        let glued = |c: Option<char>| c.is_some_and(|c| c.is_alphanumeric() || matches!(c, '=' | '/' | '+' | '-' | '_' | '.' | '%'));
+        if v.len() != 40 || glued(before) || (glued(after) && after != Some('.')) {
+            continue;
+        }
+        let has = |f: fn(&char) -> bool| v.chars().any(|c| f(&c));
+        if !(has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase) && has(char::is_ascii_digit)) || v.contains("//") || v.matches('/').count() > 4 {
+            continue;
+        }
+        if entropy(v) >= 4.2 {
+            hits.push(Hit { range: m.range(), kind: "aws-secret-key", rank });
+        }
+    }
+}
+
+/// Payment card numbers: 13 to 19 digits (in groups split by spaces or dashes, or none) that pass
+/// the Luhn check and start as a card network's numbers do.
+fn card_numbers(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = R.get_or_init(|| Regex::new(r"(?-u:\b)\d(?:[ \-]?\d){12,18}(?-u:\b)").expect("a valid pattern"));
+    for m in re.find_iter(text) {
+        let v = m.as_str();
+        // One separator throughout, and not glued into a longer number or a version.
+        let seps: std::collections::HashSet<char> = v.chars().filter(|c| !c.is_ascii_digit()).collect();
+        if seps.len() > 1 || text[..m.start()].ends_with(['.', ',', '/']) || text[m.end()..].starts_with(|c: char| c == '.' && text[m.end() + 1..].starts_with(|d: char| d.is_ascii_digit())) {
+            continue;
+        }
+        let digits: Vec<u32> = v.chars().filter_map(|c| c.to_digit(10)).collect();
+        if (13..=19).contains(&digits.len()) && luhn(&digits) && card_prefix(&digits) {
+            hits.push(Hit { range: m.range(), kind: "card-number", rank });
+        }
+    }
+}
+
+fn luhn(digits: &[u32]) -> bool {
+    let sum: u32 = digits.iter().rev().enumerate().map(|(i, &d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d }).sum();
+    sum % 10 == 0
+}
+
+/// Whether the number starts as Visa, Mastercard, American Express, Discover, JCB, Diners Club
+/// or UnionPay numbers do, with a length that network uses.
+fn card_prefix(d: &[u32]) -> bool {
+    let n = |k: usize| d[..k].iter().fold(0u32, |a, &x| a * 10 + x);
+    let len = d.len();
+    match d[0] {
+        4 => matches!(len, 13 | 16 | 19),
+        5 => (51..=55).contains(&n(2)) && len == 16,
+        2 => (2221..=2720).contains(&n(4)) && len == 16,
+        3 => (matches!(n(2), 34 | 37) && len == 15) || (n(2) == 35 && (16..=19).contains(&len)) || (matches!(n(2), 30 | 36 | 38 | 39) && (14..=19).contains(&len)),
+        6 => (n(4) == 6011 || n(2) == 65 || (644..=649).contains(&n(3)) || n(2) == 62) && (16..=19).contains(&len),
+        _ => false,
+    }
+}
+
+/// Webhook URLs whose path is their secret: Slack, Discord, Teams, and any `…/hooks/…` or
+/// `…/webhooks/…` path holding a token-like segment. The host and the path up to the hooks
+/// segment stay; the rest of the path goes.
+fn webhooks(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = R.get_or_init(|| {
+        Regex::new(r"(?i)https?://[^\s/<>()\[\]]+/(?:[^\s?#<>()\[\]]*/)?(?:services|workflows|triggers|hooks?|webhooks?|webhookb2|IncomingWebhook)/(?P<secret>[^\s?#<>()\[\]`'\x22|]+)")
+            .expect("a valid pattern")
+    });
+    for c in re.captures_iter(text) {
+        let (Some(whole), Some(m)) = (c.get(0), c.name("secret")) else { continue };
+        let host_slack = whole.as_str().to_ascii_lowercase().contains("hooks.slack.com/");
+        let secret = m.as_str().trim_end_matches(['.', ',', ';', ':', '!', '?', '*', '_']);
+        let tokenish = |seg: &str| seg.len() >= 16 && seg.chars().any(|c| c.is_ascii_digit()) && seg.chars().any(|c| c.is_ascii_alphabetic());
+        let discord = whole.as_str().to_ascii_lowercase().contains("discord");
+        // Up to the last token-like segment: a trailing `/trigger` is the endpoint's, not its secret.
+        let segs: Vec<&str> = secret.split('/').collect();
+        let Some(last) = segs.iter().rposition(|s| tokenish(s) || ((host_slack || discord) && s.len() >= 8)) else { continue };
+        let len: usize = segs[..=last].iter().map(|s| s.len() + 1).sum::<usize>() - 1;
+        // Documented placeholders (`T00000000/B00000000/XXXXXXXX`).
+        let placeholder = segs[..=last].iter().all(|s| s.chars().skip(1).all(|c| matches!(c, '0' | 'X' | 'x')));
+        if !placeholder {
+            hits.push(Hit { range: m.start()..m.start() + len, kind: "webhook", rank });
+        }
+    }
+}
+
+/// `.netrc` entries: the value after `password` (or `passwd`) on a line that names a `machine`,
+/// `login` or `default`, or that follows such a line.
+fn netrc(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    const TOKENS: &[&str] = &["machine", "default", "login", "password", "passwd", "account", "macdef"];
+    let mut context = 0usize; // lines left in which a bare `password x` line belongs to an entry
+    for (start, line) in lines(text) {
+        let words: Vec<(usize, &str)> = line.split_whitespace().map(|w| (w.as_ptr() as usize - line.as_ptr() as usize, w)).collect();
+        // A netrc line is made of netrc tokens and their values: it starts with one (after a
+        // list marker or a code mark) and every other word is one.
+        let first = words.iter().map(|(_, w)| w.trim_start_matches('`')).find(|w| !matches!(*w, "-" | "*" | ">" | ""));
+        let shaped = first.is_some_and(|f| TOKENS.contains(&f))
+            && words.iter().map(|(_, w)| w.trim_start_matches('`')).skip_while(|w| matches!(*w, "-" | "*" | ">")).step_by(2).all(|w| TOKENS.contains(&w));
+        let entry = shaped && first.is_some_and(|f| matches!(f, "machine" | "default"));
+        if shaped && (entry || context > 0) {
+            for pair in words.windows(2) {
+                if matches!(pair[0].1.trim_start_matches('`'), "password" | "passwd") {
+                    let (off, v) = pair[1];
+                    let r = bare_token(text, start + off..start + off + v.len());
+                    if !is_placeholder(&text[r.clone()]) && !r.is_empty() {
+                        hits.push(Hit { range: r, kind: "credential", rank });
+                    }
+                }
+            }
+        }
+        context = if entry { 3 } else if shaped { context } else { context.saturating_sub(1) };
+        if line.trim().is_empty() {
+            context = 0;
+        }
+    }
+}
+
+/// SQL: `PASSWORD 'x'` (`CREATE USER … WITH PASSWORD`, `ALTER ROLE … PASSWORD`) and
+/// `IDENTIFIED BY 'x'`.
+fn sql_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = R.get_or_init(|| {
+        Regex::new(r#"(?i)(?-u:\b)(?:password|identified\s+by)\s+(?:'(?P<sq>(?:''|\\.|[^'\\\r\n])+)'|"(?P<dq>(?:\\.|[^"\\\r\n])+)"|(?P<bare>[^\s'";]+))"#).expect("a valid pattern")
+    });
+    for c in re.captures_iter(text) {
+        if let Some(m) = c.name("sq").or_else(|| c.name("dq")) {
+            hits.push(Hit { range: m.range(), kind: "credential", rank });
+        } else if let Some(m) = c.name("bare") {
+            // Unquoted (`IDENTIFIED BY tiger`): only in a statement, and not a word of prose.
+            let statement = text[..m.start()].to_ascii_lowercase().contains("identified") && c.get(0).is_some_and(|w| w.as_str().to_ascii_lowercase().starts_with("identified"));
+            let v = &text[bare_token(text, m.range())];
+            if statement && !is_placeholder(v) && !NOT_A_PASSWORD.contains(&v.to_lowercase().as_str()) {
+                hits.push(Hit { range: bare_token(text, m.range()), kind: "credential", rank });
+            }
+        }
+    }
+}
+
+/// Words that follow "the password is" without being one (`on the fridge`, `changed monthly`).
+const NOT_A_PASSWORD: &[&str] = &[
+    "a", "an", "the", "on", "in", "at", "of", "for", "to", "by", "with", "from", "under", "behind", "inside", "written", "stored", "kept",
+    "saved", "set", "not", "no", "never", "always", "still", "now", "same", "different", "required", "needed", "optional", "empty", "blank",
+    "unknown", "missing", "wrong", "correct", "right", "expired", "changed", "reset", "rotated", "managed", "shared", "printed", "taped",
+    "available", "located", "listed", "also", "too", "very", "long", "short", "weak", "strong", "secret", "private", "hidden",
+    "lost", "forgotten", "case", "usually", "probably", "somewhere", "there", "here", "what", "whatever", "given", "sent", "emailed",
+    "it", "this", "that", "mine", "yours", "his", "her", "their", "our", "my", "your", "default", "defaults", "generated",
+    "random", "unique", "per", "only", "just", "and", "or", "but", "if", "because", "so", "easy", "hard", "simple", "complex",
+    "characters", "chars", "digits", "letters", "see", "check", "ask", "call", "contact", "pinned", "posted",
+];
+
+/// A secret continued on the next line of a shell command (`"abc\` + `def"`, a header split with
+/// `\`): each finding that ends at a line continuation takes the next line's token too.
+fn continued(text: &str, hits: &mut [Hit]) {
+    for h in hits.iter_mut() {
+        loop {
+            let rest = &text[h.range.end..];
+            let after = if text[..h.range.end].ends_with('\\') { rest } else if let Some(r) = rest.strip_prefix('\\') { r } else { break };
+            let Some(next) = after.strip_prefix("\r\n").or_else(|| after.strip_prefix('\n')) else { break };
+            let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
+            let len = next[indent..].find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`')).unwrap_or(next.len() - indent);
+            if len == 0 {
+                break;
+            }
+            h.range.end = text.len() - next.len() + indent + len;
+        }
+    }
+}
+
+/// A token without the quotes, code marks, emphasis and sentence punctuation around it: the
+/// byte range of what is left inside `m`.
+fn bare_token(text: &str, m: Range<usize>) -> Range<usize> {
+    let raw = &text[m.clone()];
+    let inner = raw.trim_start_matches(['"', '\'', '`', '“', '‘', '«', '*', '_', '(', '[']);
+    let lead = raw.len() - inner.len();
+    let mut v = inner;
+    loop {
+        let t = v.trim_end_matches(['"', '\'', '`', '”', '’', '»', '*', '_', ')', ']', '.', ',', ';', ':', '!', '?']);
+        if t.len() == v.len() {
+            break;
+        }
+        v = t;
+    }
+    m.start + lead..m.start + lead + v.len()
+}
+
+/// Words for a password in the languages notes are often written in, and the verbs that follow.
+const PASSWORD_WORDS: &str = r"password|passcode|passphrase|passwd|pw|pwd|pin|passwort|kennwort|contraseña|clave|mot\s+de\s+passe|wachtwoord|senha|lösenord|salasana|hasło|heslo|parola";
+const IS_WORDS: &str = r"is|was|will\s+be|reads|=|ist|war|lautet|es|era|est|était|è|é|är|jest|je";
+
+/// "The wifi password is X", "root password was X", "the PIN is 4821", "das WLAN-Passwort ist X",
+/// "my password for the school portal is X", "password X?": the token after it, unless that is
+/// an ordinary word of the sentence (or, without a verb, unless it looks generated).
+fn prose_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static R: OnceLock<Regex> = OnceLock::new();
+    let re = R.get_or_init(|| {
+        Regex::new(&format!(
+            r"(?i)(?P<k>{PASSWORD_WORDS})s?(?:\s+(?:for|of|to|on|del|de|für|du|van|do|da)\s+(?:(?:the|my|our|el|la|le|den|die|das|het)\s+)?[^\s.,;:]+(?:\s+[^\s.,;:]+){{0,2}}?)?(?:\s+(?P<verb>{IS_WORDS})(?:\s+(?:now|still|currently|just|jetzt|ahora))?)?\s+(?P<v>[^\s]+)"
+        ))
+        .expect("a valid pattern")
+    });
+    for c in re.captures_iter(text) {
+        let (Some(m), Some(k)) = (c.name("v"), c.name("k")) else { continue };
+        // The keyword starts a word (`Passwort` in `WLAN-Passwort`, not `bypass`).
+        if text[..k.start()].chars().next_back().is_some_and(char::is_alphanumeric) {
+            continue;
+        }
+        let r = bare_token(text, m.range());
+        let v = &text[r.clone()];
+        let pin = k.as_str().eq_ignore_ascii_case("pin");
+        let lower = v.to_lowercase();
+        if v.is_empty() || is_placeholder(v) || (pin && !v.chars().any(|c| c.is_ascii_digit())) || NOT_A_PASSWORD.contains(&lower.as_str()) {
+            continue;
+        }
+        if c.name("verb").is_none() && !looks_generated(v) {
+            continue; // "password reset", "password manager"
+        }
+        if v.chars().all(char::is_alphabetic) && v.chars().all(char::is_lowercase) && (v.ends_with("ed") || v.ends_with("ing") || v.ends_with("ly")) {
+            continue;
+        }
+        // A length, not a password: "is 12 characters long".
+        let next = text[m.end()..].split_whitespace().next().unwrap_or("").to_lowercase();
+        if v.chars().all(|c| c.is_ascii_digit()) && ["characters", "chars", "digits", "letters", "symbols", "long"].iter().any(|u| next.starts_with(u)) {
+            continue;
+        }
+        hits.push(Hit { range: r, kind: "credential", rank });
+    }
+}
+
+/// In a sentence about a secret (it names a password, secret, token, credentials, API key or
+/// PIN), every token that looks generated: "Jenkins creds: deploy / Gr33n-Lantern-06", "the
+/// signing secret is whsec_… (base64url: d2hz…)", "Feed token is `UDZt…`".
+fn secret_sentences(text: &str, rank: usize, hits: &mut Vec<Hit>) {
+    static KW: OnceLock<Regex> = OnceLock::new();
+    let kw = KW.get_or_init(|| {
+        Regex::new(&format!(r"(?i)(?:^|[^\p{{L}}])(?:{PASSWORD_WORDS}|secret|token|creds|credentials?|api[\s_-]?key|access[\s_-]?key|private[\s_-]?key|signing\s+key)s?(?:$|[^\p{{L}}])"))
+            .expect("a valid pattern")
+    });
+    static TOKEN: OnceLock<Regex> = OnceLock::new();
+    let token = TOKEN.get_or_init(|| Regex::new(r"[^\s]+").expect("a valid pattern"));
+    static END: OnceLock<Regex> = OnceLock::new();
+    let end = END.get_or_init(|| Regex::new(r"[.!?](?:\s|$)|\n").expect("a valid pattern"));
+    let mut start = 0;
+    let mut bounds: Vec<Range<usize>> = Vec::new();
+    for m in end.find_iter(text) {
+        bounds.push(start..m.start());
+        start = m.end();
+    }
+    bounds.push(start..text.len());
+    for sentence in bounds {
+        let s = &text[sentence.clone()];
+        if !kw.is_match(s) {
+            continue;
+        }
+        for t in token.find_iter(s) {
+            let r = bare_token(text, sentence.start + t.start()..sentence.start + t.end());
+            let v = &text[r.clone()];
+            // Links and markdown around the token are other rules' business.
+            // An assignment (`DB_PASSWORD=x`) is the assignment rule's: its key stays.
+            if looks_generated(v) && !v.trim_end_matches('=').contains(['=', ':', '(', ')', '{', '}', '"', '<', '>', '|']) && !is_placeholder(v) && !v.starts_with(['#', '/']) && !v.contains("[REDACTED") {
+                hits.push(Hit { range: r, kind: "credential", rank });
             }
         }
     }
@@ -586,7 +781,13 @@ fn cell_name(cell: &str) -> Option<String> {
 fn table_cells(text: &str, rank: usize, hits: &mut Vec<Hit>) {
     let all: Vec<(usize, &str)> = lines(text).collect();
     let mut cell_hit = |line_start: usize, r: &Range<usize>| {
-        if !r.is_empty() {
+        let cell = &text[line_start + r.start..line_start + r.end];
+        // An assignment in the cell is the assignment rule's; words about a secret ("see vault")
+        // and placeholders are none.
+        let assignment = cell.contains('=') || cell.contains(": ");
+        let first = cell.split_whitespace().next().unwrap_or("").to_lowercase();
+        let words = cell.split_whitespace().count() > 1 && NOT_A_PASSWORD.contains(&first.as_str());
+        if !r.is_empty() && !assignment && !words && !is_placeholder(cell) {
             hits.push(Hit { range: line_start + r.start..line_start + r.end, kind: "credential", rank });
         }
     };
@@ -635,150 +836,11 @@ fn row_pairs(line: &str, mut hit: impl FnMut(&Range<usize>)) {
 mod tests {
     use super::*;
 
-    fn rules(patterns: &[&str]) -> EgressRules {
-        EgressRules::new(&patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>()).unwrap()
-    }
-
-    fn meta(pairs: &[(&str, Value)]) -> serde_json::Map<String, Value> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
-    }
-
     /// `redact`, checked to be idempotent: a second pass changes nothing and counts nothing.
     fn red(text: &str) -> (String, usize) {
         let (out, n) = redact(text);
         assert_eq!(redact(&out), (out.clone(), 0), "not idempotent on {text:?}");
         (out, n)
-    }
-
-    #[test]
-    fn loopback_detection() {
-        for local in ["http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:9/v1", "http://127.5.5.5", "https://user@localhost/x"] {
-            assert!(is_loopback(local), "{local}");
-        }
-        for remote in [
-            "https://api.openai.com/v1",
-            "http://192.168.1.5:8000",
-            "http://localhost.evil.com/v1",
-            "http://10.0.0.1",
-            "http://evil.com\\@127.0.0.1/v1",
-            "http://127.0.0.1\\@evil.com/v1",
-            "http://127.0.0.1@evil.com/v1",
-        ] {
-            assert!(!is_loopback(remote), "{remote}");
-        }
-        assert_eq!(destination("https://key@api.example.com:443/v1/chat"), "api.example.com:443");
-        assert_eq!(destination("http://evil.com\\@127.0.0.1/v1"), "evil.com");
-    }
-
-    #[test]
-    fn rooted_pattern() {
-        let r = rules(&["/private/**"]);
-        assert_eq!(r.withheld_because("private/diary.md", &meta(&[])).as_deref(), Some("path matches no-egress pattern \"/private/**\""));
-        assert!(r.withheld_because("private/a/b.md", &meta(&[])).is_some());
-        assert!(r.withheld_because("notes/private/diary.md", &meta(&[])).is_none(), "anchored at the vault root");
-        assert!(r.withheld_because("privateer.md", &meta(&[])).is_none());
-        // Without the slash, a pattern with a `/` inside is anchored too (gitignore).
-        assert!(rules(&["private/**"]).withheld_because("private/diary.md", &meta(&[])).is_some());
-        assert!(rules(&["private/**"]).withheld_because("x/private/diary.md", &meta(&[])).is_none());
-    }
-
-    #[test]
-    fn directory_pattern() {
-        let r = rules(&["private/"]);
-        for path in ["private/diary.md", "private/2024/jan.md", "notes/private/diary.md", "Private/Diary.md"] {
-            assert!(r.withheld_because(path, &meta(&[])).is_some(), "{path}");
-        }
-        for path in ["private", "private.md", "notes/privateer/a.md", "notes/a.md"] {
-            assert!(r.withheld_because(path, &meta(&[])).is_none(), "a directory pattern never matches a file: {path}");
-        }
-        let r = rules(&["/work/clients/"]);
-        assert!(r.withheld_because("work/clients/acme.md", &meta(&[])).is_some());
-        assert!(r.withheld_because("old/work/clients/acme.md", &meta(&[])).is_none());
-    }
-
-    #[test]
-    fn bare_name_pattern() {
-        let r = rules(&["private"]);
-        for path in ["private", "notes/private", "private/diary.md", "a/b/private/c/d.md"] {
-            assert!(r.withheld_because(path, &meta(&[])).is_some(), "{path}");
-        }
-        for path in ["private.md", "privately/a.md", "a/unprivate/b.md"] {
-            assert!(r.withheld_because(path, &meta(&[])).is_none(), "{path}");
-        }
-    }
-
-    #[test]
-    fn wildcard_patterns() {
-        let r = rules(&["*.secret.md", "**/journal-*.md"]);
-        let why = |p: &str| r.withheld_because(p, &meta(&[]));
-        assert_eq!(why("keys.secret.md").as_deref(), Some("path matches no-egress pattern \"*.secret.md\""));
-        assert!(why("ops/deep/keys.secret.md").is_some(), "a name pattern matches at any depth");
-        assert_eq!(why("journal-2024.md").as_deref(), Some("path matches no-egress pattern \"**/journal-*.md\""));
-        assert!(why("me/2024/journal-03.md").is_some());
-        assert!(why("keys.secret.md.bak").is_none());
-        assert!(why("me/journal/notes.md").is_none());
-        // `*` stays within a segment: `docs/*.md` is docs' own notes, not those below.
-        let r = rules(&["docs/*.md"]);
-        assert!(r.withheld_because("docs/a.md", &meta(&[])).is_some());
-        assert!(r.withheld_because("docs/sub/a.md", &meta(&[])).is_none());
-        // A wildcard matching a directory covers everything below it.
-        assert!(rules(&["clients/*"]).withheld_because("clients/acme/contract.md", &meta(&[])).is_some());
-        // Windows separators in stored paths.
-        assert!(rules(&["/private/**"]).withheld_because("private\\diary.md", &meta(&[])).is_some());
-    }
-
-    #[test]
-    fn bad_patterns_are_refused() {
-        assert_eq!(EgressRules::new(&["".to_owned()]).unwrap_err(), "empty no-egress pattern");
-        assert_eq!(
-            EgressRules::new(&["!public/**".to_owned()]).unwrap_err(),
-            "no-egress pattern \"!public/**\": negation is not supported (a note matching any pattern is withheld)"
-        );
-        assert!(EgressRules::new(&["[".to_owned()]).unwrap_err().starts_with("bad no-egress pattern \"[\": "));
-        assert!(rules(&["/"]).withheld_because("any/note.md", &meta(&[])).is_some(), "`/` is the whole vault");
-    }
-
-    #[test]
-    fn unmatched_patterns_are_listed() {
-        let r = rules(&["/private/**", "privat/", "*.secret.md", "**/journal-*.md", "archive"]);
-        let paths = ["private/diary.md", "ops/keys.secret.md", "notes/a.md", "old/archive/2019.md"];
-        assert_eq!(r.unmatched_patterns(&paths), vec!["privat/".to_owned(), "**/journal-*.md".to_owned()]);
-        assert_eq!(r.unmatched_patterns(&[]).len(), 5);
-        assert!(EgressRules::default().unmatched_patterns(&paths).is_empty());
-    }
-
-    #[test]
-    fn frontmatter_flags_with_comments() {
-        let r = EgressRules::default();
-        for block in ["---\nno_egress: true  # private\n---", "---\nno-egress: yes # x\n---", "---\nNoEgress: \"on\"\n---"] {
-            let m: serde_json::Map<String, Value> =
-                lode_core::frontmatter::parse(block).into_iter().map(|(k, v)| (k, Value::String(v))).collect();
-            let key = m.keys().next().unwrap().clone();
-            assert_eq!(r.withheld_because("a.md", &m), Some(format!("frontmatter `{key}: true`")), "{block}");
-        }
-        // Metadata stored before comments were stripped still counts.
-        assert!(r.withheld_because("a.md", &meta(&[("no_egress", "true  # private".into())])).is_some());
-        for off in ["false # true", "no", ""] {
-            assert_eq!(r.withheld_because("a.md", &meta(&[("no_egress", off.into())])), None, "{off:?}");
-        }
-    }
-
-    #[test]
-    fn flags_that_are_not_strings() {
-        let r = EgressRules::default();
-        let why = |k: &str, v: Value| r.withheld_because("a.md", &meta(&[(k, v)]));
-        assert_eq!(why("no_egress", Value::Bool(true)).as_deref(), Some("frontmatter `no_egress: true`"));
-        assert_eq!(why("noegress", 1.into()).as_deref(), Some("frontmatter `noegress: true`"));
-        assert_eq!(why("No-Egress", Value::Bool(true)).as_deref(), Some("frontmatter `No-Egress: true`"));
-        assert_eq!(why("no_egress", Value::Bool(false)), None);
-        assert_eq!(why("no_egress", 0.into()), None);
-        assert_eq!(why("no_egress", Value::Null), None);
-        for (v, shown) in [("none", "none"), ("No", "no"), ("FALSE", "false"), ("local # laptop only", "local"), ("Off", "off")] {
-            assert_eq!(why("egress", v.into()), Some(format!("frontmatter `egress: {shown}`")), "{v}");
-        }
-        assert_eq!(why("Egress", Value::Bool(false)).as_deref(), Some("frontmatter `Egress: false`"));
-        assert_eq!(why("egress", "remote".into()), None);
-        assert_eq!(why("egress", Value::Bool(true)), None);
     }
 
     #[test]
@@ -859,7 +921,7 @@ mod tests {
         }
         assert_eq!(
             red("the token: supersecretvalue123.\npassword = hunter2 # old"),
-            ("the token: [REDACTED:credential]\npassword = [REDACTED:credential] # old".to_owned(), 2)
+            ("the token: [REDACTED:credential].\npassword = [REDACTED:credential] # old".to_owned(), 2)
         );
     }
 
@@ -982,3 +1044,4 @@ mod tests {
         assert_eq!(redact_question("how many tokens does the budget allow?"), ("how many tokens does the budget allow?".to_owned(), 0));
     }
 }
+

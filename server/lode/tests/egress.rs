@@ -1,0 +1,209 @@
+//! Egress through the real binary, on the bytes a recording "remote" model on loopback receives:
+//! `lode ask --llm` after a move, and `lode serve` right after an unsaved edit, a config edit, a
+//! config that no longer parses and a folder rename; near-miss spellings in the editor's
+//! diagnostics and in `lode doctor`.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+
+use lode_lsp::stdio_client::StdioClient;
+use serde_json::{json, Value};
+
+const BUDGET: &str = "# Budget\n\nThe Zq staging budget is 12000 euros.\n";
+const QUESTION: &str = "What is the Zq staging budget in euros?";
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// A model on loopback that records every request body and proposes nothing.
+fn recorder() -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}/v1", listener.local_addr().unwrap());
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = log.clone();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut r = BufReader::new(conn.try_clone().unwrap());
+            let mut len = 0;
+            loop {
+                let mut line = String::new();
+                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
+                    len = v.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; len];
+            let _ = r.read_exact(&mut body);
+            seen.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
+            let content = json!({"choices": [{"message": {"content": "{\"claims\": []}"}}]}).to_string();
+            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}", content.len());
+        }
+    });
+    (endpoint, log)
+}
+
+fn config(endpoint: &str, no_egress: &[&str]) -> String {
+    format!(
+        "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"recorder\"\nremote = true\nretries = 0\n\n[egress]\nno_egress = {}\n",
+        serde_json::to_string(no_egress).unwrap()
+    )
+}
+
+fn vault(dir: &Path, endpoint: &str) -> PathBuf {
+    let v = dir.join("vault");
+    std::fs::create_dir_all(v.join("notes")).unwrap();
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join("notes/budget.md"), BUDGET).unwrap();
+    std::fs::write(v.join("notes/other.md"), "# Other\n\nNothing about money here.\n").unwrap();
+    std::fs::write(v.join(".lode/config.toml"), config(endpoint, &[])).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&v).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    v
+}
+
+/// What the model received since `from` requests, concatenated.
+fn since(log: &Arc<Mutex<Vec<String>>>, from: usize) -> String {
+    log.lock().unwrap()[from..].concat()
+}
+
+#[test]
+fn the_cli_judges_each_note_where_it_is_now() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (endpoint, log) = recorder();
+    let v = vault(tmp.path(), &endpoint);
+    let ask = |v: &Path| Command::new(env!("CARGO_BIN_EXE_lode")).args(["ask", "--llm", "--vault"]).arg(v).arg(QUESTION).output().unwrap();
+    let o = ask(&v);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(since(&log, 0).contains("12000"), "the plain note is sent");
+    // Moved into a no-egress folder, not indexed again.
+    std::fs::create_dir_all(v.join("private")).unwrap();
+    std::fs::rename(v.join("notes/budget.md"), v.join("private/budget.md")).unwrap();
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["private/"])).unwrap();
+    let n = log.lock().unwrap().len();
+    let o = ask(&v);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(!since(&log, n).contains("12000"), "a note moved into a no-egress folder left the machine");
+}
+
+struct Server {
+    c: StdioClient,
+    vault: PathBuf,
+}
+
+impl Server {
+    fn start(vault: &Path) -> Server {
+        let mut c = StdioClient::spawn(env!("CARGO_BIN_EXE_lode"), ["serve"]).unwrap();
+        let caps = json!({"workspace": {"workspaceEdit": {"documentChanges": true}}});
+        let _ = c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": caps})).unwrap();
+        c.notify("initialized", json!({})).unwrap();
+        c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
+        Server { c, vault: vault.to_owned() }
+    }
+
+    fn ask(&mut self) -> Value {
+        let r = self.c.request("lode/ask", json!({"question": QUESTION})).unwrap();
+        assert!(r["error"].is_null(), "{r}");
+        r["result"].clone()
+    }
+
+    fn open(&mut self, rel: &str, text: &str) {
+        let u = uri(&self.vault.join(rel));
+        self.c.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}})).unwrap();
+    }
+
+    fn close(&mut self, rel: &str) {
+        let u = uri(&self.vault.join(rel));
+        self.c.notify("textDocument/didClose", json!({"textDocument": {"uri": u}})).unwrap();
+    }
+}
+
+#[test]
+fn the_server_follows_buffers_config_edits_and_renames_at_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (endpoint, log) = recorder();
+    let v = vault(tmp.path(), &endpoint);
+    let mut s = Server::start(&v);
+    s.ask();
+    assert!(since(&log, 0).contains("12000"), "the plain note is sent while nothing says otherwise");
+
+    // An unsaved edit adds the flag: withheld at once.
+    let n = log.lock().unwrap().len();
+    s.open("notes/budget.md", &format!("---\nno_egress: true\n---\n{BUDGET}"));
+    let a = s.ask();
+    assert!(!since(&log, n).contains("12000"), "an unsaved no_egress edit let the note leave");
+    assert!(a["withheld"].to_string().contains("unsaved buffer"), "{a}");
+    s.close("notes/budget.md");
+
+    // The config edited while the server runs: the next question follows it.
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["notes/"])).unwrap();
+    let n = log.lock().unwrap().len();
+    s.ask();
+    assert!(!since(&log, n).contains("12000"), "a config edit did not hold for the next question");
+
+    // A config that no longer parses: nothing goes to the remote model, and the answer says why.
+    std::fs::write(v.join(".lode/config.toml"), "[egress\nno_egress = [").unwrap();
+    let n = log.lock().unwrap().len();
+    let a = s.ask();
+    assert_eq!(log.lock().unwrap().len(), n, "a request left while the rules could not be read");
+    assert!(a["notice"].as_str().is_some_and(|m| m.contains("no longer reads")), "{a}");
+
+    // Rules back, and a folder renamed into a withheld name just before the question.
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["archive/"])).unwrap();
+    let n = log.lock().unwrap().len();
+    s.ask();
+    assert!(since(&log, n).contains("12000"), "the repaired config sends the note again");
+    std::fs::rename(v.join("notes"), v.join("archive")).unwrap();
+    let n = log.lock().unwrap().len();
+    s.ask();
+    assert!(!since(&log, n).contains("12000"), "an ask racing a folder rename sent the old paths");
+
+    // A never-saved buffer that says no_egress: the question typed in it stays here.
+    let text = "---\nno_egress: true\n---\nWhat is the Zq staging budget in euros?\n";
+    s.open("draft.md", text);
+    let n = log.lock().unwrap().len();
+    let u = uri(&v.join("draft.md"));
+    let r = s
+        .c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "lode.ask", "arguments": [{"uri": u, "range": {"start": {"line": 3, "character": 0}, "end": {"line": 3, "character": 0}}, "pinned": false}]}),
+        )
+        .unwrap();
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(log.lock().unwrap().len(), n, "the question of a no-egress buffer reached the model");
+}
+
+#[test]
+fn near_miss_spellings_are_reported_in_the_editor_and_by_doctor() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (endpoint, _) = recorder();
+    let v = vault(tmp.path(), &endpoint);
+    let text = "---\negress: never\n---\n# HR case\n\nWarning issued.\n";
+    std::fs::write(v.join("notes/hr.md"), text).unwrap();
+    let mut s = Server::start(&v);
+    s.open("notes/hr.md", text);
+    let u = uri(&v.join("notes/hr.md"));
+    let d = s
+        .c
+        .wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == u.as_str()
+                && m["params"]["diagnostics"].as_array().is_some_and(|ds| ds.iter().any(|d| d["code"] == "lode.egress-spelling"))
+        })
+        .unwrap();
+    let diag = d["params"]["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "lode.egress-spelling").unwrap().clone();
+    assert_eq!(diag["range"]["start"]["line"], 1, "on the frontmatter line: {diag}");
+    assert!(diag["message"].as_str().unwrap().contains("egress: local"), "{diag}");
+    drop(s);
+
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["doctor", "--json", "--vault"]).arg(&v).output().unwrap();
+    let report: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+    let near = report["egress"]["near_misses"].as_array().unwrap();
+    assert!(near.iter().any(|n| n["path"] == "notes/hr.md" && n["line"] == 2 && n["withholds"] == true), "{near:?}");
+}
