@@ -207,3 +207,64 @@ fn near_miss_spellings_are_reported_in_the_editor_and_by_doctor() {
     let near = report["egress"]["near_misses"].as_array().unwrap();
     assert!(near.iter().any(|n| n["path"] == "notes/hr.md" && n["line"] == 2 && n["withholds"] == true), "{near:?}");
 }
+
+/// Every secret class, a near-miss spelling and a linked note, through both front ends of the
+/// real binary: what reaches the model is the same, and holds no secret in any encoding.
+#[test]
+fn cli_and_server_send_no_secret_no_private_note_and_linked_notes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (endpoint, log) = recorder();
+    let v = tmp.path().join("vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &[])).unwrap();
+    // One note holding a row of every class of our secret fixture.
+    let rows: Vec<Value> = std::fs::read_to_string(lode_testing::repo().join("fixtures/egress/secrets.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    let picked: Vec<&Value> = rows.iter().filter(|r| !r["class"].as_str().unwrap().starts_with("benign") && seen.insert(r["class"].clone())).collect();
+    let mut note = String::from("# Zq vault settings\n\nThe Zq vault settings are below.\n\n");
+    for r in &picked {
+        note.push_str(&format!("{}\n\n", r["text"].as_str().unwrap()));
+    }
+    std::fs::write(v.join("settings.md"), &note).unwrap();
+    std::fs::write(v.join("hr.md"), "---\negress: never\n---\n# Zq vault settings for HR\n\nThe Zq vault settings for HR hold 77123 records.\n").unwrap();
+    std::fs::write(v.join("hub.md"), "# Zq rollout\n\nThe Zq rollout starts Monday; see [[Zq vendor]].\n").unwrap();
+    std::fs::write(v.join("Zq vendor.md"), "# Vendor\n\nIntro words.\n\nThe vendor contract for the rollout costs 7000 euros.\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&v).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+
+    let check = |bytes: &str, front: &str| {
+        assert!(bytes.contains("Zq vault settings are below"), "{front}: the settings note was sent");
+        assert!(!bytes.contains("77123"), "{front}: a note marked `egress: never` left the machine");
+        for r in &picked {
+            for s in r["secrets"].as_array().unwrap().iter().filter_map(Value::as_str) {
+                let escaped = serde_json::to_string(s).unwrap();
+                for form in [s.to_owned(), escaped[1..escaped.len() - 1].to_owned()] {
+                    assert!(!bytes.contains(&form), "{front}: {form:?} ({}) left the machine", r["class"]);
+                }
+            }
+        }
+    };
+    let ask = |q: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["ask", "--llm", "--vault"]).arg(&v).arg(q).output().unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    };
+    ask("What are the Zq vault settings?");
+    check(&since(&log, 0), "lode ask");
+    let n = log.lock().unwrap().len();
+    ask("When does the Zq rollout start and what does it cost?");
+    assert!(since(&log, n).contains("7000"), "lode ask: the linked note joined in lexical mode");
+
+    let mut s = Server::start(&v);
+    let n = log.lock().unwrap().len();
+    let r = s.c.request("lode/ask", json!({"question": "What are the Zq vault settings?"})).unwrap();
+    assert!(r["error"].is_null(), "{r}");
+    check(&since(&log, n), "lode serve");
+    let n = log.lock().unwrap().len();
+    let r = s.c.request("lode/ask", json!({"question": "When does the Zq rollout start and what does it cost?"})).unwrap();
+    assert!(r["error"].is_null(), "{r}");
+    assert!(since(&log, n).contains("7000"), "lode serve: the linked note joined");
+}
