@@ -550,7 +550,10 @@ fn sql_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
             hits.push(Hit { range: m.range(), kind: "credential", rank });
         } else if let Some(m) = c.name("bare") {
             // Unquoted (`IDENTIFIED BY tiger`): only in a statement, and not a word of prose.
-            let statement = text[..m.start()].to_ascii_lowercase().contains("identified") && c.get(0).is_some_and(|w| w.as_str().to_ascii_lowercase().starts_with("identified"));
+            static SQL: OnceLock<Regex> = OnceLock::new();
+            let sql = SQL.get_or_init(|| Regex::new(r"(?i)(?-u:\b)(?:create|alter|grant)(?-u:\b).*(?-u:\b)(?:user|role|login|to)(?-u:\b)").expect("a valid pattern"));
+            let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
+            let statement = c.get(0).is_some_and(|w| w.as_str().to_ascii_lowercase().starts_with("identified")) && sql.is_match(&text[line_start..m.start()]);
             let v = &text[bare_token(text, m.range())];
             if statement && !is_placeholder(v) && !NOT_A_PASSWORD.contains(&v.to_lowercase().as_str()) {
                 hits.push(Hit { range: bare_token(text, m.range()), kind: "credential", rank });
