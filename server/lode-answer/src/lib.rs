@@ -589,6 +589,10 @@ pub(crate) struct Live<'a> {
 }
 
 impl<'a> Live<'a> {
+    pub(crate) fn rules(&self) -> &EgressRules {
+        self.rules
+    }
+
     pub(crate) fn new(cfg: &'a AskConfig, rules: &'a EgressRules) -> Live<'a> {
         let root = cfg.vault_root.as_deref();
         Live { rules, root, buffers: &cfg.buffers, nested: root.map(egress::NestedRules::new) }
@@ -616,12 +620,12 @@ impl<'a> Live<'a> {
         let file = root.join(path);
         let text = match std::fs::read(&file) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && !self.buffers.contains_key(path) => {
+            // An open buffer does not vouch for the file: editors keep a moved file's tab open.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 return must_exist.then(|| {
                     format!("its file is no longer at {path} (moved, renamed or deleted since it was indexed); withheld until the vault is indexed again")
                 });
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
             Err(e) => return Some(format!("its file could not be read ({e}); withheld to be safe")),
         };
         if let Some(why) = egress::marks::read(&text).local {

@@ -235,6 +235,11 @@ fn a_note_moved_since_indexing_is_judged_where_it_is_now() {
     let (a, bytes) = sent(&v, &AskConfig::default(), &rules, "Zq staging budget euros", None, None);
     assert!(!bytes.contains("12000"), "a note moved into a no-egress folder left with its old path");
     assert!(a.withheld.iter().any(|w| w.reason.contains("no longer at notes/budget.md")), "{:?}", a.withheld);
+    // Its tab still open under the old path (editors keep it): still withheld.
+    let buffers = std::collections::HashMap::from([("notes/budget.md".to_owned(), BUDGET.to_owned())]);
+    let cfg = AskConfig { buffers: std::sync::Arc::new(buffers), ..AskConfig::default() };
+    let (_, bytes) = sent(&v, &cfg, &rules, "Zq staging budget euros", None, None);
+    assert!(!bytes.contains("12000"), "an open buffer vouched for a file that moved");
     // A folder renamed under the vault: the same.
     let v = vault(&[("clients/acme.md".into(), "# Acme\n\nThe Zq staging budget for Acme is 31000 euros.\n".into())]);
     std::fs::rename(v.root.join("clients"), v.root.join("private")).unwrap();
@@ -350,4 +355,26 @@ fn ordinary_prose_is_not_redacted() {
     }
     eprintln!("{abstracts} abstracts; redactions:\n{}", found.join("\n"));
     assert!(found.is_empty(), "{}", found.join("\n"));
+}
+
+/// A page linked only from a note that may not leave the machine: its snapshot is withheld too
+/// (its URL and text would carry the note's words out); linked from any other note, it is sent.
+#[test]
+fn a_snapshot_linked_only_from_a_private_note_is_withheld() {
+    use lode_testing::web::{Reply, Site};
+    let site = Site::start(Box::new(|_: &str| Reply::html("<h1>Results</h1><p>The Zq staging budget result for patient 4711 is 88000 euros.</p>")));
+    let url = site.url("/results?patient=4711");
+    let v = vault(&[("diary.md".into(), format!("---\nno_egress: true\n---\n# Diary\n\nSee [my results]({url}).\n"))]);
+    let mut store = Store::open(&v._tmp.path().join("lode.db"), StoreOptions::default()).unwrap();
+    let opts = lode_externals::FetchOptions { allow_loopback: true, ..Default::default() };
+    let rec = lode_externals::mirror(&mut store, &url, lode_store::Via::Link, &opts).unwrap();
+    assert!(matches!(rec, lode_externals::Recorded::Saved(_)), "{rec:?}");
+    let (a, bytes) = sent(&v, &AskConfig::default(), &EgressRules::default(), "Zq staging budget result patient", None, None);
+    assert!(!bytes.contains("88000"), "a page linked only from a private note left the machine");
+    assert!(a.withheld.iter().any(|w| w.reason.contains("linked only from notes that may not leave")), "{:?}", a.withheld);
+    // Linked from an ordinary note as well: the page is the user's to send.
+    std::fs::write(v.root.join("plain.md"), format!("# Plain\n\nSee [results]({url}).\n")).unwrap();
+    index_vault(&mut store, &v.root, &IndexOptions::default(), |_| {}).unwrap();
+    let (_, bytes) = sent(&v, &AskConfig::default(), &EgressRules::default(), "Zq staging budget result patient", None, None);
+    assert!(bytes.contains("88000"), "the page linked from an ordinary note is sent");
 }

@@ -277,10 +277,15 @@ impl Config {
     pub fn load(vault: &Path) -> Result<Config> {
         let path = state_dir(vault).join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => toml::from_str(&text).with_context(|| format!("invalid settings in {}", path.display())),
+            Ok(text) => Config::parse(&text, &path),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }
+    }
+
+    /// The settings in `text`, the contents of the config file at `path` (named in errors).
+    pub fn parse(text: &str, path: &Path) -> Result<Config> {
+        toml::from_str(text).with_context(|| format!("invalid settings in {}", path.display()))
     }
 
     pub fn store_options(&self) -> StoreOptions {

@@ -177,6 +177,38 @@ fn the_server_follows_buffers_config_edits_and_renames_at_once() {
         .unwrap();
     assert!(r["error"].is_null(), "{r}");
     assert_eq!(log.lock().unwrap().len(), n, "the question of a no-egress buffer reached the model");
+
+    // A file under the vault that is no note (ignored) in a no-egress folder: a question typed
+    // in it is judged by its path all the same.
+    std::fs::write(v.join(".gitignore"), "private/\n").unwrap();
+    std::fs::create_dir_all(v.join("private")).unwrap();
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["archive/", "/private/**"])).unwrap();
+    let text = "What is the Zq staging budget in euros?\n";
+    std::fs::write(v.join("private/diary.md"), text).unwrap();
+    s.open("private/diary.md", text);
+    let n = log.lock().unwrap().len();
+    let u = uri(&v.join("private/diary.md"));
+    let r = s
+        .c
+        .request(
+            "workspace/executeCommand",
+            json!({"command": "lode.ask", "arguments": [{"uri": u, "range": {"start": {"line": 0, "character": 0}, "end": {"line": 0, "character": 0}}, "pinned": false}]}),
+        )
+        .unwrap();
+    assert!(r["error"].is_null(), "{r}");
+    assert_eq!(log.lock().unwrap().len(), n, "a question from an ignored file under a no-egress path reached the model");
+
+    // `[llm] remote` edited while the server runs: the next question follows it too.
+    std::fs::rename(v.join("archive"), v.join("notes")).unwrap();
+    let local = config(&endpoint, &["notes/"]).replace("remote = true", "remote = false");
+    std::fs::write(v.join(".lode/config.toml"), local).unwrap();
+    let n = log.lock().unwrap().len();
+    s.ask();
+    assert!(since(&log, n).contains("12000"), "a loopback model marked local sees every note");
+    std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["notes/"])).unwrap();
+    let n = log.lock().unwrap().len();
+    s.ask();
+    assert!(!since(&log, n).contains("12000"), "`remote = true` did not hold for the next question");
 }
 
 #[test]

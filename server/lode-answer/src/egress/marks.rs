@@ -60,10 +60,14 @@ enum Place {
 const NO_EGRESS: &str = "noegress";
 const EGRESS: &str = "egress";
 /// Other words users write for the same intent, read as `no_egress` when their value is true.
-const PRIVACY_KEYS: &[&str] = &["private", "confidential", "sensitive", "secret", "personal", "localonly"];
+const PRIVACY_KEYS: &[&str] = &[
+    "private", "confidential", "sensitive", "secret", "personal", "localonly", "keeplocal", "isprivate", "noai", "nollm", "donotshare",
+    "noshare", "nocloud", "offline",
+];
 /// Keys whose value is a level, read as local when it names a private one.
 const LEVEL_KEYS: &[&str] = &["visibility", "classification", "access", "sharing"];
-const PRIVATE_LEVELS: &[&str] = &["private", "confidential", "secret", "restricted", "personal", "localonly", "local"];
+const PRIVATE_LEVELS: &[&str] =
+    &["private", "confidential", "secret", "restricted", "personal", "localonly", "local", "sensitive", "internal", "internalonly"];
 /// Values of `egress` that keep a note local: documented, then read with a note.
 const EGRESS_LOCAL: &[&str] = &["local", "none", "no", "false", "off"];
 const EGRESS_LOCAL_ALIASES: &[&str] = &["never", "private", "deny", "denied", "localonly", "offline", "disabled", "block", "blocked", "0", "n"];
@@ -72,7 +76,15 @@ const EGRESS_REMOTE: &[&str] = &["remote", "yes", "true", "on", "allow", "allowe
 /// Tag spellings (normalised) that keep a note local.
 const TAGS: &[&str] = &["noegress"];
 /// Keys whose value *allows* sharing, read as `no_egress: true` when it is false.
-const SHARE_KEYS: &[&str] = &["share", "shareable", "sharing", "public", "allowremote", "external"];
+const SHARE_KEYS: &[&str] = &["share", "shareable", "sharing", "public", "allowremote", "external", "ai", "llm", "cloud"];
+/// Other tags users put on private notes: honoured, and reported.
+const PRIVATE_TAGS: &[&str] = &["private", "confidential", "noai", "nollm", "localonly", "keeplocal"];
+
+/// Whether a tag is one users put on private notes, other than lode's.
+fn is_private_tag(t: &str) -> bool {
+    let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
+    PRIVATE_TAGS.contains(&norm(t.rsplit('/').next().unwrap_or(t)).as_str())
+}
 
 /// Whether a tag (`no-egress`, `#no-egress`, a nested `lode/no-egress`) is lode's.
 fn is_egress_tag(t: &str) -> bool {
@@ -84,15 +96,22 @@ fn is_egress_tag(t: &str) -> bool {
 pub fn read(text: &str) -> Marks {
     let mut entries = Vec::new();
     let body_start = frontmatter(text, &mut entries);
-    let code = code_ranges(text);
+    let code: Vec<Range<usize>> = code_ranges(&text[body_start..]).into_iter().map(|r| r.start + body_start..r.end + body_start).collect();
     body_lines(text, body_start, &code, &mut entries);
     let mut marks = Marks::default();
     for e in &entries {
         judge(e, &mut marks);
     }
-    if let Some((_, tag)) = inline_tags(text, body_start, &code).into_iter().next() {
+    for (range, tag) in inline_tags(text, body_start, &code) {
         if marks.local.is_none() {
             marks.local = Some(format!("tag `{tag}`"));
+        }
+        if !is_egress_tag(&tag) {
+            marks.near_misses.push(NearMiss {
+                message: format!("the tag `{tag}` is not lode's; lode keeps this note on this machine as if it were `#no-egress` (tag it `#no-egress` to say so)"),
+                range,
+                withholds: true,
+            });
         }
     }
     marks.near_misses.sort_by_key(|n| n.range.start);
@@ -214,6 +233,12 @@ fn judge(e: &Entry, marks: &mut Marks) {
             if is_egress_tag(t) {
                 let near = place_note.as_ref().map(|p| format!("`{shown}` keeps this note on this machine, though {p}: lode reads it anyway"));
                 local(marks, format!("frontmatter tag `{t}`"), near);
+            } else if is_private_tag(t) {
+                local(
+                    marks,
+                    format!("frontmatter tag `{t}`"),
+                    Some(format!("the tag `{t}` is not lode's; lode keeps this note on this machine as if it were `no-egress` (tag it `no-egress` to say so)")),
+                );
             }
         }
         return;
@@ -481,21 +506,57 @@ fn split_pair(line: &str, sep: char) -> Option<(String, &str)> {
     (!key.is_empty() && key.len() <= 40 && key.split_whitespace().count() <= 3).then(|| (key.to_owned(), &t[i + 1..]))
 }
 
+/// The lines of a frontmatter block as a reader parses them: a flow list or map spread over
+/// several lines (`tags:` then `[` … `]` below it, as formatters wrap long lists) is one line,
+/// with its line breaks as spaces. Each with the bytes (in `inner`) it spans, without its line
+/// break.
+fn logical_lines(inner: &str) -> Vec<(Range<usize>, String)> {
+    let raw: Vec<(usize, &str)> = {
+        let mut pos = 0;
+        inner
+            .split_inclusive('\n')
+            .map(|l| {
+                let at = pos;
+                pos += l.len();
+                (at, l)
+            })
+            .collect()
+    };
+    let depth = |s: &str| s.matches(['[', '{']).count() as i64 - s.matches([']', '}']).count() as i64;
+    let mut out: Vec<(Range<usize>, String)> = Vec::new();
+    let mut i = 0;
+    while i < raw.len() {
+        let (at, first) = raw[i];
+        let mut joined = first.trim_end_matches(['\n', '\r']).to_owned();
+        let mut end = at + joined.len();
+        i += 1;
+        // A key with no value whose value opens on the next line.
+        let opens_below = joined.trim_end().ends_with(':') && raw.get(i).is_some_and(|(_, n)| n.trim_start().starts_with(['[', '{']));
+        if opens_below || depth(&joined) > 0 {
+            while i < raw.len() && (depth(&joined) > 0 || (opens_below && !joined.contains(['[', '{']))) {
+                joined.push(' ');
+                joined.push_str(raw[i].1.trim());
+                end = raw[i].0 + raw[i].1.trim_end().len();
+                i += 1;
+            }
+        }
+        out.push((at..end, joined));
+    }
+    out
+}
+
 fn yaml_entries(inner: &str, offset: usize, place: Place, entries: &mut Vec<Entry>) {
     // (indent, key) of the open parents.
     let mut stack: Vec<(usize, String)> = Vec::new();
-    let mut pos = offset;
     let mut last_open: Option<usize> = None; // entry index of a key with no value, for `- item` lines
-    for line in inner.split_inclusive('\n') {
-        let start = pos;
-        pos += line.len();
+    for (span, line) in logical_lines(inner) {
         let content = line.trim_end();
         let t = content.trim_start();
         if t.is_empty() || t.starts_with('#') {
             continue;
         }
         let indent = content.len() - t.len();
-        let range = start + indent..start + content.len();
+        let range = offset + span.start + indent..offset + span.end;
         if let Some(item) = t.strip_prefix("- ").or_else(|| (t == "-").then_some("")) {
             if let Some(i) = last_open {
                 let (v, _) = scalar(item);
@@ -550,10 +611,8 @@ fn yaml_entries(inner: &str, offset: usize, place: Place, entries: &mut Vec<Entr
 
 fn toml_entries(inner: &str, offset: usize, place: Place, entries: &mut Vec<Entry>) {
     let mut table: Vec<String> = Vec::new();
-    let mut pos = offset;
-    for line in inner.split_inclusive('\n') {
-        let start = pos;
-        pos += line.len();
+    for (span, line) in logical_lines(inner) {
+        let line = line.as_str();
         let t = line.trim();
         if t.is_empty() || t.starts_with('#') {
             continue;
@@ -567,7 +626,7 @@ fn toml_entries(inner: &str, offset: usize, place: Place, entries: &mut Vec<Entr
         let mut path = table.clone();
         path.extend(key.split('.').map(|s| unquote(s.trim()).to_owned()));
         let indent = line.len() - line.trim_start().len();
-        entries.push(Entry { path, value, items, range: start + indent..start + line.trim_end().len(), place });
+        entries.push(Entry { path, value, items, range: offset + span.start + indent..offset + span.end, place });
     }
 }
 
@@ -595,7 +654,10 @@ fn code_ranges(text: &str) -> Vec<Range<usize>> {
                     let c = if run('`') >= 3 { '`' } else { '~' };
                     fence = Some((c, run(c), start));
                 } else if line.starts_with("    ") || line.starts_with('\t') {
-                    if prev_blank && !t.trim().is_empty() {
+                    // A nested list item after a blank line is a list, not code.
+                    let item = t.starts_with(['-', '*', '+']) && t[1..].starts_with([' ', '\t'])
+                        || t.split_once(['.', ')']).is_some_and(|(n, rest)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with(' '));
+                    if prev_blank && !t.trim().is_empty() && !item {
                         out.push(start..pos);
                         continue;
                     }
@@ -664,12 +726,12 @@ fn inline_tags(text: &str, from: usize, code: &[Range<usize>]) -> Vec<(Range<usi
     while let Some(k) = text[i..].find('#') {
         let at = i + k;
         i = at + 1;
-        if text[..at].chars().next_back().is_some_and(|c| !c.is_whitespace() && !matches!(c, '(' | '[' | ',')) {
+        if text[..at].chars().next_back().is_some_and(|c| !c.is_whitespace() && !matches!(c, '(' | '[' | ',' | '*' | '_')) {
             continue;
         }
         let end = text[at + 1..].find(|c: char| !(c.is_alphanumeric() || matches!(c, '-' | '_' | '/'))).map_or(text.len(), |e| at + 1 + e);
         let tag = &text[at + 1..end];
-        if is_egress_tag(tag) && !in_code(code, at) {
+        if (is_egress_tag(tag) || is_private_tag(tag)) && !in_code(code, at) {
             out.push((at..end, format!("#{tag}")));
         }
     }

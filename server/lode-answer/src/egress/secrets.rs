@@ -61,7 +61,7 @@ fn patterns() -> &'static [SecretPattern] {
 
 /// Words that name a secret inside a key (`DB_PASSWORD`, `apiKey`, `x-auth-token`).
 const KEYWORDS: &[&str] = &[
-    "password", "passwd", "pwd", "passphrase", "secret", "secretkey", "token", "apikey", "api_key", "api-key", "privatekey",
+    "passwort", "kennwort", "wachtwoord", "senha", "salasana", "password", "passwd", "pwd", "passphrase", "secret", "secretkey", "token", "apikey", "api_key", "api-key", "privatekey",
     "private_key", "private-key", "accesskey", "access_key", "access-key", "credential",
 ];
 
@@ -80,7 +80,7 @@ fn assignment_re() -> &'static Regex {
     static R: OnceLock<Regex> = OnceLock::new();
     R.get_or_init(|| {
         Regex::new(
-            r#"(?mR)(?P<key>[A-Za-z0-9_.\-]*(?i:password|passwd|pwd|passphrase|pass|auth|secret|token|api[_\-]?key|private[_\-]?key|access[_\-]?key|credential)[A-Za-z0-9_.\-]*)["'`]?[*_]{0,2}[ \t]*(?::=|=>|[:=])[*_]{0,2}[ \t]*(?:"(?P<dq>(?:\\\r?\n|\\.|[^"\\\r\n])+)(?:"|$)|'(?P<sq>(?:''|[^'\r\n])+)(?:'|$)|`(?P<bq>[^`\r\n]+)`|(?P<bare>(?:\\\r?\n|[^\s"'`])+))"#,
+            r#"(?mR)(?P<key>[A-Za-z0-9_.\-]*(?i:password|passwd|pwd|passphrase|passwort|kennwort|wachtwoord|senha|salasana|pass|auth|secret|token|api[_\-]?key|private[_\-]?key|access[_\-]?key|credential)[A-Za-z0-9_.\-]*)["'`]?[*_]{0,2}[ \t]*(?::=|=>|[:=])[*_]{0,2}[ \t]*(?:"(?P<dq>(?:\\\r?\n|\\.|[^"\\\r\n])+)(?:"|$)|'(?P<sq>(?:''|[^'\r\n])+)(?:'|$)|`(?P<bq>[^`\r\n]+)`|(?P<bare>(?:[^\s"'`]|'[^\s"'`,.;])+))"#,
         )
         .expect("assignment pattern compiles")
     })
@@ -388,19 +388,31 @@ fn trim_bare(text: &str, r: Range<usize>, query: bool) -> Range<usize> {
     if let Some(i) = v.find('<').filter(|&i| i > 0 && v[i + 1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')) {
         end = end.min(i);
     }
-    loop {
-        let cur = &v[..end];
-        let Some(last) = cur.chars().next_back() else { break };
-        let opened = |o: char, c: char| cur.matches(o).count() >= cur.matches(c).count();
+    // Brackets opened and closed in what is kept, counted once (not once per dropped character).
+    let (mut parens, mut brackets) = (0i64, 0i64);
+    for c in v[..end].chars() {
+        match c {
+            '(' => parens += 1,
+            ')' => parens -= 1,
+            '[' => brackets += 1,
+            ']' => brackets -= 1,
+            _ => {}
+        }
+    }
+    while let Some(last) = v[..end].chars().next_back() {
         let drop = match last {
-            '*' | '_' | '|' => true,
-            ')' => !opened('(', ')'),
-            ']' => !opened('[', ']'),
-            '.' | ',' | ';' | ':' => true,
+            '*' | '_' | '|' | '.' | ',' | ';' | ':' => true,
+            ')' => parens < 0,
+            ']' => brackets < 0,
             _ => false,
         };
         if !drop || end <= 1 {
             break;
+        }
+        match last {
+            ')' => parens += 1,
+            ']' => brackets += 1,
+            _ => {}
         }
         end -= last.len_utf8();
     }
@@ -578,13 +590,23 @@ const NOT_A_PASSWORD: &[&str] = &[
 /// `\`): each finding that ends at a line continuation takes the next line's token too.
 fn continued(text: &str, hits: &mut [Hit]) {
     for h in hits.iter_mut() {
+        // Only in a shell command or inside a quote left open on the line: elsewhere a `\` at
+        // the end of a line is markdown's hard line break, and the next line is prose.
+        let line_start = text[..h.range.start].rfind('\n').map_or(0, |i| i + 1);
+        let before = &text[line_start..h.range.start];
+        let lead = before.trim_start().trim_start_matches(['$', '>', ' ']);
+        let shell = ["export ", "set ", "curl ", "-H ", "-e ", "--env", "--header", "wget ", "http ", "env ", "setx "].iter().any(|p| lead.starts_with(p))
+            || before.contains(" -H ")
+            || before.matches('"').count() % 2 == 1
+            || before.matches('\'').count() % 2 == 1;
         loop {
             let rest = &text[h.range.end..];
             let after = if text[..h.range.end].ends_with('\\') { rest } else if let Some(r) = rest.strip_prefix('\\') { r } else { break };
             let Some(next) = after.strip_prefix("\r\n").or_else(|| after.strip_prefix('\n')) else { break };
             let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
             let len = next[indent..].find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`')).unwrap_or(next.len() - indent);
-            if len == 0 {
+            // Outside a shell command, only a generated-looking run continues the secret.
+            if len == 0 || !(shell || looks_generated(&next[indent..indent + len])) {
                 break;
             }
             h.range.end = text.len() - next.len() + indent + len;
@@ -620,7 +642,7 @@ fn prose_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
     static R: OnceLock<Regex> = OnceLock::new();
     let re = R.get_or_init(|| {
         Regex::new(&format!(
-            r"(?i)(?P<k>{PASSWORD_WORDS})s?(?:\s+(?:for|of|to|on|del|de|für|du|van|do|da)\s+(?:(?:the|my|our|el|la|le|den|die|das|het)\s+)?[^\s.,;:]+(?:\s+[^\s.,;:]+){{0,2}}?)?(?:\s+(?P<verb>{IS_WORDS})(?:\s+(?:now|still|currently|just|jetzt|ahora))?)?\s+(?P<v>[^\s]+)"
+            r"(?i)(?P<k>{PASSWORD_WORDS})s?(?:\s+(?:for|of|to|on|del|de|für|du|van|do|da)\s+(?:(?:the|my|our|el|la|le|den|die|das|het)\s+)?[^\s.,;:]+(?:\s+[^\s.,;:]+){{0,2}}?)?(?:\s+(?P<verb>{IS_WORDS})(?:\s+(?:now|still|currently|just|jetzt|ahora))?\s*:?|\s*(?P<colon>:))?\s+(?P<v>[^\s]+)"
         ))
         .expect("a valid pattern")
     });
@@ -630,14 +652,36 @@ fn prose_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         if text[..k.start()].chars().next_back().is_some_and(char::is_alphanumeric) {
             continue;
         }
-        let r = bare_token(text, m.range());
+        // A quoted value may hold spaces ("correct horse battery staple"): up to its closing quote.
+        let quoted = ['"', '“', '\'', '`'].into_iter().find_map(|q| {
+            let close = match q {
+                '“' => '”',
+                c => c,
+            };
+            let inner = text[m.start()..].strip_prefix(q)?;
+            let line = &inner[..inner.find('\n').unwrap_or(inner.len())];
+            let end = line.find(close)?;
+            let start = m.start() + q.len_utf8();
+            (end > 0).then(|| start..start + end)
+        });
+        let r = quoted.clone().unwrap_or_else(|| {
+            // An HTML tag glued to the value (`x<br>next`) is not part of it.
+            let r = bare_token(text, m.range());
+            let v = &text[r.clone()];
+            match v.find('<').filter(|&i| i > 0 && v[i + 1..].starts_with(|c: char| c.is_ascii_alphabetic() || c == '/')) {
+                Some(i) => bare_token(text, r.start..r.start + i),
+                None => r,
+            }
+        });
         let v = &text[r.clone()];
         let pin = k.as_str().eq_ignore_ascii_case("pin");
         let lower = v.to_lowercase();
-        if v.is_empty() || is_placeholder(v) || (pin && !v.chars().any(|c| c.is_ascii_digit())) || NOT_A_PASSWORD.contains(&lower.as_str()) {
+        if !v.chars().any(char::is_alphanumeric) || is_placeholder(v) || (pin && !v.chars().any(|c| c.is_ascii_digit())) || (quoted.is_none() && NOT_A_PASSWORD.contains(&lower.as_str())) {
             continue;
         }
-        if c.name("verb").is_none() && !looks_generated(v) {
+        let said = c.name("verb").is_some() || c.name("colon").is_some() || quoted.is_some();
+        let pin_number = pin && (4..=8).contains(&v.len()) && v.chars().all(|c| c.is_ascii_digit());
+        if !said && !looks_generated(v) && !pin_number {
             continue; // "password reset", "password manager"
         }
         if v.chars().all(char::is_alphabetic) && v.chars().all(char::is_lowercase) && (v.ends_with("ed") || v.ends_with("ing") || v.ends_with("ly")) {

@@ -83,6 +83,9 @@ pub(crate) fn withhold<'s>(
                     Some(b) => live.withheld(&it.path, Some(b), true),
                     None => Some("its stored text could not be read; withheld to be safe".to_owned()),
                 };
+                // A page reached only through links in notes that may not leave the machine:
+                // its URL (and text) would carry those notes' words out.
+                let w = w.or_else(|| if it.path.contains("://") { linked_only_from_withheld(store, &mut live, &it.path) } else { None });
                 fresh.insert(key.clone(), w);
             }
             it.withheld = fresh[&key].clone();
@@ -99,6 +102,29 @@ pub(crate) fn withhold<'s>(
         Vec::new()
     };
     Ok(Withholding { synth, notice: origin_notice, remote, bodies, withheld })
+}
+
+/// Why a snapshot may not be sent because every note linking it is withheld, if so. A page no
+/// note links to (fetched for an answer) is judged on its own rules. Fails closed.
+fn linked_only_from_withheld(store: &Store, live: &mut Live<'_>, url: &str) -> Option<String> {
+    let info = match store.external(url) {
+        Ok(i) => i,
+        Err(e) => return Some(format!("the notes linking it could not be read ({e}); withheld to be safe")),
+    };
+    if info.linked_from.is_empty() {
+        return None;
+    }
+    let all = info.linked_from.iter().all(|p| live.withheld(p, None, false).is_some() || withheld_by_index(store, live, p));
+    all.then(|| format!("linked only from notes that may not leave this machine ({})", info.linked_from.join(", ")))
+}
+
+/// Whether the index's metadata of the note at `path` withholds it.
+fn withheld_by_index(store: &Store, live: &Live<'_>, path: &str) -> bool {
+    let Ok(notes) = store.notes() else { return true };
+    match notes.into_iter().find(|n| n.path == path) {
+        Some(n) => store.note_meta(n.id).map(|m| live.rules().withheld_because(path, &m).is_some()).unwrap_or(true),
+        None => false,
+    }
 }
 
 #[cfg(test)]

@@ -106,7 +106,7 @@ impl Backend {
             cfg.cancel = Some(cancel);
             cfg.fetcher = Some(Arc::new(ServerFetcher(st.clone())));
             cfg.buffers = buffers;
-            let (rules, blocked) = st.rules_now();
+            let (rules, synthesizer, blocked) = st.rules_now();
             cfg.egress_blocked = blocked;
             if let Some(l) = limit {
                 cfg.context_limit = l.clamp(1, 50);
@@ -129,7 +129,7 @@ impl Backend {
                 origin.as_deref(),
                 &cfg,
                 &rules,
-                &st.settings.synthesizer,
+                &synthesizer,
                 items,
                 &mut ScorerSlot::None,
             )
@@ -138,13 +138,25 @@ impl Backend {
         .await
     }
 
-    /// The open buffers of `state`'s vault, by vault-relative path; buffers outside it (never
-    /// saved, or elsewhere) by their URI.
+    /// How egress knows a buffer: its note's vault-relative path; a file under the vault that
+    /// is no note (ignored, hidden) by its path under the vault all the same, so path rules
+    /// hold for it; anything else by its URI.
+    pub(super) fn buffer_key(state: &State, uri: &Uri) -> String {
+        Self::rel(state, uri)
+            .or_else(|| {
+                let path = uri.to_file_path()?;
+                let rel = path.strip_prefix(&state.root).ok()?;
+                Some(rel.to_string_lossy().replace('\\', "/"))
+            })
+            .unwrap_or_else(|| uri.as_str().to_owned())
+    }
+
+    /// The open buffers, by [`Backend::buffer_key`].
     fn open_buffers(&self, state: &State) -> HashMap<String, String> {
         let docs = self.docs.lock();
         docs.iter()
             .map(|(uri, doc)| {
-                let key = uri.parse::<Uri>().ok().and_then(|u| Self::rel(state, &u)).unwrap_or_else(|| uri.clone());
+                let key = uri.parse::<Uri>().map(|u| Self::buffer_key(state, &u)).unwrap_or_else(|_| uri.clone());
                 (key, doc.rope.to_string())
             })
             .collect()
@@ -171,7 +183,8 @@ impl Backend {
         let pinned_path = if pinned { Some(rel.clone()) } else { None };
         // The question is text of this buffer: egress rules for it apply to the question (a
         // buffer outside the vault is known by its URI among the open buffers).
-        let origin = note.unwrap_or_else(|| uri.as_str().to_owned());
+        let origin = Self::buffer_key(&state, &uri);
+        drop(note);
         let answer = self.answer(&state, question, Some(origin), pinned_path, None).await?;
         let md = lode_answer::render::markdown(&answer, &rel);
         // Insert after the question's line *as the buffer is now*: the user may have typed while
@@ -312,7 +325,15 @@ impl Backend {
         // still one action away.
         // Not in a note that may not leave the machine: fetching sends the link out.
         let text = rope.to_string();
-        if !mirrored && lode_answer::egress::marks::read(&text).local.is_none() {
+        let withheld = match self.state_for(&uri).await {
+            Ok(st) => {
+                let key = Self::buffer_key(&st, &uri);
+                let t = text.clone();
+                blocking(move || Ok(st.buffer_withheld(&key, &t))).await.unwrap_or(true)
+            }
+            Err(_) => lode_answer::egress::marks::read(&text).local.is_some(),
+        };
+        if !mirrored && !withheld {
             if let Some(url) = super::nav::off_loop(&text, move |t| super::externals::web_link_at(t, r.start)).await? {
                 actions.push(super::externals::mirror_action(&url, false, None));
             }

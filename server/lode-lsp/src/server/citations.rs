@@ -24,12 +24,12 @@ impl Backend {
         let freshness = state.settings.externals.freshness;
         let key = uri.as_str().to_owned();
         let st = state.clone();
+        let egress_key = Backend::buffer_key(&state, &uri);
         let diags = blocking(move || {
             let store = readers.get()?;
             // The note's own egress marks: near-miss spellings are warned about on their line.
             let marks = lode_answer::egress::marks::read(&text);
-            let (rules, _) = st.rules_now();
-            let withheld = marks.local.is_some() || rel.as_deref().is_some_and(|r| rules.path_withheld(r).is_some());
+            let withheld = st.buffer_withheld(&egress_key, &text);
             // One parse of the note's links per version, for both kinds of link diagnostics.
             let links = match parsed {
                 Some(l) => l,
@@ -45,7 +45,7 @@ impl Backend {
             // A page linked from a note that may not leave the machine is not offered for
             // mirroring: fetching it would send the link (and any words in it) out.
             if withheld {
-                out.retain(|d| d.code != Some(NumberOrString::String("lode.snapshot-missing".into())));
+                out.retain(|d| !matches!(&d.code, Some(NumberOrString::String(c)) if c.starts_with("lode.snapshot-")));
             }
             out.extend(egress_diagnostics(&marks, &rope, enc));
             // Links that lead nowhere (only for notes of the vault: links are relative to them).

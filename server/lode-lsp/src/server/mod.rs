@@ -66,21 +66,27 @@ pub struct VectorSettings {
 
 pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
 
-/// The file the egress rules are read from, and how: the rules follow the file's current bytes
-/// (checked before every question), so an edited config holds for the next question at once.
+/// The file the egress rules and the synthesizer come from, and how to read them from its bytes
+/// (`None`: no file): they follow the file's current bytes, checked before every question, so
+/// an edited config holds for the next question at once.
 #[derive(Clone)]
 pub struct RulesSource {
     pub file: PathBuf,
-    pub load: Arc<dyn Fn() -> std::result::Result<EgressRules, String> + Send + Sync>,
+    pub load: Arc<dyn Fn(Option<&[u8]>) -> std::result::Result<(EgressRules, Synthesizer), String> + Send + Sync>,
 }
 
-/// The egress rules in force, and the config bytes they were read from.
+/// The egress rules and synthesizer in force, and the config bytes they were read from.
 struct RulesNow {
     bytes: Option<Vec<u8>>,
     rules: Arc<EgressRules>,
+    synthesizer: Arc<Synthesizer>,
     /// The config no longer reads: nothing goes to a remote model until it does.
     blocked: Option<String>,
 }
+
+/// How long a changed config must stay the same before it is believed: an editor's save
+/// (truncate then write, or write elsewhere then rename) passes through an empty or missing file.
+const CONFIG_SETTLE: std::time::Duration = std::time::Duration::from_millis(30);
 
 struct Doc {
     rope: Rope,
@@ -133,23 +139,32 @@ pub(crate) struct State {
 }
 
 impl State {
-    /// The egress rules as the config on disk says now, and why nothing may leave the machine,
-    /// if so (a config that no longer parses keeps the rules it replaced *and* blocks every
-    /// remote request). Reads the config file (a few hundred bytes): blocking, off the loop.
-    pub(crate) fn rules_now(&self) -> (Arc<EgressRules>, Option<String>) {
+    /// The egress rules and synthesizer as the config on disk says now, and why nothing may
+    /// leave the machine, if so: a config that no longer parses, or is being written, keeps the
+    /// rules it replaced *and* blocks every remote request. Reads the config file (a few hundred
+    /// bytes, twice when it changed): blocking, off the loop.
+    pub(crate) fn rules_now(&self) -> (Arc<EgressRules>, Arc<Synthesizer>, Option<String>) {
         let mut now = self.rules.lock();
         if let Some(src) = &self.settings.rules_source {
-            let bytes = match std::fs::read(&src.file) {
-                Ok(b) => Some(b),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-                Err(e) => {
-                    return (now.rules.clone(), Some(format!("{} cannot be read: {e}", src.file.display())));
-                }
+            let read = || match std::fs::read(&src.file) {
+                Ok(b) => Ok(Some(b)),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(e) => Err(format!("{} cannot be read: {e}", src.file.display())),
+            };
+            let bytes = match read() {
+                Ok(b) => b,
+                Err(e) => return (now.rules.clone(), now.synthesizer.clone(), Some(e)),
             };
             if bytes != now.bytes {
-                match (src.load)() {
-                    Ok(r) => {
+                std::thread::sleep(CONFIG_SETTLE);
+                if read().ok().as_ref() != Some(&bytes) {
+                    let why = format!("{} is being written", src.file.display());
+                    return (now.rules.clone(), now.synthesizer.clone(), Some(why));
+                }
+                match (src.load)(bytes.as_deref()) {
+                    Ok((r, synth)) => {
                         now.rules = Arc::new(r);
+                        now.synthesizer = Arc::new(synth);
                         now.blocked = None;
                     }
                     Err(e) => now.blocked = Some(format!("{} no longer reads: {e}", src.file.display())),
@@ -157,7 +172,15 @@ impl State {
                 now.bytes = bytes;
             }
         }
-        (now.rules.clone(), now.blocked.clone())
+        (now.rules.clone(), now.synthesizer.clone(), now.blocked.clone())
+    }
+
+    /// Whether an open buffer's note may not leave the machine: its own marks, the path rules,
+    /// a nested vault's rules. Blocking (reads the config and nested configs).
+    pub(crate) fn buffer_withheld(&self, key: &str, text: &str) -> bool {
+        let (rules, _, _) = self.rules_now();
+        lode_answer::egress::marks::read(text).local.is_some()
+            || (!key.contains("://") && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
     }
 
     /// Stops the vector thread's work and drops the embedding model: the round in progress
@@ -248,8 +271,13 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
         None => Err("no workspace folder: open a folder of notes".to_owned()),
         Some(root) => (|| {
             let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
-            let rules = settings.rules.clone();
+            // The bytes the rules are read from, read from those very bytes (an edit between
+            // two reads must not leave its rules unapplied).
             let rules_bytes = settings.rules_source.as_ref().and_then(|s| std::fs::read(&s.file).ok());
+            let (rules, synthesizer) = match &settings.rules_source {
+                Some(src) => (src.load)(rules_bytes.as_deref())?,
+                None => (settings.rules.clone(), settings.synthesizer.clone()),
+            };
             let mut write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
             let prechunked = lode_store::Prechunked::default();
             write.set_prechunked(prechunked.clone());
@@ -294,7 +322,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 reporter,
                 prechunked,
                 closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), blocked: None }),
+                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None }),
             }))
         })(),
     }

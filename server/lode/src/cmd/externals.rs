@@ -82,8 +82,9 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
         let mut verdict: std::collections::HashMap<String, bool> = std::collections::HashMap::new();
         let mut withheld = |path: &str| -> bool {
             *verdict.entry(path.to_owned()).or_insert_with(|| {
-                let text = std::fs::read(vault.root.join(path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
-                rules.note_withheld(path, &text).is_some() || nested.withheld(path).is_some()
+                // A note that cannot be read (moved, unreadable) withholds its links: fail closed.
+                let Ok(bytes) = std::fs::read(vault.root.join(path)) else { return true };
+                rules.note_withheld(path, &String::from_utf8_lossy(&bytes)).is_some() || nested.withheld(path).is_some()
             })
         };
         let infos = store.externals_for(&urls)?;

@@ -33,14 +33,19 @@ fn init_log() {
     let _ = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(false).try_init();
 }
 
+/// The synthesizer the config names: its `[llm]`, else the extractive one.
+fn synthesizer_of(config: &Config) -> lode_answer::Synthesizer {
+    match &config.llm {
+        Some(l) if !l.endpoint.is_empty() => lode_answer::Synthesizer::Llm(l.clone()),
+        _ => lode_answer::Synthesizer::Extractive,
+    }
+}
+
 pub fn run(args: ServeArgs) -> Result<ExitCode> {
     init_log();
     let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
         let config = Config::load(root)?;
-        let synthesizer = match &config.llm {
-            Some(l) if !l.endpoint.is_empty() => lode_answer::Synthesizer::Llm(l.clone()),
-            _ => lode_answer::Synthesizer::Extractive,
-        };
+        let synthesizer = synthesizer_of(&config);
         let m = &config.models;
         let vectors = (!m.embedder.trim().is_empty()).then(|| lode_lsp::VectorSettings {
             embedder: m.resolve(&m.embedder),
@@ -59,8 +64,15 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             rules_source: Some(lode_lsp::RulesSource {
                 file: state_dir(root).join("config.toml"),
                 load: {
-                    let root = root.to_owned();
-                    Arc::new(move || Config::load(&root).and_then(|c| c.egress_rules()).map_err(|e| format!("{e:#}")))
+                    let path = state_dir(root).join("config.toml");
+                    Arc::new(move |bytes: Option<&[u8]>| {
+                        let config = match bytes {
+                            Some(b) => Config::parse(&String::from_utf8_lossy(b), &path).map_err(|e| format!("{e:#}"))?,
+                            None => Config::default(),
+                        };
+                        let rules = config.egress_rules().map_err(|e| format!("{e:#}"))?;
+                        Ok((rules, synthesizer_of(&config)))
+                    })
                 },
             }),
             synthesizer,
