@@ -1,6 +1,7 @@
 //! Test support shared by lode's crates (a dev-dependency only): copies of the example vault and
 //! where the models installed by `scripts/setup-models.sh` live.
 
+pub mod llm;
 pub mod web;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 
 use lode_lsp::stdio_client::StdioClient;
+use lode_testing::llm::{completion, FakeLlm};
 use serde_json::{json, Value};
 
 const BUDGET: &str = "# Budget\n\nThe Zq staging budget is 12000 euros.\n";
@@ -19,33 +20,8 @@ fn uri(p: &Path) -> String {
 
 /// A model on loopback that records every request body and proposes nothing.
 fn recorder() -> (String, Arc<Mutex<Vec<String>>>) {
-    use std::io::{BufRead, BufReader, Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}/v1", listener.local_addr().unwrap());
-    let log: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = log.clone();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut r = BufReader::new(conn.try_clone().unwrap());
-            let mut len = 0;
-            loop {
-                let mut line = String::new();
-                if r.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some(v) = line.to_ascii_lowercase().strip_prefix("content-length:") {
-                    len = v.trim().parse().unwrap_or(0);
-                }
-            }
-            let mut body = vec![0; len];
-            let _ = r.read_exact(&mut body);
-            seen.lock().unwrap().push(String::from_utf8_lossy(&body).into_owned());
-            let content = json!({"choices": [{"message": {"content": "{\"claims\": []}"}}]}).to_string();
-            let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}", content.len());
-        }
-    });
-    (endpoint, log)
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    (fake.endpoint, fake.requests)
 }
 
 fn config(endpoint: &str, no_egress: &[&str]) -> String {
@@ -265,12 +241,18 @@ fn cli_and_server_send_no_secret_no_private_note_and_linked_notes() {
     std::fs::write(v.join("hr.md"), "---\negress: never\n---\n# Zq vault settings for HR\n\nThe Zq vault settings for HR hold 77123 records.\n").unwrap();
     std::fs::write(v.join("hub.md"), "# Zq rollout\n\nThe Zq rollout starts Monday; see [[Zq vendor]].\n").unwrap();
     std::fs::write(v.join("Zq vendor.md"), "# Vendor\n\nIntro words.\n\nThe vendor contract for the rollout costs 7000 euros.\n").unwrap();
+    // A nested vault keeps its own rules inside this one.
+    std::fs::create_dir_all(v.join("team/.lode")).unwrap();
+    std::fs::create_dir_all(v.join("team/hr")).unwrap();
+    std::fs::write(v.join("team/.lode/config.toml"), "[egress]\nno_egress = [\"hr/\"]\n").unwrap();
+    std::fs::write(v.join("team/hr/pay.md"), "# Zq vault settings for pay\n\nThe Zq vault settings for pay hold 66123 records.\n").unwrap();
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&v).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 
     let check = |bytes: &str, front: &str| {
         assert!(bytes.contains("Zq vault settings are below"), "{front}: the settings note was sent");
         assert!(!bytes.contains("77123"), "{front}: a note marked `egress: never` left the machine");
+        assert!(!bytes.contains("66123"), "{front}: a nested vault's no-egress note left the machine");
         for r in &picked {
             for s in r["secrets"].as_array().unwrap().iter().filter_map(Value::as_str) {
                 let escaped = serde_json::to_string(s).unwrap();
