@@ -12,6 +12,10 @@ pub enum StoreError {
     TooNew { path: PathBuf, found: i64, supported: i64 },
     #[error("database {path} has schema version {found}, older than this lode's ({supported}); the next `lode index` (or the language server) upgrades it")]
     Outdated { path: PathBuf, found: i64, supported: i64 },
+    #[error("database {path} is not a lode index: it holds tables lode did not make ({tables}); it was left untouched — point lode at another file, or move it aside and run `lode index`")]
+    Foreign { path: PathBuf, tables: String },
+    #[error("database {path} is a half-made lode index (schema version {found}, but {missing} missing); it was left untouched — move it aside and run `lode index` to rebuild (note history in it is not recovered)")]
+    Incomplete { path: PathBuf, found: i64, missing: String },
     #[error("cannot open database {path}: {source}")]
     Open { path: PathBuf, source: std::io::Error },
     #[error("no note at {0}")]

@@ -241,6 +241,7 @@ impl Store {
         if found > migrate::SCHEMA_VERSION {
             return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
         }
+        check_schema(&conn, path, found)?;
         if !opts.read_only {
             let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
             if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
@@ -1563,6 +1564,34 @@ fn format_utc(ms: i64) -> String {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+}
+
+/// Tables every lode index has from schema version 1 on: a file claiming a version but missing
+/// one of them was not made by a finished migration.
+const CORE_TABLES: &[&str] = &["notes", "versions", "passages", "passages_fts", "links"];
+
+/// Refuses a file that is not a lode index, or only half of one, before anything is written to
+/// it: a version-0 file with tables of its own (some other program's database), or a versioned
+/// one missing a core table. A fresh (empty) file is a new index.
+fn check_schema(conn: &Connection, path: &Path, found: i64) -> Result<(), StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'").map_err(err)?;
+    let tables: Vec<String> = st.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+    if found == 0 {
+        if !tables.is_empty() {
+            let mut shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+            if tables.len() > 5 {
+                shown.push("…");
+            }
+            return Err(StoreError::Foreign { path: path.to_path_buf(), tables: shown.join(", ") });
+        }
+        return Ok(());
+    }
+    let missing: Vec<&str> = CORE_TABLES.iter().copied().filter(|t| !tables.iter().any(|x| x == t)).collect();
+    if !missing.is_empty() {
+        return Err(StoreError::Incomplete { path: path.to_path_buf(), found, missing: missing.join(", ") });
+    }
+    Ok(())
 }
 
 #[cfg(test)]

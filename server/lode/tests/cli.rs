@@ -98,6 +98,56 @@ fn corrupt_database_is_named_and_kept() {
     assert_eq!(std::fs::read(v.join(".lode/lode.db")).unwrap(), junk);
 }
 
+/// Empty and half-made files: a zero-byte `lode.db` is a missing index (same message, nothing
+/// written to it); another program's SQLite file and a lode index missing a core table are named
+/// and left untouched, by the reading commands and by `lode index` alike.
+#[test]
+fn empty_foreign_and_half_made_databases_are_named_and_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    let db = v.join(".lode/lode.db");
+    std::fs::write(&db, b"").unwrap();
+    for args in [&["search", "rotation"][..], &["ask", "How often are certificates rotated?"], &["stats"]] {
+        let o = lode(args, &v);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("no index at") && stderr(&o).contains("the file is empty"), "{args:?}: {}", stderr(&o));
+        assert_eq!(std::fs::metadata(&db).unwrap().len(), 0, "{args:?} gave the empty file a schema");
+    }
+    // `lode index` makes the index it was asked for.
+    assert!(lode(&["index", "-q", "--no-vectors"], &v).status.success());
+    assert!(lode(&["search", "rotation"], &v).status.success());
+
+    // Some other program's database.
+    std::fs::remove_file(&db).unwrap();
+    let _ = std::fs::remove_file(v.join(".lode/lode.db-wal"));
+    let _ = std::fs::remove_file(v.join(".lode/lode.db-shm"));
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE invoices (id INTEGER PRIMARY KEY, total REAL); INSERT INTO invoices VALUES (1, 9.5);").unwrap();
+    }
+    let before = std::fs::read(&db).unwrap();
+    for args in [&["index", "-q", "--no-vectors"][..], &["search", "rotation"]] {
+        let o = lode(args, &v);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("is not a lode index") && stderr(&o).contains("invoices"), "{args:?}: {}", stderr(&o));
+    }
+    assert_eq!(std::fs::read(&db).unwrap(), before, "a foreign database was written to");
+
+    // A lode index missing a core table.
+    std::fs::remove_file(&db).unwrap();
+    assert!(lode(&["index", "-q", "--no-vectors"], &v).status.success());
+    {
+        let c = rusqlite::Connection::open(&db).unwrap();
+        c.execute_batch("DROP TABLE links;").unwrap();
+    }
+    for args in [&["index", "-q", "--no-vectors"][..], &["search", "rotation"]] {
+        let o = lode(args, &v);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        assert!(stderr(&o).contains("half-made lode index") && stderr(&o).contains("links"), "{args:?}: {}", stderr(&o));
+    }
+}
+
 #[test]
 fn huge_note_is_skipped_by_name() {
     let tmp = tempfile::tempdir().unwrap();

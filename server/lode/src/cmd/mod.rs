@@ -60,10 +60,14 @@ impl Vault {
 
     /// Opens an existing index; a missing one is an error that says how to make it.
     pub fn open_existing(&self) -> Result<Store> {
-        if !self.db.exists() {
+        // An empty file is no index either (a crash before the first write, a `touch`): the
+        // same message, and it is not given a fresh schema behind the user's back.
+        let empty = std::fs::metadata(&self.db).is_ok_and(|m| m.len() == 0);
+        if !self.db.exists() || empty {
             bail!(
-                "no index at {}; run `lode index --vault {}` first",
+                "no index at {}{}; run `lode index --vault {}` first",
                 self.db.display(),
+                if empty { " (the file is empty)" } else { "" },
                 self.root.display()
             );
         }
