@@ -32,6 +32,9 @@ pub struct VectorIndex {
     name: String,
     dims: usize,
     path: PathBuf,
+    /// The table could not be read when it was opened: why, and where it was moved aside (a
+    /// fresh, empty one replaced it; the worker rebuilds it from the passages).
+    mended: Option<String>,
 }
 
 /// Table name for a model: letters, digits and `_` only.
@@ -50,10 +53,27 @@ fn schema(dims: usize) -> Arc<Schema> {
 }
 
 impl VectorIndex {
-    /// Opens (creating if needed) the table for `model_id` under `dir`.
+    /// Opens (creating if needed) the table for `model_id` under `dir`. A table that cannot be
+    /// read (damaged, truncated, half-deleted) is moved aside and replaced by an empty one, which
+    /// the embedding worker then fills from the passages; [`VectorIndex::mended`] says so.
     pub fn open(dir: &Path, model_id: &str, dims: usize) -> Result<VectorIndex, RetrievalError> {
+        Self::open_with(dir, model_id, dims, true).map(|i| i.expect("a created table is always there"))
+    }
+
+    /// Opens the table for `model_id` under `dir` for reading, creating nothing: `None` when
+    /// there is none (no vectors were ever made), an error when it cannot be read.
+    pub fn open_existing(dir: &Path, model_id: &str, dims: usize) -> Result<Option<VectorIndex>, RetrievalError> {
+        if !dir.join(format!("{}.lance", table_name(model_id, dims))).exists() {
+            return Ok(None);
+        }
+        Self::open_with(dir, model_id, dims, false)
+    }
+
+    fn open_with(dir: &Path, model_id: &str, dims: usize, create: bool) -> Result<Option<VectorIndex>, RetrievalError> {
         let err = |e: lancedb::Error| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() };
-        std::fs::create_dir_all(dir).map_err(|e| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() })?;
+        if create {
+            std::fs::create_dir_all(dir).map_err(|e| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() })?;
+        }
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -61,21 +81,50 @@ impl VectorIndex {
             .map_err(|e| RetrievalError::Index { path: dir.to_path_buf(), detail: e.to_string() })?;
         let uri = dir.to_string_lossy().into_owned();
         let name = table_name(model_id, dims);
-        let (db, table) = rt.block_on(async {
+        let mut mended = None;
+        let opened = rt.block_on(async {
             // Small caches: LanceDB's defaults (1 GB of metadata) keep every version's manifest a
             // pass of hundreds of rounds makes, and RSS grew with the rounds.
             let session = Arc::new(lancedb::Session::new(CACHE_BYTES, CACHE_BYTES, Arc::new(lancedb::ObjectStoreRegistry::default())));
             let db = lancedb::connect(&uri).session(session).execute().await?;
             let names = db.table_names().execute().await?;
-            let table = if names.contains(&name) {
-                db.open_table(&name).execute().await?
-            } else {
-                db.create_empty_table(&name, schema(dims)).execute().await?
-            };
-            Ok::<_, lancedb::Error>((db, table))
-        })
-        .map_err(err)?;
-        Ok(VectorIndex { rt, db, table, name, dims, path: dir.to_path_buf() })
+            if !names.contains(&name) {
+                if !create {
+                    return Ok(None);
+                }
+                let table = db.create_empty_table(&name, schema(dims)).execute().await?;
+                return Ok(Some((db, table)));
+            }
+            // Opened is not read: count the rows and read one, so a damaged table fails here.
+            let checked = async {
+                let t = db.open_table(&name).execute().await?;
+                t.count_rows(None).await?;
+                let _: Vec<RecordBatch> = t.query().limit(1).execute().await?.try_collect().await?;
+                Ok::<_, lancedb::Error>(t)
+            }
+            .await;
+            match checked {
+                Ok(t) => Ok(Some((db, t))),
+                Err(e) if create => {
+                    let from = dir.join(format!("{name}.lance"));
+                    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+                    let to = dir.join(format!("{name}.lance.broken-{stamp}"));
+                    std::fs::rename(&from, &to).map_err(|io| lancedb::Error::Runtime { message: format!("{e}; moving it aside failed: {io}") })?;
+                    mended = Some(format!("the vector table could not be read ({e}); it was moved aside to {} and is rebuilt from the passages", to.display()));
+                    let db = lancedb::connect(&uri).execute().await?;
+                    let table = db.create_empty_table(&name, schema(dims)).execute().await?;
+                    Ok(Some((db, table)))
+                }
+                Err(e) => Err(e),
+            }
+        });
+        let Some((db, table)) = opened.map_err(err)? else { return Ok(None) };
+        Ok(Some(VectorIndex { rt, db, table, name, dims, path: dir.to_path_buf(), mended }))
+    }
+
+    /// Why the table was replaced when it was opened, if it was (see [`VectorIndex::open`]).
+    pub fn mended(&self) -> Option<&str> {
+        self.mended.as_deref()
     }
 
     pub fn path(&self) -> &Path {

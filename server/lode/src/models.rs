@@ -24,7 +24,20 @@ impl Loaded {
 }
 
 /// Loads the embedder and its vector index (when `dense`), and the reranker (when `rerank`).
+/// Loads the models a command needs. `index`: the command makes vectors (`lode index`), so a
+/// missing vector table is created and a damaged one replaced; every other command only reads
+/// them, so nothing is created and a missing or damaged table is a problem said (the command
+/// answers lexically).
 pub fn load(vault: &Vault, dense: bool, rerank: bool) -> Loaded {
+    load_for(vault, dense, rerank, false)
+}
+
+/// [`load`] for `lode index`.
+pub fn load_for_index(vault: &Vault) -> Loaded {
+    load_for(vault, true, false, true)
+}
+
+fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
     let m = &vault.config.models;
     let mut out = Loaded { embedder: None, index: None, reranker: None, problems: Vec::new() };
     if dense {
@@ -33,9 +46,29 @@ pub fn load(vault: &Vault, dense: bool, rerank: bool) -> Loaded {
         } else {
             match Embedder::load(&m.resolve(&m.embedder), m.runtime.as_deref(), m.threads) {
                 Ok(e) => {
-                    match VectorIndex::open(&vault.vectors_dir(), e.id(), e.dimensions()) {
-                        Ok(i) => out.index = Some(i),
-                        Err(err) => out.problems.push(err.to_string()),
+                    let dir = vault.vectors_dir();
+                    if index {
+                        match VectorIndex::open(&dir, e.id(), e.dimensions()) {
+                            Ok(i) => {
+                                if let Some(why) = i.mended() {
+                                    out.problems.push(why.to_owned());
+                                }
+                                out.index = Some(i);
+                            }
+                            Err(err) => out.problems.push(err.to_string()),
+                        }
+                    } else {
+                        match VectorIndex::open_existing(&dir, e.id(), e.dimensions()) {
+                            Ok(Some(i)) => out.index = Some(i),
+                            Ok(None) => out.problems.push(format!(
+                                "no vector table for {} under {} (`lode index` or the language server makes it); answering lexically",
+                                e.id(),
+                                dir.display()
+                            )),
+                            Err(err) => out.problems.push(format!(
+                                "{err}; answering lexically (`lode index` or the language server moves it aside and rebuilds it from the passages)"
+                            )),
+                        }
                     }
                     out.embedder = Some(e);
                 }

@@ -148,6 +148,60 @@ fn empty_foreign_and_half_made_databases_are_named_and_kept() {
     }
 }
 
+/// The vector table deleted, then damaged, between runs: reading commands say so and answer
+/// lexically without creating anything; `lode doctor` fails on it; `lode index` moves a damaged
+/// table aside and rebuilds both from the passages.
+#[test]
+fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = example_vault(tmp.path());
+    let o = lode(&["index", "-q"], &v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let vectors = v.join(".lode/vectors");
+    let dense = |v: &Path| lode(&["search", "--json", "--mode", "dense", "--limit", "3", "switch to the standby cache server"], v);
+    assert!(dense(&v).status.success());
+
+    std::fs::remove_dir_all(&vectors).unwrap();
+    let o = dense(&v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no vector table") && stderr(&o).contains("answering lexically"), "{}", stderr(&o));
+    assert!(!stdout(&o).trim().is_empty(), "lexical results still come");
+    assert!(!vectors.exists(), "a search created an empty vector table");
+    let d: serde_json::Value = serde_json::from_str(stdout(&lode(&["doctor", "--json"], &v)).trim()).unwrap();
+    assert!(d["problems"].to_string().contains("vector table is missing"), "{d:#}");
+    let o = lode(&["index", "--json"], &v);
+    let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert_eq!((r["vectors"]["rebuilt"].as_bool(), r["vectors"]["with_vectors"] == r["vectors"]["passages"]), (Some(true), true), "{r}");
+
+    // Damage every data file of the table.
+    let mut stack = vec![vectors.clone()];
+    let mut damaged = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.parent().is_some_and(|d| d.ends_with("data")) {
+                let len = std::fs::metadata(&p).unwrap().len() as usize;
+                std::fs::write(&p, vec![0x5a; len]).unwrap();
+                damaged += 1;
+            }
+        }
+    }
+    assert!(damaged > 0);
+    let o = dense(&v);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("answering lexically"), "{}", stderr(&o));
+    let d: serde_json::Value = serde_json::from_str(stdout(&lode(&["doctor", "--json"], &v)).trim()).unwrap();
+    assert!(d["problems"].to_string().contains("rebuilds it from the passages"), "{d:#}");
+    let o = lode(&["index", "--json"], &v);
+    let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
+    assert!(r["vectors"]["mended"].as_str().is_some_and(|m| m.contains("moved aside")), "{r}");
+    assert_eq!(r["vectors"]["with_vectors"], r["vectors"]["passages"], "{r}");
+    let o = dense(&v);
+    assert!(o.status.success() && !stderr(&o).contains("answering lexically"), "{}", stderr(&o));
+}
+
 #[test]
 fn huge_note_is_skipped_by_name() {
     let tmp = tempfile::tempdir().unwrap();

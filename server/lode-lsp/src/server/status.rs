@@ -27,7 +27,13 @@ impl Backend {
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
                 "dense": match (&model, st.settings.vectors.is_some()) {
-                    (Some(m), _) => json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)}),
+                    (Some(m), _) => {
+                        let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});
+                        if let Some(why) = &dense.mended {
+                            d["mended"] = json!(why);
+                        }
+                        d
+                    }
                     (None, true) => match dense.off {
                         Some(why) => json!(format!("off: {why} (fix: `lode setup`; `lode doctor` for details)")),
                         None => json!("loading the embedding model"),

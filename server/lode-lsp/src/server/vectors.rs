@@ -12,6 +12,8 @@ pub(super) type Dense = Arc<Mutex<Option<(lode_models::Embedder, lode_retrieval:
 pub(super) struct DenseStatus {
     pub(super) model: Option<String>,
     pub(super) off: Option<String>,
+    /// The vector table was replaced on open (it could not be read): why, while it is rebuilt.
+    pub(super) mended: Option<String>,
 }
 
 pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
@@ -70,6 +72,10 @@ pub(super) fn start_vectors(
                 Ok(_) if closing.load(SeqCst) => return,
                 Ok(m) => {
                     let id = m.0.id().to_owned();
+                    if let Some(why) = m.1.mended() {
+                        tracing::warn!("{why}");
+                        shared_off.lock().mended = Some(why.to_owned());
+                    }
                     shared_off.lock().model = Some(id.clone());
                     *shared.lock() = Some(m);
                     let _ = loaded_tx.send(None);

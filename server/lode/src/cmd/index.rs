@@ -36,15 +36,20 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
     // Vectors: embed what lacks one, unless told not to; without a model, say so and go on.
     let mut vectors = serde_json::json!({"status": "skipped (--no-vectors)"});
     if !args.no_vectors {
-        let mut loaded = crate::models::load(&vault, true, false);
+        let mut loaded = crate::models::load_for_index(&vault);
         match (loaded.embedder.as_mut(), loaded.index.as_ref()) {
             (Some(embedder), Some(index)) => {
+                if let Some(why) = index.mended() {
+                    if !args.vault.json {
+                        eprintln!("warning: {why}");
+                    }
+                }
                 let mut progress = Progress::new(!args.quiet && !args.vault.json);
                 let r = lode_retrieval::sync_vectors(&mut store, index, embedder, vault.config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
                 progress.finish();
                 let fresh = store.vector_freshness(embedder.id())?;
                 vectors = serde_json::json!({"status": "ok", "model": embedder.id(), "embedded": r.embedded, "deleted": r.deleted,
-                    "rebuilt": r.rebuilt, "seconds": r.seconds, "passages": fresh.passages, "with_vectors": fresh.with_vectors});
+                    "rebuilt": r.rebuilt, "mended": index.mended(), "seconds": r.seconds, "passages": fresh.passages, "with_vectors": fresh.with_vectors});
                 if r.rebuilt && !args.vault.json {
                     eprintln!("warning: the vector index had lost vectors; they were rebuilt from the passages");
                 }
