@@ -136,7 +136,7 @@ impl Store {
             let n: i64 = tx.query_row("SELECT count(*) FROM passages WHERE note_id = ?1", [id], |r| r.get(0)).map_err(e)?;
             (id, n as usize)
         } else {
-            let out = write_note(&tx, s.url, s.text, &vid, &chunked, existing.is_some(), true, true).map_err(e)?;
+            let out = write_note(&tx, s.url, s.text, &vid, &chunked, true, true).map_err(e)?;
             debug_assert!(out.status != SaveStatus::Unchanged);
             (out.note_id, out.passages)
         };

@@ -47,13 +47,17 @@ pub struct StoreOptions {
     pub busy_timeout: Duration,
     /// Open without creating or migrating; writes fail.
     pub read_only: bool,
+    /// With `read_only`: read the file as it is, taking no locks and making no shared-memory
+    /// file (SQLite's `immutable`), for a disk too full to make one. Only while nothing can
+    /// write to it (a full disk), since changes made meanwhile are not seen.
+    pub immutable: bool,
     /// SQLite page cache per connection, in KiB.
     pub cache_kib: u32,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false, cache_kib: 16 * 1024 }
+        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false, immutable: false, cache_kib: 16 * 1024 }
     }
 }
 
@@ -233,7 +237,12 @@ impl Store {
             OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
         };
         let err = |e| StoreError::from_sqlite(path, e);
-        let mut conn = Connection::open_with_flags(path, flags).map_err(err)?;
+        let mut conn = if opts.read_only && opts.immutable {
+            let uri = format!("file:{}?immutable=1", path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23"));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI).map_err(err)?
+        } else {
+            Connection::open_with_flags(path, flags).map_err(err)?
+        };
         conn.busy_timeout(opts.busy_timeout).map_err(err)?;
         // Reading the schema version is the first touch of the file: a corrupt or foreign file
         // fails here, before anything is written.
@@ -405,7 +414,7 @@ impl Store {
         };
         let path_buf = self.path.clone();
         let tx = self.write_tx().map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
-        let out = write_note(&tx, path, bytes, &vid, &chunked, existing.is_some(), true, false)
+        let out = write_note(&tx, path, bytes, &vid, &chunked, true, false)
             .and_then(|o| tx.commit().map(|_| o))
             .map_err(|e| StoreError::from_sqlite(&path_buf, e))?;
         Ok(out)
@@ -968,7 +977,6 @@ pub(crate) fn write_note(
     bytes: &[u8],
     vid: &str,
     note: &ChunkedNote,
-    existed: bool,
     new_version: bool,
     snapshot: bool,
 ) -> rusqlite::Result<SaveOutcome> {
@@ -984,6 +992,10 @@ pub(crate) fn write_note(
         note.meta.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
     )
     .to_string();
+    // Whether the note exists is decided here, inside the write transaction: what the caller
+    // read before taking the write lock may be stale (another process — `lode index` beside
+    // `lode serve` — created or removed the row meanwhile).
+    let existed: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM notes WHERE path = ?1)", [path], |r| r.get(0))?;
     let (id, created, snapshot) = if existed {
         let (id, kind): (i64, String) = tx.query_row(
             "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5,
@@ -1188,7 +1200,7 @@ impl Store {
             let path_buf = self.path.clone();
             let e = |e| StoreError::from_sqlite(&path_buf, e);
             let tx = self.write_tx().map_err(e)?;
-            write_note(&tx, &n.path, &body, vid, &chunked, true, false, false).map_err(e)?;
+            write_note(&tx, &n.path, &body, vid, &chunked, false, false).map_err(e)?;
             tx.commit().map_err(e)?;
             progress(i + 1, notes.len());
         }

@@ -602,3 +602,33 @@ fn section_only_hits_answer_with_exact_passages() {
         }
     }
 }
+
+/// Two writers (a `lode index` beside a `lode serve`) creating the same new notes at once: every
+/// save succeeds — the one that comes second finds the note the other created, inside its own
+/// write transaction — and no save fails with "UNIQUE constraint failed: notes.path".
+#[test]
+fn two_writers_creating_the_same_notes_never_collide() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("lode.db");
+    drop(Store::open(&db, StoreOptions::default()).unwrap());
+    let paths: Vec<String> = (0..300).map(|i| format!("race/n{i}.md")).collect();
+    let run = |who: &'static str| {
+        let db = db.clone();
+        let paths = paths.clone();
+        std::thread::spawn(move || {
+            let mut store = Store::open(&db, StoreOptions::default()).unwrap();
+            let mut failures = Vec::new();
+            for p in &paths {
+                if let Err(e) = store.save_note(p, format!("# {p}\n\nWritten by {who}.\n").as_bytes()) {
+                    failures.push(format!("{p}: {e}"));
+                }
+            }
+            failures
+        })
+    };
+    let (a, b) = (run("the server"), run("lode index"));
+    let failures: Vec<String> = a.join().unwrap().into_iter().chain(b.join().unwrap()).collect();
+    assert!(failures.is_empty(), "{} saves failed, e.g. {:?}", failures.len(), failures.first());
+    let store = Store::open(&db, StoreOptions::default()).unwrap();
+    assert_eq!(store.notes().unwrap().len(), 300);
+}

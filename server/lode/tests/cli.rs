@@ -202,6 +202,37 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
     assert!(o.status.success() && !stderr(&o).contains("answering lexically"), "{}", stderr(&o));
 }
 
+/// A full disk (a 4 MB tmpfs in a mount namespace of its own, filled up): `lode index` says the
+/// disk is full and how much is free, `lode search` answers read-only and says so, and both
+/// work again once space is freed.
+#[test]
+fn a_full_disk_is_named_searched_read_only_and_recovered_from() {
+    if !Command::new("unshare").args(["-m", "true"]).status().is_ok_and(|s| s.success()) {
+        eprintln!("skipped: needs `unshare -m` (root, or user namespaces) to mount a small disk");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let mnt = tmp.path().join("disk");
+    std::fs::create_dir_all(&mnt).unwrap();
+    let vault = lode_testing::repo().join("fixtures/vault");
+    let lode = env!("CARGO_BIN_EXE_lode");
+    let m = mnt.display();
+    let script = format!(
+        "set -e\nmount -t tmpfs -o size=4m tmpfs {m}\ncp -r {} {m}/v\n{lode} index -q --no-vectors --vault {m}/v\n\
+         dd if=/dev/zero of={m}/fill bs=64k 2>/dev/null || true\nrm -f {m}/v/.lode/lode.db-shm\nset +e\n\
+         {lode} index --no-vectors --vault {m}/v; echo \"index rc=$?\"\n\
+         {lode} search --vault {m}/v staging certificates rotated; echo \"search rc=$?\"\n\
+         rm {m}/fill\n{lode} index -q --no-vectors --vault {m}/v; echo \"after rc=$?\"\n",
+        vault.display()
+    );
+    let o = Command::new("unshare").args(["-m", "sh", "-c", &script]).output().unwrap();
+    let all = format!("{}{}", stdout(&o), stderr(&o));
+    assert!(all.contains("index rc=1") && all.contains("is full (") && all.contains("bytes free"), "{all}");
+    assert!(!all.contains("xShmMap"), "SQLite's words, not the user's: {all}");
+    assert!(all.contains("search rc=0") && all.contains("read-only") && all.contains("runbooks/"), "{all}");
+    assert!(all.contains("after rc=0"), "{all}");
+}
+
 #[test]
 fn huge_note_is_skipped_by_name() {
     let tmp = tempfile::tempdir().unwrap();

@@ -58,6 +58,25 @@ impl Vault {
         Ok(Store::open(&self.db, self.config.store_options())?)
     }
 
+    /// [`Vault::open_existing`] for a command that only reads (`lode search`): on a full disk,
+    /// where SQLite cannot even grow its shared-memory file, the index is opened read-only and
+    /// the command says so, rather than failing.
+    pub fn open_for_reading(&self) -> Result<Store> {
+        match self.open_existing() {
+            Err(e) if matches!(e.downcast_ref::<lode_store::StoreError>(), Some(lode_store::StoreError::DiskFull { .. })) => {
+                let ro = Store::open(&self.db, lode_store::StoreOptions { read_only: true, immutable: true, ..self.config.store_options() });
+                match ro {
+                    Ok(store) => {
+                        eprintln!("warning: {e}; searching the index read-only");
+                        Ok(store)
+                    }
+                    Err(_) => Err(e),
+                }
+            }
+            other => other,
+        }
+    }
+
     /// Opens an existing index; a missing one is an error that says how to make it.
     pub fn open_existing(&self) -> Result<Store> {
         // An empty file is no index either (a crash before the first write, a `touch`): the

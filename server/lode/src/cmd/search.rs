@@ -29,7 +29,7 @@ pub struct SearchArgs {
 
 pub fn run(args: SearchArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&args.vault)?;
-    let store = vault.open_existing()?;
+    let store = vault.open_for_reading()?;
     let mut opts = vault.config.search_options();
     if let Some(n) = args.limit {
         opts.limit = n;
