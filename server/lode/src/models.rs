@@ -87,3 +87,33 @@ fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
     }
     out
 }
+
+/// Whether the vector table of `model` reads and holds what the bookkeeping says (`windows`
+/// rows, and up to `queued` more awaiting deletion): a damaged, truncated or deleted table is
+/// said by `lode doctor` and `lode stats --check`, not found out by a search. `(broken, why)`:
+/// broken when it is missing or cannot be read, else only out of step.
+pub fn check_vector_table(dir: &std::path::Path, model: &str, windows: i64, queued: i64) -> Option<(bool, String)> {
+    let prefix = lode_retrieval::table_name(model, 0);
+    let prefix = prefix.strip_suffix('0').unwrap_or(&prefix).to_owned();
+    let tables: Vec<usize> = std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".lance")?.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    let Some(&dims) = tables.first() else {
+        return (windows > 0).then(|| {
+            (true, format!("the vector table is missing under {} though {windows} vectors were made; `lode index` (or the language server) rebuilds it from the passages, searches answer lexically until then", dir.display()))
+        });
+    };
+    match lode_retrieval::VectorIndex::open_existing(dir, model, dims).and_then(|i| i.map(|i| i.count()).transpose()) {
+        Err(e) => Some((true, format!("{e}; `lode index` (or the language server) moves it aside and rebuilds it from the passages, searches answer lexically until then"))),
+        // Rows of deleted passages may wait for the worker: up to `queued` more is in order.
+        Ok(Some(rows)) if (rows as i64) < windows || rows as i64 > windows + queued => Some((
+            false,
+            format!("the vector table holds {rows} vectors where {windows} were recorded; the next `lode index` (or the language server) rebuilds it"),
+        )),
+        Ok(_) => None,
+    }
+}

@@ -169,6 +169,9 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
     assert!(!vectors.exists(), "a search created an empty vector table");
     let d: serde_json::Value = serde_json::from_str(stdout(&lode(&["doctor", "--json"], &v)).trim()).unwrap();
     assert!(d["problems"].to_string().contains("vector table is missing"), "{d:#}");
+    let o = lode(&["stats", "--check"], &v);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
+    assert!(stdout(&o).contains("PROBLEM: the vector table is missing"), "{}", stdout(&o));
     let o = lode(&["index", "--json"], &v);
     let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert_eq!((r["vectors"]["rebuilt"].as_bool(), r["vectors"]["with_vectors"] == r["vectors"]["passages"]), (Some(true), true), "{r}");
@@ -194,6 +197,8 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
     assert!(stderr(&o).contains("answering lexically"), "{}", stderr(&o));
     let d: serde_json::Value = serde_json::from_str(stdout(&lode(&["doctor", "--json"], &v)).trim()).unwrap();
     assert!(d["problems"].to_string().contains("rebuilds it from the passages"), "{d:#}");
+    let o = lode(&["stats", "--check"], &v);
+    assert_eq!(o.status.code(), Some(1), "{}", stdout(&o));
     let o = lode(&["index", "--json"], &v);
     let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert!(r["vectors"]["mended"].as_str().is_some_and(|m| m.contains("moved aside")), "{r}");

@@ -1532,3 +1532,45 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     let d = diagnostics_of(&mut lsp, &a_uri, |d| d.iter().any(|x| code(x) == "lode.drifted"));
     assert!(d[0]["message"].as_str().unwrap().contains(&pool), "{d:?}");
 }
+
+/// A vector table damaged between runs: the server says so once (a warning naming where the
+/// table was moved), `lode/status` says the table is being rebuilt, the vectors come back from
+/// the passages, and questions are answered meanwhile.
+#[test]
+fn a_damaged_vector_table_is_told_moved_aside_and_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut stack = vec![vault.join(".lode/vectors")];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.parent().is_some_and(|d| d.ends_with("data")) {
+                let len = std::fs::metadata(&p).unwrap().len() as usize;
+                std::fs::write(&p, vec![0x5a; len]).unwrap();
+            }
+        }
+    }
+    let mut lsp = start_on(&vault, json!({}));
+    let m = lsp.wait_for(|m| m["method"] == "window/showMessage");
+    let text = m["params"]["message"].as_str().unwrap_or_default();
+    assert_eq!(m["params"]["type"], 2, "a warning: {m}");
+    assert!(text.contains("could not be read") && text.contains("moved aside"), "{text}");
+    assert!(answers_with(&mut lsp, "How often are staging certificates rotated?", "60 days"));
+    let t = Instant::now();
+    loop {
+        let st = lsp.request("lode/status", json!({}));
+        let dense = &st["result"]["dense"];
+        assert!(dense["mended"].as_str().is_some_and(|m| m.contains("moved aside")), "{st}");
+        if dense["with_vectors"] == st["result"]["passages"] {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(120), "the vectors were not rebuilt: {st}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let aside = std::fs::read_dir(vault.join(".lode/vectors")).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".broken-"));
+    assert!(aside, "the damaged table was kept aside, not deleted");
+}

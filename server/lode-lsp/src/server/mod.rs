@@ -126,7 +126,7 @@ pub(crate) struct State {
     /// The loaded model's id, or why dense retrieval is off (for `lode/status`).
     dense_off: vectors::DenseOff,
     /// Told once how loading the embedder ended; taken by whoever tells the user.
-    dense_loaded: Mutex<Option<tokio::sync::oneshot::Receiver<Option<String>>>>,
+    dense_loaded: Mutex<Option<tokio::sync::oneshot::Receiver<vectors::Loaded>>>,
     kick: Option<Mutex<std::sync::mpsc::Sender<vectors::Kick>>>,
     /// The client, for the vector thread's progress (set when the vault starts).
     reporter: vectors::Reporter,
@@ -463,7 +463,16 @@ impl Backend {
                     let client = self.client.clone();
                     let root = state.root.clone();
                     tokio::spawn(async move {
-                        if let Ok(Some(reason)) = loaded.await {
+                        let reason = match loaded.await {
+                            Ok(vectors::Loaded::Off(reason)) => reason,
+                            Ok(vectors::Loaded::Ready { mended: Some(why) }) => {
+                                let msg = format!("lode: {why}; until it is rebuilt, answers in {} lean on lexical search.", root.display());
+                                client.show_message(MessageType::WARNING, msg).await;
+                                return;
+                            }
+                            _ => return,
+                        };
+                        {
                             client
                                 .show_message(
                                     MessageType::WARNING,

@@ -18,6 +18,14 @@ pub(super) struct DenseStatus {
 
 pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
 
+/// How loading the embedder and the vector table ended, told once to the user.
+pub(super) enum Loaded {
+    /// Dense retrieval is on; `mended`: the table could not be read and is being rebuilt.
+    Ready { mended: Option<String> },
+    /// Dense retrieval is off, and why.
+    Off(String),
+}
+
 /// Where the vector thread reports its progress: the client, once the vault has started.
 pub(super) type Reporter = Arc<Mutex<Option<(Client, tokio::runtime::Handle)>>>;
 
@@ -45,7 +53,7 @@ pub(super) fn start_vectors(
     reporter: Reporter,
     log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>>,
     closing: Arc<std::sync::atomic::AtomicBool>,
-) -> (std::sync::mpsc::Sender<Kick>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Option<String>>) {
+) -> (std::sync::mpsc::Sender<Kick>, Dense, DenseOff, tokio::sync::oneshot::Receiver<Loaded>) {
     use std::sync::atomic::Ordering::SeqCst;
     let (tx, rx) = std::sync::mpsc::channel::<Kick>();
     let (loaded_tx, loaded_rx) = tokio::sync::oneshot::channel();
@@ -72,19 +80,20 @@ pub(super) fn start_vectors(
                 Ok(_) if closing.load(SeqCst) => return,
                 Ok(m) => {
                     let id = m.0.id().to_owned();
+                    let m_mended = m.1.mended().map(str::to_owned);
                     if let Some(why) = m.1.mended() {
                         tracing::warn!("{why}");
                         shared_off.lock().mended = Some(why.to_owned());
                     }
                     shared_off.lock().model = Some(id.clone());
                     *shared.lock() = Some(m);
-                    let _ = loaded_tx.send(None);
+                    let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
                 }
                 Err(e) => {
                     tracing::warn!("dense retrieval off: {e}");
                     shared_off.lock().off = Some(e.clone());
-                    let _ = loaded_tx.send(Some(e));
+                    let _ = loaded_tx.send(Loaded::Off(e));
                     return;
                 }
             };

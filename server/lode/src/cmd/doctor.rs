@@ -223,8 +223,8 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
         } else {
             r.line(Level::Ok, "vectors", format!("{}/{} passages ({pct:.0}%, {model})", fresh.with_vectors, fresh.passages));
             let queued = store.vector_deletions(&model)?.len() as i64;
-            if let Some((level, msg)) = vector_table(&state_dir(root).join("vectors"), &model, fresh.windows, queued) {
-                r.line(level, "vectors", msg);
+            if let Some((broken, msg)) = crate::models::check_vector_table(&state_dir(root).join("vectors"), &model, fresh.windows, queued) {
+                r.line(if broken { Level::Fail } else { Level::Note }, "vectors", msg);
             }
         }
         if pending == 0 {
@@ -252,34 +252,6 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
 
 /// Near-miss spellings listed one per line, at most this many (then a count).
 const NEAR_MISS_LINES: usize = 40;
-
-/// Whether the vector table of `model` reads and holds what the bookkeeping says (`windows`
-/// rows): a damaged, truncated or deleted table is said here, not found out by a search.
-fn vector_table(dir: &Path, model: &str, windows: i64, queued: i64) -> Option<(Level, String)> {
-    let prefix = lode_retrieval::table_name(model, 0);
-    let prefix = prefix.strip_suffix('0').unwrap_or(&prefix).to_owned();
-    let tables: Vec<usize> = std::fs::read_dir(dir)
-        .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".lance")?.parse().ok())
-                .collect()
-        })
-        .unwrap_or_default();
-    let Some(&dims) = tables.first() else {
-        return (windows > 0).then(|| {
-            (Level::Fail, format!("the vector table is missing under {} though {windows} vectors were made; `lode index` (or the language server) rebuilds it from the passages, searches answer lexically until then", dir.display()))
-        });
-    };
-    match lode_retrieval::VectorIndex::open_existing(dir, model, dims).and_then(|i| i.map(|i| i.count()).transpose()) {
-        Err(e) => Some((Level::Fail, format!("{e}; `lode index` (or the language server) moves it aside and rebuilds it from the passages, searches answer lexically until then"))),
-        // Rows of deleted passages may wait for the worker: up to `queued` more is in order.
-        Ok(Some(rows)) if (rows as i64) < windows || rows as i64 > windows + queued => Some((
-            Level::Note,
-            format!("the vector table holds {rows} vectors where {windows} were recorded; the next `lode index` (or the language server) rebuilds it"),
-        )),
-        Ok(_) => None,
-    }
-}
 
 fn egress(r: &mut Report, store: &lode_store::Store, config: &Config, root: &Path) {
     let rules = match config.egress_rules() {

@@ -23,7 +23,14 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
     let s = store.stats()?;
     let model = vault.config.models.embedder.clone();
     let fresh = store.vector_freshness(&model)?;
-    let check = if args.check { Some(store.verify()?) } else { None };
+    let mut check = if args.check { Some(store.verify()?) } else { None };
+    // The vector table is checked too: it must read, and hold what the bookkeeping says.
+    if let (Some(c), false) = (check.as_mut(), model.trim().is_empty()) {
+        let queued = store.vector_deletions(&model)?.len() as i64;
+        if let Some((_, why)) = crate::models::check_vector_table(&vault.vectors_dir(), &model, fresh.windows, queued) {
+            c.problems.push(why);
+        }
+    }
     let failed = check.as_ref().is_some_and(|c| !c.problems.is_empty());
     if args.vault.json {
         let mut v = serde_json::to_value(&s)?;
