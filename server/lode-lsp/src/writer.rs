@@ -38,7 +38,9 @@ pub enum Job {
     /// The editor's text of a buffer that has no file on disk (an unsaved or virtual document).
     Save { path: String, bytes: Vec<u8> },
     /// Re-read a note's file from disk: changed → saved, gone → deleted.
-    Refresh { path: String },
+    /// Index the file at `path`; `saved`: the text the editor saved there (see
+    /// `vault::refresh_saved`), when the job comes from a `didSave` that carried it.
+    Refresh { path: String, saved: Option<String> },
     /// File events (the client's watcher or the server's): each path classified by
     /// [`crate::files::classify`] and applied, in order.
     Paths { paths: Vec<PathBuf> },
@@ -443,7 +445,10 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
                 Err(e) => Done::Failed(e.to_string()),
             },
         },
-        Job::Refresh { path } => match retrying_busy(|| vault::refresh(store, root, opts, &path)) {
+        Job::Refresh { path, saved } => match retrying_busy(|| match &saved {
+            Some(text) => vault::refresh_saved(store, root, opts, &path, text),
+            None => vault::refresh(store, root, opts, &path),
+        }) {
             Ok(Applied::Skipped(why)) => Done::Failed(why),
             Ok(a) => Done::Applied(a),
             Err(e) => Done::Failed(e.to_string()),

@@ -390,6 +390,27 @@ pub enum Applied {
 /// the note deleted when the file is gone — or is no note any more (over the size cap, binary,
 /// UTF-16: then `Skipped` says why). The one way disk bytes enter the store, for scans,
 /// saves and watched-file events alike.
+/// [`refresh`] for a save the editor acknowledged, with the text it saved: when the file
+/// already holds other (UTF-8) bytes — a later save overwrote it before this one was indexed —
+/// that text is kept as a version of its own first (with the file's byte-order mark, if it has
+/// one), so every acknowledged save is in the history; then the file's bytes, as always. A file
+/// that is not UTF-8 is indexed as it is (the editor's decoded text would not be its bytes).
+pub fn refresh_saved(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str, saved: &str) -> Result<Applied, StoreError> {
+    const BOM: &[u8] = b"\xEF\xBB\xBF";
+    if let Ok(bytes) = std::fs::read(root.join(rel)) {
+        let bom = bytes.starts_with(BOM);
+        let disk = if bom { &bytes[BOM.len()..] } else { &bytes[..] };
+        if std::str::from_utf8(disk).is_ok_and(|d| d != saved) {
+            let mut acknowledged = if bom { BOM.to_vec() } else { Vec::new() };
+            acknowledged.extend_from_slice(saved.as_bytes());
+            if check_bytes(rel, &acknowledged, opts.max_file_bytes).is_ok() {
+                store.save_note(rel, &acknowledged)?;
+            }
+        }
+    }
+    refresh(store, root, opts, rel)
+}
+
 pub fn refresh(store: &mut Store, root: &Path, opts: &IndexOptions, rel: &str) -> Result<Applied, StoreError> {
     let abs = root.join(rel);
     // The stat is taken before the read: if the file changes in between, the recorded stat is

@@ -1574,3 +1574,33 @@ fn a_damaged_vector_table_is_told_moved_aside_and_rebuilt() {
     let aside = std::fs::read_dir(vault.join(".lode/vectors")).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".broken-"));
     assert!(aside, "the damaged table was kept aside, not deleted");
 }
+
+/// Two quick saves of one note, the second written to disk before the first `didSave` is
+/// handled: both saved texts are versions in the note's history (the first from the text the
+/// editor acknowledged), and the head is what the file holds.
+#[test]
+fn two_quick_saves_keep_both_acknowledged_versions() {
+    let (_tmp, vault, note, mut lsp) = one_note_vault("quick.md", "# Quick\n\nFirst draft.\n");
+    let u = uri(&note);
+    let one = "# Quick\n\nSaved once: the pool size is 40.\n";
+    let two = "# Quick\n\nSaved twice: the pool size is 60.\n";
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": one}}));
+    // The editor wrote both saves before the server got to the first one.
+    std::fs::write(&note, one).unwrap();
+    std::fs::write(&note, two).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}, "text": one}));
+    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": u, "version": 2}, "contentChanges": [{"text": two}]}));
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}, "text": two}));
+    assert!(answers_with(&mut lsp, "What is the pool size?", "60"), "the head is the last save");
+    drop(lsp);
+    let c = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
+    let bodies: Vec<String> = c
+        .prepare("SELECT v.body FROM note_versions nv JOIN versions v ON v.id = nv.version_id WHERE nv.path = 'quick.md' ORDER BY nv.seq")
+        .unwrap()
+        .query_map([], |r| r.get::<_, Vec<u8>>(0))
+        .unwrap()
+        .map(|b| String::from_utf8(b.unwrap()).unwrap())
+        .collect();
+    assert!(bodies.iter().any(|b| b == one), "the first acknowledged save is lost from the history: {bodies:?}");
+    assert_eq!(bodies.last().map(String::as_str), Some(two), "{bodies:?}");
+}

@@ -763,12 +763,15 @@ impl LanguageServer for Backend {
         let rel_for_kick = rel.clone();
         // Disk is the truth: the saved file's bytes (BOM, encoding and all) are indexed, not the
         // editor's decoded text — unless there is no such file (an unsaved or virtual buffer).
+        // The text the editor says it saved goes along: if a later save has overwritten the file
+        // by the time the writer gets here, that text is kept as a version of its own, so every
+        // acknowledged save is in the history (`vault::refresh_saved`).
         let (_, done) = if state.root.join(&rel).is_file() {
-            state.writer.submit(Job::Refresh { path: rel })
+            state.writer.submit(Job::Refresh { path: rel, saved: params.text })
         } else {
             match params.text.or_else(|| self.doc_text(&uri).map(|(_, t)| t)) {
                 Some(t) => state.writer.submit(Job::Save { path: rel, bytes: t.into_bytes() }),
-                None => state.writer.submit(Job::Refresh { path: rel }),
+                None => state.writer.submit(Job::Refresh { path: rel, saved: None }),
             }
         };
         match done.await {
