@@ -566,7 +566,7 @@ pub fn answer_gathered(
 /// buffer and its frontmatter on disk now. Fails closed: metadata that cannot be read withholds
 /// the note.
 fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str) -> Option<String> {
-    let indexed = store.notes().map(|ns| ns.into_iter().find(|n| n.path == path).map(|n| n.id));
+    let indexed = store.note_id(path);
     let meta = match indexed {
         Ok(Some(id)) => match store.note_meta(id) {
             Ok(m) => m,

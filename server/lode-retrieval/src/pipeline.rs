@@ -406,9 +406,22 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     if cfg.graph_limit > 0 && !hits.is_empty() {
         let t = Instant::now();
         let in_results: HashSet<i64> = hits.iter().map(|h| h.hit.note_id).collect();
+        // The notes linked to or from the results, each once: in the order of the results that
+        // link them, then of the links (one link lookup per result note).
+        let mut order: Vec<i64> = Vec::new();
         let mut linked: HashSet<i64> = HashSet::new();
-        for n in &in_results {
-            linked.extend(store.linked_notes(*n)?);
+        let mut asked: HashSet<i64> = HashSet::new();
+        for h in &hits {
+            if !asked.insert(h.hit.note_id) {
+                continue;
+            }
+            let mut of = store.linked_notes(h.hit.note_id)?;
+            of.sort_unstable();
+            for n in of {
+                if !in_results.contains(&n) && linked.insert(n) {
+                    order.push(n);
+                }
+            }
         }
         let mut added = 0;
         let mut seen_notes: HashSet<i64> = HashSet::new();
@@ -417,7 +430,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
                 break;
             }
             let note = r.hit.note_id;
-            if linked.contains(&note) && !in_results.contains(&note) && seen_notes.insert(note) {
+            if linked.contains(&note) && seen_notes.insert(note) {
                 let mut r = r.clone();
                 r.origin = Origin::Linked;
                 hits.push(r);
@@ -426,17 +439,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         }
         // Linked notes that were no candidate (in lexical mode no candidate lies below the cut):
         // each joins with its own best passage for this question, if any holds a term of it.
-        // In the order of the results that link them, then of the links.
-        let mut order: Vec<i64> = Vec::new();
-        for h in hits.iter().filter(|h| h.origin != Origin::Linked) {
-            let mut of = store.linked_notes(h.hit.note_id)?;
-            of.sort_unstable();
-            for n in of {
-                if !in_results.contains(&n) && !seen_notes.contains(&n) && !order.contains(&n) {
-                    order.push(n);
-                }
-            }
-        }
+        order.retain(|n| !seen_notes.contains(n));
         for note in order {
             if added >= cfg.graph_limit {
                 break;

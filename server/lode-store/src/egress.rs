@@ -1,6 +1,6 @@
 //! The egress log: what note text left the machine, when, to where, and why.
 
-use rusqlite::params;
+use rusqlite::{params, OptionalExtension};
 
 use crate::error::StoreError;
 use crate::store::{now_ms, Store};
@@ -46,6 +46,14 @@ impl Store {
     }
 
     /// Frontmatter metadata of a note (an object of strings).
+    /// The id of the note at `path`, if the index has one (one lookup, not a list of notes).
+    pub fn note_id(&self, path: &str) -> Result<Option<i64>, StoreError> {
+        self.conn
+            .query_row("SELECT id FROM notes WHERE path = ?1", [path], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.err(e))
+    }
+
     pub fn note_meta(&self, note_id: i64) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
         use rusqlite::OptionalExtension;
         // Egress decisions rest on this: an error is an error, never "no metadata".

@@ -44,3 +44,23 @@ pub fn models() -> PathBuf {
     assert!(dir.join("all-MiniLM-L6-v2/model.onnx").is_file(), "models missing in {}: run scripts/setup-models.sh", dir.display());
     dir
 }
+
+/// Overwrites every data file of the LanceDB tables under `vectors` with junk of the same length
+/// (a damaged vector table: it opens, and fails when read). Returns how many files it damaged.
+pub fn damage_vector_tables(vectors: &Path) -> usize {
+    let mut stack = vec![vectors.to_path_buf()];
+    let mut damaged = 0;
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.parent().is_some_and(|d| d.ends_with("data")) {
+                let len = std::fs::metadata(&p).unwrap().len() as usize;
+                std::fs::write(&p, vec![0x5a; len]).unwrap();
+                damaged += 1;
+            }
+        }
+    }
+    damaged
+}

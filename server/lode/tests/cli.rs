@@ -177,21 +177,7 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
     assert_eq!((r["vectors"]["rebuilt"].as_bool(), r["vectors"]["with_vectors"] == r["vectors"]["passages"]), (Some(true), true), "{r}");
 
     // Damage every data file of the table.
-    let mut stack = vec![vectors.clone()];
-    let mut damaged = 0;
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.parent().is_some_and(|d| d.ends_with("data")) {
-                let len = std::fs::metadata(&p).unwrap().len() as usize;
-                std::fs::write(&p, vec![0x5a; len]).unwrap();
-                damaged += 1;
-            }
-        }
-    }
-    assert!(damaged > 0);
+    assert!(lode_testing::damage_vector_tables(&vectors) > 0);
     let o = dense(&v);
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(stderr(&o).contains("answering lexically"), "{}", stderr(&o));

@@ -1542,18 +1542,7 @@ fn a_damaged_vector_table_is_told_moved_aside_and_rebuilt() {
     let vault = example_vault(tmp.path());
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&vault).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let mut stack = vec![vault.join(".lode/vectors")];
-    while let Some(d) = stack.pop() {
-        for e in std::fs::read_dir(&d).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.parent().is_some_and(|d| d.ends_with("data")) {
-                let len = std::fs::metadata(&p).unwrap().len() as usize;
-                std::fs::write(&p, vec![0x5a; len]).unwrap();
-            }
-        }
-    }
+    assert!(lode_testing::damage_vector_tables(&vault.join(".lode/vectors")) > 0);
     let mut lsp = start_on(&vault, json!({}));
     let m = lsp.wait_for(|m| m["method"] == "window/showMessage");
     let text = m["params"]["message"].as_str().unwrap_or_default();

@@ -120,10 +120,10 @@ fn linked_only_from_withheld(store: &Store, live: &mut Live<'_>, url: &str) -> O
 
 /// Whether the index's metadata of the note at `path` withholds it.
 fn withheld_by_index(store: &Store, live: &Live<'_>, path: &str) -> bool {
-    let Ok(notes) = store.notes() else { return true };
-    match notes.into_iter().find(|n| n.path == path) {
-        Some(n) => store.note_meta(n.id).map(|m| live.rules().withheld_because(path, &m).is_some()).unwrap_or(true),
-        None => false,
+    match store.note_id(path) {
+        Ok(Some(id)) => store.note_meta(id).map(|m| live.rules().withheld_because(path, &m).is_some()).unwrap_or(true),
+        Ok(None) => false,
+        Err(_) => true,
     }
 }
 

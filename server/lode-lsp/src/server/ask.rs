@@ -325,13 +325,13 @@ impl Backend {
         // still one action away.
         // Not in a note that may not leave the machine: fetching sends the link out.
         let text = rope.to_string();
+        let marks = lode_answer::egress::marks::read(&text);
         let withheld = match self.state_for(&uri).await {
             Ok(st) => {
                 let key = Self::buffer_key(&st, &uri);
-                let t = text.clone();
-                blocking(move || Ok(st.buffer_withheld(&key, &t))).await.unwrap_or(true)
+                blocking(move || Ok(st.buffer_withheld(&key, &marks))).await.unwrap_or(true)
             }
-            Err(_) => lode_answer::egress::marks::read(&text).local.is_some(),
+            Err(_) => marks.local.is_some(),
         };
         if !mirrored && !withheld {
             if let Some(url) = super::nav::off_loop(&text, move |t| super::externals::web_link_at(t, r.start)).await? {

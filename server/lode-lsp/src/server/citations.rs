@@ -29,7 +29,7 @@ impl Backend {
             let store = readers.get()?;
             // The note's own egress marks: near-miss spellings are warned about on their line.
             let marks = lode_answer::egress::marks::read(&text);
-            let withheld = st.buffer_withheld(&egress_key, &text);
+            let withheld = st.buffer_withheld(&egress_key, &marks);
             // One parse of the note's links per version, for both kinds of link diagnostics.
             let links = match parsed {
                 Some(l) => l,

@@ -177,9 +177,9 @@ impl State {
 
     /// Whether an open buffer's note may not leave the machine: its own marks, the path rules,
     /// a nested vault's rules. Blocking (reads the config and nested configs).
-    pub(crate) fn buffer_withheld(&self, key: &str, text: &str) -> bool {
+    pub(crate) fn buffer_withheld(&self, key: &str, marks: &lode_answer::egress::marks::Marks) -> bool {
         let (rules, _, _) = self.rules_now();
-        lode_answer::egress::marks::read(text).local.is_some()
+        marks.local.is_some()
             || (!key.contains("://") && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
     }
 
