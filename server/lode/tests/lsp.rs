@@ -1401,8 +1401,16 @@ fn a_saved_note_is_embedded_before_the_backlog() {
     let note = vault.join("fresh.md");
     std::fs::write(&note, "# Fresh\n\nThe heron migration starts in early March.\n").unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
-    let status = lsp.request("lode/status", json!(null));
-    let model = status["result"]["dense"]["model"].as_str().unwrap_or_else(|| panic!("dense retrieval must be on: {status}")).to_owned();
+    // The model loads beside the scan; under load it can still be loading when the scan ends.
+    let loading = Instant::now();
+    let model = loop {
+        let status = lsp.request("lode/status", json!(null));
+        if let Some(m) = status["result"]["dense"]["model"].as_str() {
+            break m.to_owned();
+        }
+        assert!(status["result"]["dense"] == "loading the embedding model" && loading.elapsed() < Duration::from_secs(60), "dense retrieval must be on: {status}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
 
     let store = lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
