@@ -271,6 +271,19 @@ pub fn gather(
     rules: &EgressRules,
     models: Models<'_>,
 ) -> Result<Vec<ContextItem>, AskError> {
+    gather_noting(store, question, pinned, cfg, rules, models).map(|(items, _)| items)
+}
+
+/// [`gather`], and why the dense leg failed if it did (the context is then lexical): a caller
+/// that owns the vector table checks and mends it.
+pub fn gather_noting(
+    store: &Store,
+    question: &str,
+    pinned: Option<&str>,
+    cfg: &AskConfig,
+    rules: &EgressRules,
+    models: Models<'_>,
+) -> Result<(Vec<ContextItem>, Option<String>), AskError> {
     let mut items: Vec<ContextItem> = Vec::new();
     let mut meta_cache: HashMap<i64, Option<String>> = HashMap::new();
     let mut withheld = |store: &Store, note_id: i64, path: &str| -> Result<Option<String>, AskError> {
@@ -327,6 +340,7 @@ pub fn gather(
         lode_retrieval::RetrievalError::Cancelled => AskError::Cancelled,
         e => AskError::Retrieval(e),
     })?;
+    let dense_failed = retrieved.dense_failed;
     for h in retrieved.hits.into_iter().map(|r| r.hit) {
         if items.iter().any(|i| i.passage_id == h.passage_id) {
             continue;
@@ -353,7 +367,7 @@ pub fn gather(
             fetched_at: h.fetched_at,
         });
     }
-    Ok(items)
+    Ok((items, dense_failed))
 }
 
 /// The context block sent for an item: its parent block, cut to `window` bytes around the

@@ -37,6 +37,26 @@ pub struct VectorIndex {
     mended: Option<String>,
 }
 
+/// Moves the table `name` under `dir` aside (if anything is left of it) and creates an empty one
+/// in its place, on a fresh connection (the old one caches the lost table's manifest). Returns
+/// the sentence that tells the user, with the new connection and table.
+async fn replace_table(dir: &Path, name: &str, dims: usize, cause: &str) -> Result<(String, lancedb::Connection, Table), lancedb::Error> {
+    let from = dir.join(format!("{name}.lance"));
+    let why = if from.exists() {
+        let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let to = dir.join(format!("{name}.lance.broken-{stamp}"));
+        std::fs::rename(&from, &to).map_err(|io| lancedb::Error::Runtime { message: format!("{cause}; moving it aside failed: {io}") })?;
+        format!("the vector table could not be read ({cause}); it was moved aside to {} and is rebuilt from the passages", to.display())
+    } else {
+        format!("the vector table {} was deleted; it is rebuilt from the passages", from.display())
+    };
+    std::fs::create_dir_all(dir).map_err(|io| lancedb::Error::Runtime { message: format!("creating {}: {io}", dir.display()) })?;
+    let session = Arc::new(lancedb::Session::new(CACHE_BYTES, CACHE_BYTES, Arc::new(lancedb::ObjectStoreRegistry::default())));
+    let db = lancedb::connect(&dir.to_string_lossy()).session(session).execute().await?;
+    let table = db.create_empty_table(name, schema(dims)).execute().await?;
+    Ok((why, db, table))
+}
+
 /// Table name for a model: letters, digits and `_` only.
 pub fn table_name(model_id: &str, dims: usize) -> String {
     let id: String = model_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
@@ -106,13 +126,8 @@ impl VectorIndex {
             match checked {
                 Ok(t) => Ok(Some((db, t))),
                 Err(e) if create => {
-                    let from = dir.join(format!("{name}.lance"));
-                    let stamp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
-                    let to = dir.join(format!("{name}.lance.broken-{stamp}"));
-                    std::fs::rename(&from, &to).map_err(|io| lancedb::Error::Runtime { message: format!("{e}; moving it aside failed: {io}") })?;
-                    mended = Some(format!("the vector table could not be read ({e}); it was moved aside to {} and is rebuilt from the passages", to.display()));
-                    let db = lancedb::connect(&uri).execute().await?;
-                    let table = db.create_empty_table(&name, schema(dims)).execute().await?;
+                    let (why, db, table) = replace_table(dir, &name, dims, &e.to_string()).await?;
+                    mended = Some(why);
                     Ok(Some((db, table)))
                 }
                 Err(e) => Err(e),
@@ -122,9 +137,45 @@ impl VectorIndex {
         Ok(Some(VectorIndex { rt, db, table, name, dims, path: dir.to_path_buf(), mended }))
     }
 
-    /// Why the table was replaced when it was opened, if it was (see [`VectorIndex::open`]).
+    /// Why the table was replaced when it was opened or mended, if it was (see
+    /// [`VectorIndex::open`], [`VectorIndex::mend`]).
     pub fn mended(&self) -> Option<&str> {
         self.mended.as_deref()
+    }
+
+    /// Whether the table can still be read whole: its folder is there and its key column reads
+    /// back as many rows as it counts. A table deleted or damaged under a running process still
+    /// counts its rows (the manifest is cached) and still takes writes; it fails only when its
+    /// data is read, so this reads every fragment (one 8-byte column: cheap).
+    pub fn check(&self) -> Result<(), RetrievalError> {
+        let folder = self.path.join(format!("{}.lance", self.name));
+        if !folder.is_dir() {
+            return Err(self.err(format!("{} is gone", folder.display())));
+        }
+        let counted = self.count()?;
+        let batches: Vec<RecordBatch> = self
+            .rt
+            .block_on(async {
+                self.table.query().select(lancedb::query::Select::columns(&["passage_id"])).execute().await?.try_collect::<Vec<_>>().await
+            })
+            .map_err(|e| self.err(e))?;
+        let read: usize = batches.iter().map(RecordBatch::num_rows).sum();
+        if read != counted {
+            return Err(self.err(format!("{read} of {counted} rows could be read")));
+        }
+        Ok(())
+    }
+
+    /// Replaces a table that [`VectorIndex::check`] found unreadable (`cause`) with an empty one:
+    /// what is left of it is moved aside (never deleted), and the caller rebuilds the vectors
+    /// from the passages. Returns what happened, in a sentence for the user (also kept as
+    /// [`VectorIndex::mended`]).
+    pub fn mend(&mut self, cause: &str) -> Result<String, RetrievalError> {
+        let (dir, name, dims) = (self.path.clone(), self.name.clone(), self.dims);
+        let (why, db, table) = self.rt.block_on(replace_table(&dir, &name, dims, cause)).map_err(|e| self.err(e))?;
+        (self.db, self.table) = (db, table);
+        self.mended = Some(why.clone());
+        Ok(why)
     }
 
     pub fn path(&self) -> &Path {

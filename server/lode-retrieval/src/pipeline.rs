@@ -121,6 +121,10 @@ pub struct Retrieved {
     pub stages: Vec<Stage>,
     /// Problems that made a stage fall back (e.g. no vectors yet): the results are still valid.
     pub warnings: Vec<String>,
+    /// The dense leg failed (the vector table could not be read, the model failed): why. The
+    /// results are lexical; a caller that owns the table checks and mends it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dense_failed: Option<String>,
 }
 
 /// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
@@ -326,6 +330,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         }
         Some(Err(e)) => {
             out.warnings.push(format!("dense retrieval failed, lexical results only: {e}"));
+            out.dense_failed = Some(e.to_string());
             if lexical_hits.is_empty() && !want_lexical {
                 lexical_hits = store.search(question, &lex_opts)?.hits;
             }

@@ -1572,6 +1572,69 @@ fn a_damaged_vector_table_is_told_moved_aside_and_rebuilt() {
     assert!(aside, "the damaged table was kept aside, not deleted");
 }
 
+/// The vector table deleted, then damaged, under a running server: the next question finds it
+/// (a deleted folder at once, damaged data on the first read), answers from lexical search and
+/// says so, the user is told once per loss, `lode/status` never calls the vectors complete while
+/// the table cannot be read, and the vectors come back from the passages.
+#[test]
+fn a_vector_table_lost_under_a_running_server_is_found_told_and_rebuilt() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let mut lsp = start_on(&vault, json!({}));
+    let complete = |lsp: &mut Lsp| {
+        let st = lsp.request("lode/status", json!({}));
+        let d = &st["result"]["dense"];
+        (d["with_vectors"] == st["result"]["passages"] && d.get("lexical_only").is_none(), st)
+    };
+    let wait_complete = |lsp: &mut Lsp, what: &str| {
+        let t = Instant::now();
+        loop {
+            let (done, st) = complete(lsp);
+            if done {
+                return;
+            }
+            assert!(t.elapsed() < Duration::from_secs(120), "{what}: {st}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    wait_complete(&mut lsp, "the model never loaded");
+    let question = "How often are staging certificates rotated?";
+    let vectors = vault.join(".lode/vectors");
+    // Found by a question (deleted, damaged) or by `lode/status` (deleted): whichever comes
+    // first starts the rebuild, which on this small vault may be over before the other looks.
+    for loss in ["deleted", "deleted, then status", "damaged"] {
+        match loss {
+            "damaged" => assert!(lode_testing::damage_vector_tables(&vectors) > 0),
+            _ => std::fs::remove_dir_all(&vectors).unwrap(),
+        }
+        if loss.ends_with("status") {
+            let (done, st) = complete(&mut lsp);
+            assert!(!done, "status calls the vectors complete with the table deleted: {st}");
+        } else {
+            let a = lsp.request("lode/ask", json!({"question": question}));
+            let claims = a["result"]["claims"].as_array().cloned().unwrap_or_default();
+            assert!(claims.iter().any(|c| c["text"].as_str().is_some_and(|t| t.contains("60 days"))), "{loss}: still answered: {a}");
+            let notice = a["result"]["notice"].as_str().unwrap_or_default();
+            assert!(notice.contains("lexical search only"), "{loss}: the answer says it is lexical: {a}");
+        }
+        let m = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table")));
+        let text = m["params"]["message"].as_str().unwrap_or_default();
+        assert_eq!(m["params"]["type"], 2, "a warning: {m}");
+        assert!(text.contains("rebuilt"), "{loss}: {text}");
+        wait_complete(&mut lsp, &format!("{loss}: the vectors were not rebuilt"));
+        let a = lsp.request("lode/ask", json!({"question": question}));
+        assert!(a["result"]["notice"].as_str().is_none_or(|n| !n.contains("lexical")), "{loss}: dense again once rebuilt: {a}");
+        let again = lsp.0.seen.iter().filter(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table"))).count();
+        assert_eq!(again, 0, "{loss}: told once: {:?}", lsp.0.seen);
+    }
+    drop(lsp);
+    // The rebuilt table is whole: `lode stats --check` reads it.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
+    assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+}
+
 /// Two quick saves of one note, the second written to disk before the first `didSave` is
 /// handled: both saved texts are versions in the note's history (the first from the text the
 /// editor acknowledged), and the head is what the file holds.

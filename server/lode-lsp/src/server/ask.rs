@@ -115,15 +115,23 @@ impl Backend {
             // slow model answer holds up neither another ask's dense leg nor the vector thread.
             // While the vector thread is embedding, answer lexically rather than wait for it: a
             // dense leg over a half-embedded index favours whatever was embedded first.
-            let items = {
+            // A vector table being rebuilt (or found gone) is not searched: a dense leg over
+            // part of the vault favours what was embedded first. The answer says so.
+            let unusable = st.dense_off.lock().unusable();
+            let (items, dense_failed) = {
                 let mut dense = st.dense.try_lock();
-                let models = match dense.as_mut().and_then(|g| g.as_mut()) {
+                let models = match dense.as_mut().and_then(|g| g.as_mut()).filter(|_| unusable.is_none()) {
                     Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
                     None => lode_retrieval::Models::default(),
                 };
-                lode_answer::gather(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
+                lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
             };
-            lode_answer::answer_gathered(
+            if dense_failed.is_some() || unusable.is_some() {
+                // The table may be what failed: the vector thread reads it whole and mends it.
+                st.dense_off.lock().check_asked = true;
+                st.kick();
+            }
+            let mut answer = lode_answer::answer_gathered(
                 &store,
                 &question,
                 origin.as_deref(),
@@ -133,7 +141,16 @@ impl Backend {
                 items,
                 &mut ScorerSlot::None,
             )
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+            let lexical_because = unusable.or(dense_failed.map(|e| format!("dense retrieval failed ({e})")));
+            if let Some(why) = lexical_because {
+                let said = format!("{why}; this answer comes from lexical search only.");
+                answer.notice = Some(match answer.notice.take() {
+                    Some(n) => format!("{n} {said}"),
+                    None => said,
+                });
+            }
+            Ok(answer)
         })
         .await
     }

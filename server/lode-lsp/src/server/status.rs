@@ -17,12 +17,29 @@ impl Backend {
             let store = st.readers.get()?;
             let stats = store.stats().map_err(|e| e.to_string())?;
             // Not the models' lock: the vector thread holds it for as long as it embeds.
-            let dense = st.dense_off.lock().clone();
+            let (dense, unusable) = {
+                let mut d = st.dense_off.lock();
+                let unusable = d.unusable();
+                (d.clone(), unusable)
+            };
+            if dense.check_asked {
+                st.kick();
+            }
             let model = dense.model.clone();
             let fresh = match &model {
                 Some(m) => Some(store.vector_freshness(m).map_err(|e| e.to_string())?),
                 None => None,
             };
+            // A table gone under the server holds no vectors, whatever the bookkeeping says
+            // until the vector thread has reset it.
+            let gone = dense.table.as_ref().is_some_and(|t| !t.is_dir());
+            let fresh = fresh.map(|mut f| {
+                if gone {
+                    f.with_vectors = 0;
+                    f.windows = 0;
+                }
+                f
+            });
             Ok(json!({
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
@@ -31,6 +48,9 @@ impl Backend {
                         let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});
                         if let Some(why) = &dense.mended {
                             d["mended"] = json!(why);
+                        }
+                        if let Some(why) = unusable {
+                            d["lexical_only"] = json!(why);
                         }
                         d
                     }

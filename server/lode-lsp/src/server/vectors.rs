@@ -12,8 +12,28 @@ pub(super) type Dense = Arc<Mutex<Option<(lode_models::Embedder, lode_retrieval:
 pub(super) struct DenseStatus {
     pub(super) model: Option<String>,
     pub(super) off: Option<String>,
-    /// The vector table was replaced on open (it could not be read): why, while it is rebuilt.
+    /// The vector table was replaced (it could not be read, at open or later): why.
     pub(super) mended: Option<String>,
+    /// The table was replaced and its vectors are not all back yet: answers are lexical.
+    pub(super) rebuilding: bool,
+    /// The table's folder (`<dir>/<name>.lance`), once the model is loaded: a folder gone under
+    /// the running server is seen at once, without reading the table.
+    pub(super) table: Option<PathBuf>,
+    /// A read of the table failed (a question's dense leg): the vector thread checks the whole
+    /// table before its next round and mends it if it cannot be read.
+    pub(super) check_asked: bool,
+}
+
+impl DenseStatus {
+    /// Why answers may not use the vector table now, if they may not: it is being rebuilt, or
+    /// its folder is gone (the vector thread is asked to check it).
+    pub(super) fn unusable(&mut self) -> Option<String> {
+        if self.table.as_ref().is_some_and(|t| !t.is_dir()) {
+            self.check_asked = true;
+            return Some("the vector table is missing and is being rebuilt".into());
+        }
+        self.rebuilding.then(|| "the vector table is being rebuilt from the passages".into())
+    }
 }
 
 pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
@@ -61,6 +81,7 @@ pub(super) fn start_vectors(
     let off: DenseOff = Arc::new(Mutex::new(DenseStatus::default()));
     let shared = dense.clone();
     let shared_off = off.clone();
+    let again = tx.clone();
     std::thread::Builder::new()
         .name("lode-vectors".into())
         .spawn(move || {
@@ -81,11 +102,16 @@ pub(super) fn start_vectors(
                 Ok(m) => {
                     let id = m.0.id().to_owned();
                     let m_mended = m.1.mended().map(str::to_owned);
-                    if let Some(why) = m.1.mended() {
-                        tracing::warn!("{why}");
-                        shared_off.lock().mended = Some(why.to_owned());
+                    {
+                        let mut st = shared_off.lock();
+                        if let Some(why) = m.1.mended() {
+                            tracing::warn!("{why}");
+                            st.mended = Some(why.to_owned());
+                            st.rebuilding = true;
+                        }
+                        st.table = Some(m.1.path().join(format!("{}.lance", m.1.name())));
+                        st.model = Some(id.clone());
                     }
-                    shared_off.lock().model = Some(id.clone());
                     *shared.lock() = Some(m);
                     let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
@@ -121,6 +147,16 @@ pub(super) fn start_vectors(
                     take(k, &mut first);
                 }
                 passes += 1;
+                // A table deleted or damaged under the running server: found before this pass
+                // writes into it (its writes would succeed, and only reads fail), moved aside,
+                // emptied, its bookkeeping reset, and the user told once.
+                let must_check = {
+                    let mut st = shared_off.lock();
+                    std::mem::take(&mut st.check_asked) || st.table.as_ref().is_some_and(|t| !t.is_dir())
+                };
+                if must_check {
+                    check_and_mend(&shared, &shared_off, &mut store, &model, &reporter);
+                }
                 let mut bar = Bar::new(&reporter, format!("lode/embed/{passes}"));
                 // A panic while embedding ends this pass only; the next kick retries.
                 let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> std::result::Result<(), String> {
@@ -160,9 +196,20 @@ pub(super) fn start_vectors(
                     Ok(())
                 }));
                 let message = match pass {
-                    Ok(Ok(())) => "vectors up to date".to_owned(),
+                    Ok(Ok(())) => {
+                        let complete = store.vector_freshness(&model).is_ok_and(|f| f.with_vectors >= f.passages);
+                        if complete {
+                            shared_off.lock().rebuilding = false;
+                        }
+                        "vectors up to date".to_owned()
+                    }
                     Ok(Err(err)) => {
                         tracing::warn!("embedding failed: {err}");
+                        // The table may be what failed: checked now; once mended, a new pass
+                        // rebuilds it.
+                        if check_and_mend(&shared, &shared_off, &mut store, &model, &reporter) {
+                            let _ = again.send(None);
+                        }
                         format!("embedding failed: {err}")
                     }
                     Err(_) => {
@@ -176,6 +223,56 @@ pub(super) fn start_vectors(
         .expect("spawn the vector thread");
     let _ = tx.send(None);
     (tx, dense, off, loaded_rx)
+}
+
+/// Reads the whole vector table; one that cannot be read is moved aside and replaced by an empty
+/// one, its bookkeeping reset (so the passes that follow rebuild it), and the user told once.
+/// Whether it was replaced.
+fn check_and_mend(shared: &Dense, status: &DenseOff, store: &mut Store, model: &str, reporter: &Reporter) -> bool {
+    let mended = {
+        let mut guard = shared.lock();
+        match guard.as_mut() {
+            Some((_, index)) => match index.check() {
+                Ok(()) => None,
+                Err(e) => Some(index.mend(&e.to_string()).map_err(|m| format!("{e}; mending it failed: {m}"))),
+            },
+            None => None,
+        }
+    };
+    match mended {
+        None => false,
+        Some(Ok(why)) => {
+            tracing::warn!("{why}");
+            if let Err(e) = store.reset_vectors(Some(model)) {
+                tracing::warn!("resetting the vector bookkeeping: {e}");
+            }
+            {
+                let mut st = status.lock();
+                st.mended = Some(why.clone());
+                st.rebuilding = true;
+            }
+            tell(reporter, format!("lode: {why}; until it is rebuilt, answers lean on lexical search."));
+            true
+        }
+        Some(Err(why)) => {
+            tracing::warn!("{why}");
+            let told = {
+                let mut st = status.lock();
+                st.rebuilding = true;
+                st.mended.replace(why.clone()).as_ref() == Some(&why)
+            };
+            if !told {
+                tell(reporter, format!("lode: {why}. Answers use lexical search; `lode doctor` says more."));
+            }
+            false
+        }
+    }
+}
+
+/// Tells the user something about the vector table (a warning), once the client is known.
+fn tell(reporter: &Reporter, message: String) {
+    let Some((client, handle)) = reporter.lock().clone() else { return };
+    handle.spawn(async move { client.show_message(MessageType::WARNING, message).await });
 }
 
 /// The `$/progress` bar of one embedding pass: begun only once the pass has enough to do,
