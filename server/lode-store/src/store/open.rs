@@ -1,0 +1,319 @@
+//! Opening and health: [`Store::open`] with its migrations and refusals, the write-ahead log
+//! (the commit hook behind [`log_frames`], checkpoints, the log's size limit), batches and
+//! `write_tx` (the transaction a note's writes go through), and the on-demand
+//! [`Store::verify`] and [`Store::optimize`].
+//!
+//! Invariants:
+//! - nothing is written to a file before it is known to be a lode index whose schema this build
+//!   supports: a newer schema, another program's database or a file missing a core table is
+//!   refused with an error naming it, and no file is ever re-created over an existing one;
+//! - a read-only store never creates, migrates or writes, and refuses a schema older than this
+//!   build's;
+//! - a writable store runs in WAL mode with `synchronous=NORMAL`; temporary tables and sorts
+//!   stay in memory once it is open (they may spill to disk only while migrating);
+//! - an opened store is complete at the current schema: the backfills a migration needs
+//!   (sections before v4, tags and aliases before v5, headings before v6) finish inside `open`,
+//!   each in one transaction;
+//! - a batch is one IMMEDIATE transaction: readers see none of it until [`Store::end_batch`]
+//!   commits it, and a `write_tx` dropped uncommitted inside it rolls all of it back (no
+//!   savepoints: FTS5 flushes a segment at each). Beginning a batch while one is open, or
+//!   ending one when none is, does nothing;
+//! - outside a batch a `write_tx` is its own IMMEDIATE transaction;
+//! - the log hook never fails a commit: its checkpoint is passive, and one that cannot finish is
+//!   tried again at the next commit. The frame count is per thread, the backstop per process;
+//! - a full consistency check reads the whole file, so it runs on demand, never at open.
+
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+
+use super::navigation::backfill_from_heads;
+use super::passages::backfill_sections;
+use super::{Store, StoreOptions};
+use crate::error::StoreError;
+use crate::migrate::{self, Outcome};
+
+thread_local! {
+    /// Frames in the write-ahead log after the last commit on this thread (see
+    /// [`Store::watch_log`]).
+    static LOG_FRAMES: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Frames at which a commit on a watched connection checkpoints itself.
+static LOG_BACKSTOP: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1000);
+
+/// Frames the write-ahead log held right after this thread's last commit on a connection set up
+/// with [`Store::watch_log`] (0 before any). The log starts over once a checkpoint has copied
+/// it all back and no reader needs it, so the count falls again.
+pub fn log_frames() -> u32 {
+    LOG_FRAMES.with(|f| f.get())
+}
+
+/// SQLite's WAL hook: runs inside each commit, on the committing thread.
+fn on_commit(wal: &rusqlite::hooks::Wal, frames: std::ffi::c_int) -> rusqlite::Result<()> {
+    let frames = frames.max(0) as u32;
+    LOG_FRAMES.with(|f| f.set(frames));
+    if frames >= LOG_BACKSTOP.load(std::sync::atomic::Ordering::Relaxed) {
+        // A busy or incomplete checkpoint is no failure of the commit (nor is it in SQLite's
+        // own hook): the next commit tries again.
+        let _ = wal.checkpoint();
+    }
+    Ok(())
+}
+
+/// One write: its own IMMEDIATE transaction, or a part of the open batch. Not a savepoint:
+/// FTS5 flushes its pending terms to a new segment at every savepoint, which is the very cost a
+/// batch exists to avoid. So a write that fails (or panics) inside a batch rolls the whole batch
+/// back, and whoever runs the batch applies its steps again one at a time
+/// ([`crate::vault::apply_batch`]).
+pub(crate) enum WriteTx<'a> {
+    Own(rusqlite::Transaction<'a>),
+    Batch(BatchWrite<'a>),
+}
+
+pub(crate) struct BatchWrite<'a> {
+    conn: &'a Connection,
+    done: bool,
+}
+
+impl Drop for BatchWrite<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+impl std::ops::Deref for WriteTx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        match self {
+            WriteTx::Own(t) => t,
+            WriteTx::Batch(b) => b.conn,
+        }
+    }
+}
+
+impl WriteTx<'_> {
+    pub(crate) fn commit(self) -> rusqlite::Result<()> {
+        match self {
+            WriteTx::Own(t) => t.commit(),
+            WriteTx::Batch(mut b) => {
+                b.done = true;
+                Ok(())
+            }
+        }
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// A locked, corrupt or newer-schema file is refused with an error naming it; nothing is
+    /// ever re-created over an existing file.
+    pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
+        if !opts.read_only {
+            if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+                std::fs::create_dir_all(dir)
+                    .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+            }
+        }
+        let flags = if opts.read_only {
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        } else {
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        };
+        let err = |e| StoreError::from_sqlite(path, e);
+        let mut conn = if opts.read_only && opts.immutable {
+            let uri = format!("file:{}?immutable=1", path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23"));
+            Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI).map_err(err)?
+        } else {
+            Connection::open_with_flags(path, flags).map_err(err)?
+        };
+        conn.busy_timeout(opts.busy_timeout).map_err(err)?;
+        // Reading the schema version is the first touch of the file: a corrupt or foreign file
+        // fails here, before anything is written.
+        let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(err)?;
+        if found > migrate::SCHEMA_VERSION {
+            return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
+        }
+        check_schema(&conn, path, found)?;
+        if !opts.read_only {
+            let mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0)).map_err(err)?;
+            if !mode.eq_ignore_ascii_case("wal") && !mode.eq_ignore_ascii_case("memory") {
+                tracing_free_warn(&format!("{}: journal mode is {mode}, not WAL", path.display()));
+            }
+            // Temporary tables and sorts stay in memory, except while migrating: with
+            // `temp_store=MEMORY` SQLite never spills a sort to disk, and the v8 sections
+            // backfill sorted 1.85M passages of a 100k-note vault in memory (peak 205 MB).
+            conn.execute_batch(&format!("PRAGMA synchronous=NORMAL; PRAGMA temp_store=FILE; PRAGMA cache_size=-{};", opts.cache_kib))
+                .map_err(err)?;
+            match migrate::migrate(&mut conn).map_err(err)? {
+                Outcome::TooNew { found } => {
+                    return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
+                }
+                Outcome::UpToDate => {}
+                Outcome::Migrated => {
+                    if found >= 1 && found < 4 {
+                        backfill_sections(&mut conn).map_err(err)?;
+                    }
+                    if found >= 1 && found < 6 {
+                        backfill_from_heads(&mut conn, &opts.chunk, found < 5).map_err(err)?;
+                    }
+                }
+            }
+            conn.execute_batch("PRAGMA temp_store=MEMORY").map_err(err)?;
+        } else if found < migrate::SCHEMA_VERSION {
+            return Err(StoreError::Outdated { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION });
+        }
+        // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
+        // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
+        Ok(Store { conn, path: path.to_path_buf(), opts, prechunked: None })
+    }
+
+    /// Replaces SQLite's automatic checkpoint on this connection with one that also reports the
+    /// log's size. After each commit on this connection, [`log_frames`] on the committing
+    /// thread says how many frames the log holds, so the caller can ask another connection to
+    /// copy them back before the log is long. A commit that leaves `backstop` frames or more
+    /// checkpoints itself (passive, as SQLite's own does at 1000): the bound for a caller that
+    /// never gets round to it. `backstop` is process-wide: the last value set holds.
+    pub fn watch_log(&self, backstop: u32) {
+        LOG_BACKSTOP.store(backstop.max(1), std::sync::atomic::Ordering::Relaxed);
+        self.conn.wal_hook(Some(on_commit));
+    }
+
+    /// Copies committed pages from the log back into the database, as far as no reader still
+    /// needs them (`PASSIVE`: it waits for no one). Returns (pages in the log, pages copied).
+    pub fn checkpoint(&self) -> Result<(i64, i64), StoreError> {
+        self.conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?)))
+            .map_err(|e| self.err(e))
+    }
+
+    /// Keeps the log file at most this size once a checkpoint has emptied it (a cold scan
+    /// grows it to hundreds of MB; SQLite otherwise keeps the file at its largest).
+    pub fn set_journal_size_limit(&self, bytes: i64) -> Result<(), StoreError> {
+        self.conn.pragma_update(None, "journal_size_limit", bytes).map_err(|e| self.err(e))
+    }
+
+    /// Starts a batch: the writes until [`Store::end_batch`] commit together. Bulk indexing pays
+    /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
+    /// none of a batch until it ends. A write that fails inside rolls the whole batch back
+    /// ([`Store::in_batch`] turns false): use [`crate::vault::apply_batch`].
+    pub fn begin_batch(&mut self) -> Result<(), StoreError> {
+        if !self.conn.is_autocommit() {
+            return Ok(());
+        }
+        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))
+    }
+
+    /// Commits the open batch, if any. On failure the whole batch is rolled back.
+    pub fn end_batch(&mut self) -> Result<(), StoreError> {
+        if self.conn.is_autocommit() {
+            return Ok(());
+        }
+        if let Err(e) = self.conn.execute_batch("COMMIT") {
+            let _ = self.conn.execute_batch("ROLLBACK");
+            return Err(self.err(e));
+        }
+        Ok(())
+    }
+
+    /// Whether a batch is open.
+    pub fn in_batch(&self) -> bool {
+        !self.conn.is_autocommit()
+    }
+
+    pub(crate) fn write_tx(&mut self) -> rusqlite::Result<WriteTx<'_>> {
+        if self.conn.is_autocommit() {
+            self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map(WriteTx::Own)
+        } else {
+            Ok(WriteTx::Batch(BatchWrite { conn: &self.conn, done: false }))
+        }
+    }
+
+    /// Merges the full-text index into one segment (after bulk indexing).
+    pub fn optimize(&mut self) -> Result<(), StoreError> {
+        self.conn
+            .execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", [])
+            .map(|_| ())
+            .map_err(|e| self.err(e))
+    }
+}
+
+fn tracing_free_warn(msg: &str) {
+    eprintln!("warning: {msg}");
+}
+
+/// Tables every lode index has from schema version 1 on: a file claiming a version but missing
+/// one of them was not made by a finished migration.
+const CORE_TABLES: &[&str] = &["notes", "versions", "passages", "passages_fts", "links"];
+
+/// Refuses a file that is not a lode index, or only half of one, before anything is written to
+/// it: a version-0 file with tables of its own (some other program's database), or a versioned
+/// one missing a core table. A fresh (empty) file is a new index.
+fn check_schema(conn: &Connection, path: &Path, found: i64) -> Result<(), StoreError> {
+    let err = |e| StoreError::from_sqlite(path, e);
+    let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'").map_err(err)?;
+    let tables: Vec<String> = st.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
+    if found == 0 {
+        if !tables.is_empty() {
+            let mut shown: Vec<&str> = tables.iter().map(String::as_str).take(5).collect();
+            if tables.len() > 5 {
+                shown.push("…");
+            }
+            return Err(StoreError::Foreign { path: path.to_path_buf(), tables: shown.join(", ") });
+        }
+        return Ok(());
+    }
+    let missing: Vec<&str> = CORE_TABLES.iter().copied().filter(|t| !tables.iter().any(|x| x == t)).collect();
+    if !missing.is_empty() {
+        return Err(StoreError::Incomplete { path: path.to_path_buf(), found, missing: missing.join(", ") });
+    }
+    Ok(())
+}
+
+/// What `Store::verify` found; empty `problems` means consistent.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Verification {
+    pub problems: Vec<String>,
+}
+
+impl Store {
+    /// Full consistency check: SQLite integrity, FTS5 index against passages, and that every
+    /// passage belongs to its note's current head version (never a half-indexed one).
+    pub fn verify(&self) -> Result<Verification, StoreError> {
+        let mut problems = Vec::new();
+        let integrity: String = self.conn.query_row("PRAGMA integrity_check(1)", [], |r| r.get(0)).map_err(|e| self.err(e))?;
+        if integrity != "ok" {
+            problems.push(format!("sqlite integrity: {integrity}"));
+        }
+        if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('integrity-check', 1)", []) {
+            problems.push(format!("full-text index does not match passages: {e}"));
+        }
+        let stale: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM passages p JOIN notes n ON n.id = p.note_id
+                 WHERE n.head_version IS NULL OR p.version_id != n.head_version",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if stale > 0 {
+            problems.push(format!("{stale} passages do not belong to their note's head version"));
+        }
+        let missing: i64 = self
+            .conn
+            .query_row(
+                "SELECT count(*) FROM notes n WHERE n.head_version IS NOT NULL
+                   AND NOT EXISTS (SELECT 1 FROM versions v WHERE v.id = n.head_version)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        if missing > 0 {
+            problems.push(format!("{missing} notes point at a missing version"));
+        }
+        Ok(Verification { problems })
+    }
+}
