@@ -315,8 +315,8 @@ fn section_of(heading: &str) -> &str {
     heading.rsplit(" › ").next().unwrap_or(heading)
 }
 
-/// Fills `passages.section` for rows written before schema v4 (one transaction; the trigger
-/// puts each into the symbol index).
+/// Fills `passages.section` for rows written before schema v4, in one transaction (the v6
+/// sections backfill, `backfill_from_heads`, then makes the symbol rows from them).
 pub(super) fn backfill_sections(conn: &mut Connection) -> rusqlite::Result<usize> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     let rows: Vec<(i64, String)> = {
