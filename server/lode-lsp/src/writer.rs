@@ -34,6 +34,25 @@ const BACKSTOP_FRAMES: u32 = 2000;
 /// Size the log file is cut back to after a checkpoint (a cold scan grows it to hundreds of MB).
 const LOG_LIMIT_BYTES: i64 = 64 << 20;
 
+/// A save the store has not taken yet, as `lode/status` and the note's diagnostic show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Unsaved {
+    pub path: String,
+    pub error: String,
+    /// When it first failed (ms since the epoch).
+    pub since_ms: i64,
+    pub attempts: u32,
+}
+
+/// The saves the writer is holding, shared with readers (status, diagnostics, answers).
+pub type UnsavedList = Arc<Mutex<Vec<Unsaved>>>;
+
+/// First pause before a deferred save is tried again; it doubles up to [`RETRY_MAX`], and any
+/// write that succeeds meanwhile tries it at once (the cause is likely gone).
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+const RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(30);
+
+#[derive(Clone)]
 pub enum Job {
     /// The editor's text of a buffer that has no file on disk (an unsaved or virtual document).
     Save { path: String, bytes: Vec<u8> },
@@ -67,6 +86,11 @@ pub enum Done {
     Rechunked(usize),
     Finished,
     Failed(String),
+    /// A save the store could not take (disk full, locked past the busy timeout, I/O): the
+    /// writer keeps it and retries it until it lands ([`Done::Landed`]); never dropped.
+    Deferred(String),
+    /// A deferred save landed at last (the note's vault-relative path).
+    Landed(String),
     /// File events applied: whether one asks for a rescan, and what could not be applied.
     Paths { rescan: bool, failed: Vec<String> },
 }
@@ -79,6 +103,8 @@ enum Next {
     Background(Background, Reply),
     /// Nothing queued for [`IDLE`] since the last commit: checkpoint.
     Idle,
+    /// Deferred saves are due another try.
+    Retry,
 }
 
 #[derive(Default)]
@@ -95,6 +121,7 @@ struct Shared {
 
 pub struct Writer {
     shared: Arc<Shared>,
+    unsaved: UnsavedList,
     log_kick: LogKick,
     taken: AtomicU64,
     committed: watch::Receiver<u64>,
@@ -131,13 +158,69 @@ impl Writer {
         let shared = Arc::new(Shared { queues: Mutex::new(Queues::default()), ready: Condvar::new() });
         let (done_tx, done_rx) = watch::channel(0u64);
         let queue = shared.clone();
+        let unsaved: UnsavedList = Arc::default();
+        let unsaved_list = unsaved.clone();
         std::thread::Builder::new()
             .name("lode-writer".into())
             .spawn(move || {
+                // Saves the store could not take, with the jobs that retry them (in order), and
+                // when they are next tried.
+                let deferred: std::cell::RefCell<Vec<Job>> = std::cell::RefCell::default();
+                let retry = std::cell::Cell::new((std::time::Instant::now(), RETRY_FIRST));
+                // Every deferred save tried once more, in order; what lands is reported through
+                // `after`. A retry that fails again stays, with its new error.
+                let retry_deferred = |store: &mut Store| {
+                    let jobs = std::mem::take(&mut *deferred.borrow_mut());
+                    if jobs.is_empty() {
+                        return;
+                    }
+                    let mut kept = Vec::new();
+                    let mut landed = false;
+                    for job in jobs {
+                        let result = guarded(|| run(store, &root, &opts, job.clone()));
+                        let mut list = unsaved_list.lock();
+                        match result {
+                            Done::Deferred(e) => {
+                                if let Some(u) = list.get_mut(kept.len()) {
+                                    u.error = e;
+                                    u.attempts += 1;
+                                }
+                                kept.push(job);
+                            }
+                            other => {
+                                landed = true;
+                                let path = list.remove(kept.len()).path;
+                                drop(list);
+                                if let Done::Failed(e) = other {
+                                    // No longer a note (made binary or too big meanwhile): the
+                                    // file's own state decided it; nothing is held back.
+                                    tracing::warn!("a deferred save of {path} ended: {e}");
+                                }
+                                after_guarded(&after, &Done::Landed(path));
+                            }
+                        }
+                    }
+                    *deferred.borrow_mut() = kept;
+                    let pause = if landed { RETRY_FIRST } else { (retry.get().1 * 2).min(RETRY_MAX) };
+                    retry.set((std::time::Instant::now() + pause, pause));
+                };
                 let editor_job = |store: &mut Store, ticket: u64, job: Job, reply: Reply| {
                     let start = std::time::Instant::now();
                     let sched = schedstat();
+                    let kept = matches!(job, Job::Save { .. } | Job::Refresh { .. }).then(|| job.clone());
                     let result = guarded(|| run(store, &root, &opts, job));
+                    if let (Done::Deferred(e), Some(job)) = (&result, kept) {
+                        let path = match &job {
+                            Job::Save { path, .. } | Job::Refresh { path, .. } => path.clone(),
+                            _ => String::new(),
+                        };
+                        tracing::warn!("the save of {path} is kept and retried: {e}");
+                        unsaved_list.lock().push(Unsaved { path, error: e.clone(), since_ms: lode_store::now_ms(), attempts: 1 });
+                        deferred.borrow_mut().push(job);
+                        if deferred.borrow().len() == 1 {
+                            retry.set((std::time::Instant::now() + RETRY_FIRST, RETRY_FIRST));
+                        }
+                    }
                     let (ran, waited) = match (sched, schedstat()) {
                         (Some(a), Some(b)) => ((b.0 - a.0) as f64 / 1e6, (b.1 - a.1) as f64 / 1e6),
                         _ => (f64::NAN, f64::NAN),
@@ -146,8 +229,13 @@ impl Writer {
                     // Readers wait for this ticket: it is marked done whatever `after` does.
                     let _ = done_tx.send(ticket);
                     own_kick.kick_if_long();
+                    let wrote = wrote(&result);
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
+                    // A write that succeeded: whatever stopped the deferred saves is likely gone.
+                    if wrote {
+                        retry_deferred(store);
+                    }
                 };
                 // Every queued editor job, in order (called between scan steps too).
                 let drain_editor = |store: &mut Store| loop {
@@ -172,16 +260,40 @@ impl Writer {
                             if q.closed {
                                 return; // closed and drained
                             }
-                            if !unflushed {
-                                queue.ready.wait(&mut q);
-                            } else if queue.ready.wait_for(&mut q, idle).timed_out() && q.editor.is_empty() && q.background.is_empty() {
-                                break Next::Idle;
+                            let due = (!deferred.borrow().is_empty()).then(|| retry.get().0);
+                            if due.is_some_and(|d| d <= std::time::Instant::now()) {
+                                break Next::Retry;
+                            }
+                            let until_due = due.map(|d| d.saturating_duration_since(std::time::Instant::now()));
+                            let wait = match (unflushed, until_due) {
+                                (false, None) => None,
+                                (true, None) => Some(idle),
+                                (false, Some(d)) => Some(d),
+                                (true, Some(d)) => Some(d.min(idle)),
+                            };
+                            match wait {
+                                None => queue.ready.wait(&mut q),
+                                Some(w) => {
+                                    if queue.ready.wait_for(&mut q, w).timed_out() && q.editor.is_empty() && q.background.is_empty() {
+                                        if due.is_some_and(|d| d <= std::time::Instant::now()) {
+                                            break Next::Retry;
+                                        }
+                                        if unflushed && w == idle {
+                                            break Next::Idle;
+                                        }
+                                    }
+                                }
                             }
                         }
                     };
                     let (work, reply) = match next {
                         Next::Idle => {
                             unflushed = !checkpointer.kick(&store);
+                            continue;
+                        }
+                        Next::Retry => {
+                            unflushed = true;
+                            retry_deferred(&mut store);
                             continue;
                         }
                         Next::Editor => {
@@ -245,12 +357,21 @@ impl Writer {
                         }
                     }
                     own_kick.kick_if_long();
+                    let wrote = wrote(&result);
                     after_guarded(&after, &result);
                     let _ = reply.send(result);
+                    if wrote {
+                        retry_deferred(&mut store);
+                    }
                 }
             })
             .expect("spawn the writer thread");
-        Writer { shared, log_kick, taken: AtomicU64::new(0), committed: done_rx }
+        Writer { shared, unsaved, log_kick, taken: AtomicU64::new(0), committed: done_rx }
+    }
+
+    /// The saves the store has not taken yet (kept and retried by the writer).
+    pub fn unsaved(&self) -> Vec<Unsaved> {
+        self.unsaved.lock().clone()
     }
 
     /// Queues an editor job; synchronous, so call it before the handler's first await.
@@ -403,6 +524,11 @@ fn after_guarded(after: &impl Fn(&Done), done: &Done) {
     }
 }
 
+/// Whether a job wrote something: the store takes writes again.
+fn wrote(done: &Done) -> bool {
+    matches!(done, Done::Saved(_) | Done::Applied(_) | Done::Steps(_) | Done::Recorded(_) | Done::Rechunked(_) | Done::Finished)
+}
+
 /// A panic in one job fails that job only.
 fn guarded(f: impl FnOnce() -> Done) -> Done {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| Done::Failed("the writer panicked on this job".into()))
@@ -435,23 +561,26 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
     match job {
         // A buffer with no file (its text came with didSave) passes the same size and binary
         // checks as a file; one that fails them is no note, and leaves the index.
+        // A save the store cannot take after SQLite's busy timeout is deferred, not retried
+        // here: the writer keeps it and tries again later, so the jobs behind it (and the
+        // readers waiting for them) are not held up for the whole retry window.
         Job::Save { path, bytes } => match vault::check_bytes(&path, &bytes, opts.max_file_bytes) {
-            Err(why) => match retrying_busy(|| store.delete_note(&path)) {
+            Err(why) => match store.delete_note(&path) {
                 Ok(_) => Done::Failed(why.to_string()),
-                Err(e) => Done::Failed(e.to_string()),
+                Err(e) => Done::Deferred(e.to_string()),
             },
-            Ok(()) => match retrying_busy(|| store.save_note(&path, &bytes)) {
+            Ok(()) => match store.save_note(&path, &bytes) {
                 Ok(o) => Done::Saved(o),
-                Err(e) => Done::Failed(e.to_string()),
+                Err(e) => Done::Deferred(e.to_string()),
             },
         },
-        Job::Refresh { path, saved } => match retrying_busy(|| match &saved {
+        Job::Refresh { path, saved } => match match &saved {
             Some(text) => vault::refresh_saved(store, root, opts, &path, text),
             None => vault::refresh(store, root, opts, &path),
-        }) {
+        } {
             Ok(Applied::Skipped(why)) => Done::Failed(why),
             Ok(a) => Done::Applied(a),
-            Err(e) => Done::Failed(e.to_string()),
+            Err(e) => Done::Deferred(e.to_string()),
         },
         Job::Snapshot { url, via, fetched } => match retrying_busy(|| lode_externals::record(store, &url, via, fetched.clone())) {
             Ok(r) => Done::Recorded(r),

@@ -64,3 +64,43 @@ pub fn damage_vector_tables(vectors: &Path) -> usize {
     }
     damaged
 }
+
+/// A small disk for fault tests: a tmpfs of `bytes` mounted on a fresh folder in a mount
+/// namespace of this thread's own, so only this thread and the processes it starts see it (a
+/// test thread's namespace goes with it). `None` where that is not permitted (it needs root or
+/// CAP_SYS_ADMIN): the caller skips and says so.
+pub fn private_tmpfs(bytes: u64) -> Option<PathBuf> {
+    use std::ffi::CString;
+    static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!("lode-disk-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
+    std::fs::create_dir_all(&dir).ok()?;
+    let c = |s: &str| CString::new(s).expect("no NUL");
+    let (root, target, fs, opts) = (c("/"), c(dir.to_str()?), c("tmpfs"), c(&format!("size={bytes}")));
+    // SAFETY: plain syscalls on valid NUL-terminated strings; unshare(CLONE_NEWNS) affects the
+    // calling thread only (it implies CLONE_FS), and the mounts stay inside its namespace.
+    unsafe {
+        if libc::unshare(libc::CLONE_NEWNS) != 0 {
+            return None;
+        }
+        if libc::mount(std::ptr::null(), root.as_ptr(), std::ptr::null(), libc::MS_REC | libc::MS_PRIVATE, std::ptr::null()) != 0 {
+            return None;
+        }
+        if libc::mount(fs.as_ptr(), target.as_ptr(), fs.as_ptr(), 0, opts.as_ptr().cast()) != 0 {
+            return None;
+        }
+    }
+    Some(dir)
+}
+
+/// Fills the disk holding `dir` with a file there until a write fails; returns the file.
+pub fn fill_disk(dir: &Path) -> PathBuf {
+    use std::io::Write;
+    let path = dir.join("filler");
+    let mut f = std::fs::File::create(&path).expect("create the filler");
+    let block = vec![0u8; 64 << 10];
+    while f.write_all(&block).is_ok() {}
+    let small = [0u8; 512];
+    while f.write_all(&small).is_ok() {}
+    let _ = f.sync_all();
+    path
+}

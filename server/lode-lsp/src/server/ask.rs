@@ -20,7 +20,7 @@ impl Backend {
         // Parsed before the ticket is read (synchronous): a pinned note picks its vault.
         let p: std::result::Result<AskParams, _> = serde_json::from_value(params);
         let pinned_uri = p.as_ref().ok().and_then(|p| p.pinned.clone());
-        let state = self.settled(pinned_uri.as_ref()).await?;
+        let (state, all_saved) = self.settled_noting(pinned_uri.as_ref()).await?;
         let p = p.map_err(|e| invalid(format!("lode/ask params: {e}")))?;
         crate::isolation::fault("ask-async");
         if p.question.trim().is_empty() {
@@ -69,6 +69,27 @@ impl Backend {
             }
         }
         v["index_partial"] = json!(partial);
+        // Saves this answer could not see: still being written, or held by the writer because
+        // the store would not take them (a lock, a full disk).
+        let unsaved = state.writer.unsaved();
+        let mut said: Vec<String> = Vec::new();
+        if !all_saved {
+            said.push("saves sent before this question are still being written; this answer comes from what was indexed before them.".into());
+        }
+        if !unsaved.is_empty() {
+            let list: Vec<String> = unsaved.iter().map(|u| format!("{} ({})", u.path, u.error)).collect();
+            said.push(format!(
+                "{} save{} not indexed yet, kept and retried: {}; this answer does not include {}.",
+                unsaved.len(),
+                if unsaved.len() == 1 { " is" } else { "s are" },
+                list.join("; "),
+                if unsaved.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        if !said.is_empty() {
+            let before = v["notice"].as_str().map(str::to_owned);
+            v["notice"] = json!(before.into_iter().chain(said).collect::<Vec<_>>().join(" "));
+        }
         Ok(v)
     }
 

@@ -75,9 +75,16 @@ impl Backend {
         })
         .await
         .unwrap_or_default();
+        // A save the store has not taken yet shows on its note whatever else could be read
+        // (a locked database fails the reads above too).
+        let mut diags = diags;
+        if let Some(rel) = Self::rel(&state, &uri) {
+            diags.extend(state.writer.unsaved().into_iter().filter(|u| u.path == rel).last().map(|u| unsaved_diagnostic(&u)));
+        }
         // Only for the text they were computed on: if the buffer changed meanwhile, the next
         // publication (after the change is saved) replaces them.
         if self.doc_version(&uri) == Some(version) {
+            self.published.lock().insert(uri.as_str().to_owned(), (version, diags.clone()));
             self.client.publish_diagnostics(uri, diags, Some(version)).await;
         }
     }
@@ -299,4 +306,24 @@ fn egress_diagnostics(marks: &lode_answer::egress::marks::Marks, rope: &Rope, en
             ..Default::default()
         })
         .collect()
+}
+
+/// Code of the diagnostic on a note whose save the store has not taken yet.
+pub(super) const UNSAVED: &str = "lode.save-not-indexed";
+
+/// The diagnostic on a note whose last save is held by the writer (see `writer::Unsaved`).
+fn unsaved_diagnostic(u: &crate::writer::Unsaved) -> Diagnostic {
+    Diagnostic {
+        range: Range::default(),
+        severity: Some(DiagnosticSeverity::WARNING),
+        code: Some(NumberOrString::String(UNSAVED.into())),
+        source: Some("lode".into()),
+        message: format!(
+            "lode has not indexed this save yet: {}. The saved text is kept and retried ({} tr{} so far); answers use the last indexed version until it lands.",
+            u.error,
+            u.attempts,
+            if u.attempts == 1 { "y" } else { "ies" }
+        ),
+        ..Default::default()
+    }
 }

@@ -136,6 +136,9 @@ pub(crate) struct State {
     /// installs no model and starts no round (see [`State::release_models`]).
     closing: Arc<AtomicBool>,
     rules: Mutex<RulesNow>,
+    /// Deferred saves that landed (their paths), for the task that clears their diagnostic;
+    /// taken when the vault starts.
+    landed: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
 }
 
 impl State {
@@ -209,7 +212,35 @@ impl State {
     }
 }
 
-type StateCell = tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>;
+/// A vault's state, opened once, by a task of its own (see [`Backend::state_of`]).
+#[derive(Default)]
+struct StateCell {
+    cell: tokio::sync::OnceCell<std::result::Result<Arc<State>, String>>,
+    /// The opening task was started.
+    started: AtomicBool,
+}
+
+impl StateCell {
+    fn get(&self) -> Option<&std::result::Result<Arc<State>, String>> {
+        self.cell.get()
+    }
+}
+
+/// Why a vault did not open.
+enum Unopened {
+    /// Another process holds its database locked: tried again until it lets go.
+    Locked(String),
+    Failed(String),
+}
+
+/// Longest a request waits for the saves sent before it: past this it answers from what is
+/// committed (a save held up by a lock or a full disk), and `lode/ask` says so.
+const SETTLE_MAX: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Pauses between attempts to open a vault whose database another process holds locked (each
+/// attempt also waits out SQLite's busy timeout).
+const OPEN_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(500);
+const OPEN_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(10);
 
 pub struct Backend {
     client: Client,
@@ -230,7 +261,15 @@ pub struct Backend {
     writes_seen: std::sync::atomic::AtomicU64,
     /// Questions being answered; one more than [`MAX_ASKS`] is refused at once (see `answer`).
     asks: Arc<tokio::sync::Semaphore>,
+    /// The diagnostics last published for each open document, with its version: what a
+    /// background task (a deferred save that landed) edits and publishes again.
+    published: Published,
+    /// Vaults whose database another process holds locked while they open: why, said at once
+    /// to requests rather than making them wait for the lock.
+    waiting: Arc<Mutex<HashMap<PathBuf, String>>>,
 }
+
+type Published = Arc<Mutex<HashMap<String, (i32, Vec<Diagnostic>)>>>;
 
 /// Questions answered at once. Each may wait seconds on a model; a client that sends more is
 /// told so at once, rather than its requests filling the protocol library's in-flight slots
@@ -250,6 +289,8 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         client_watches: AtomicBool::new(false),
         writes_seen: std::sync::atomic::AtomicU64::new(0),
         asks: Arc::new(tokio::sync::Semaphore::new(MAX_ASKS)),
+        published: Arc::default(),
+        waiting: Arc::default(),
     })
     .custom_method("lode/ask", Backend::lode_ask)
     .custom_method("lode/status", Backend::lode_status)
@@ -266,22 +307,26 @@ fn invalid(msg: impl std::fmt::Display) -> Error {
 
 /// Opens the stores and starts the writer for the workspace `initialize` named (blocking: it runs
 /// migrations; called off the message loop).
-fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<State>, String> {
+fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<State>, Unopened> {
+    let store_err = |e: lode_store::StoreError| match e {
+        lode_store::StoreError::Locked { .. } => Unopened::Locked(e.to_string()),
+        e => Unopened::Failed(e.to_string()),
+    };
     match root {
-        None => Err("no workspace folder: open a folder of notes".to_owned()),
+        None => Err(Unopened::Failed("no workspace folder: open a folder of notes".to_owned())),
         Some(root) => (|| {
-            let settings = settings_fn(&root).map_err(|e| format!("{e:#}"))?;
+            let settings = settings_fn(&root).map_err(|e| Unopened::Failed(format!("{e:#}")))?;
             // The bytes the rules are read from, read from those very bytes (an edit between
             // two reads must not leave its rules unapplied).
             let rules_bytes = settings.rules_source.as_ref().and_then(|s| std::fs::read(&s.file).ok());
             let (rules, synthesizer) = match &settings.rules_source {
-                Some(src) => (src.load)(rules_bytes.as_deref())?,
+                Some(src) => (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?,
                 None => (settings.rules.clone(), settings.synthesizer.clone()),
             };
-            let mut write = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
             let prechunked = lode_store::Prechunked::default();
             write.set_prechunked(prechunked.clone());
-            let read = Store::open(&settings.db, settings.store.clone()).map_err(|e| e.to_string())?;
+            let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
             let reporter: vectors::Reporter = Arc::default();
             let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
@@ -295,9 +340,15 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
             };
             let kick_writer = kick.as_ref().map(|k| k.lock().clone());
+            let (landed_tx, landed_rx) = tokio::sync::mpsc::unbounded_channel();
             let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
                 match d {
                     Done::Failed(e) => tracing::warn!("write failed: {e}"),
+                    Done::Deferred(e) => tracing::warn!("a save is kept and retried: {e}"),
+                    Done::Landed(path) => {
+                        tracing::info!("the deferred save of {path} landed");
+                        let _ = landed_tx.send(path.clone());
+                    }
                     Done::Paths { failed, .. } if !failed.is_empty() => tracing::warn!("file events not applied: {}", failed.join("; ")),
                     Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
                     other => tracing::debug!("written: {other:?}"),
@@ -323,9 +374,69 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 prechunked,
                 closing,
                 rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None }),
+                landed: Mutex::new(Some(landed_rx)),
             }))
         })(),
     }
+}
+
+/// Starts an open vault: progress and messages go to `client`, the vault is watched (unless the
+/// client watches for us: `client_watches`) and scanned, and deferred saves that land have their
+/// diagnostic cleared in `published`.
+async fn start_opened(client: Client, client_watches: bool, published: Published, state: Arc<State>) {
+    *state.reporter.lock() = Some((client.clone(), tokio::runtime::Handle::current()));
+    if let Some(mut landed) = state.landed.lock().take() {
+        let (client, published, st) = (client.clone(), published.clone(), state.clone());
+        tokio::spawn(async move {
+            while let Some(rel) = landed.recv().await {
+                st.kick_first(&rel);
+                let Some(uri) = Uri::from_file_path(st.root.join(&rel)) else { continue };
+                let again = {
+                    let mut p = published.lock();
+                    p.get_mut(uri.as_str()).map(|(version, diags)| {
+                        diags.retain(|d| !matches!(&d.code, Some(NumberOrString::String(c)) if c == citations::UNSAVED));
+                        (*version, diags.clone())
+                    })
+                };
+                if let Some((version, diags)) = again {
+                    client.publish_diagnostics(uri, diags, Some(version)).await;
+                }
+            }
+        });
+    }
+    if !client_watches {
+        crate::files::watch_vault(client.clone(), state.clone());
+    }
+    // Lexical-only answers are a silent downgrade unless the user is told, once.
+    if let Some(loaded) = state.dense_loaded.lock().take() {
+        let client = client.clone();
+        let root = state.root.clone();
+        tokio::spawn(async move {
+            let reason = match loaded.await {
+                Ok(vectors::Loaded::Off(reason)) => reason,
+                Ok(vectors::Loaded::Ready { mended: Some(why) }) => {
+                    let msg = format!("lode: {why}; until it is rebuilt, answers in {} lean on lexical search.", root.display());
+                    client.show_message(MessageType::WARNING, msg).await;
+                    return;
+                }
+                _ => return,
+            };
+            {
+                client
+                    .show_message(
+                        MessageType::WARNING,
+                        format!(
+                            "lode: dense retrieval is off for {}: {reason}. Answers use lexical search only. \
+                             Fix: run `lode setup` (installs ONNX Runtime and the default model), then restart \
+                             the server; `lode doctor` shows what lode finds.",
+                            root.display()
+                        ),
+                    )
+                    .await;
+            }
+        });
+    }
+    crate::files::request_scan(client.clone(), state);
 }
 
 /// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
@@ -416,33 +527,80 @@ impl Backend {
     /// request is committed. The ticket is read before the first real await (the state is open
     /// by then): see writer.rs.
     async fn settled(&self, uri: Option<&Uri>) -> Result<Arc<State>> {
+        self.settled_noting(uri).await.map(|(s, _)| s)
+    }
+
+    /// [`Backend::settled`], waiting at most [`SETTLE_MAX`]: also whether every earlier save was
+    /// committed by then (if not, the request answers from what is, and may say so).
+    async fn settled_noting(&self, uri: Option<&Uri>) -> Result<(Arc<State>, bool)> {
         let state = match uri {
             Some(u) => self.state_for(u).await,
             None => self.state().await,
         };
         let barrier = state.as_ref().ok().map(|s| s.writer.barrier());
         let state = state?;
-        state.writer.wait(barrier.unwrap_or(0)).await;
-        Ok(state)
+        let all = tokio::time::timeout(SETTLE_MAX, state.writer.wait(barrier.unwrap_or(0))).await.is_ok();
+        Ok((state, all))
     }
 
     /// The stores and writer of the vault at `root`, opened on first use — off the message loop
     /// (`spawn_blocking`: opening runs migrations). Once open this returns without suspending,
     /// so a handler that takes a writer ticket right after it still takes it before its first
     /// real await.
+    ///
+    /// Opening runs in a task of its own. A database another process holds locked is said once
+    /// (`window/showMessage`) and tried again with a growing pause until the lock goes; then the
+    /// vault opens, and is scanned and served, without a restart. Meanwhile requests for it are
+    /// answered at once with why, rather than waiting for the lock.
     async fn state_of(&self, root: PathBuf) -> Result<Arc<State>> {
-        let cell = self.states.lock().entry(root.clone()).or_insert_with(|| Arc::new(StateCell::new())).clone();
-        let opened = match cell.get() {
-            Some(r) => r,
-            None => {
-                let settings_fn = self.settings_fn.clone();
-                cell.get_or_init(|| async move {
-                    tokio::task::spawn_blocking(move || open_state(&settings_fn, Some(root)))
-                        .await
-                        .unwrap_or_else(|e| Err(format!("opening the vault failed: {e}")))
-                })
-                .await
+        let cell = self.states.lock().entry(root.clone()).or_insert_with(Arc::default).clone();
+        if cell.get().is_none() && !cell.started.swap(true, Ordering::SeqCst) {
+            let (settings_fn, waiting, client, task_cell, root) = (self.settings_fn.clone(), self.waiting.clone(), self.client.clone(), cell.clone(), root.clone());
+            tokio::spawn(async move {
+                task_cell
+                    .cell
+                    .get_or_init(|| async move {
+                        let mut pause = OPEN_RETRY_FIRST;
+                        loop {
+                            let (f, r) = (settings_fn.clone(), root.clone());
+                            let opened = tokio::task::spawn_blocking(move || open_state(&f, Some(r)))
+                                .await
+                                .unwrap_or_else(|e| Err(Unopened::Failed(format!("opening the vault failed: {e}"))));
+                            match opened {
+                                Err(Unopened::Locked(why)) => {
+                                    let said = format!("lode is waiting for {}: {why}; it starts on its own once the lock is released", root.display());
+                                    if waiting.lock().insert(root.clone(), said).is_none() {
+                                        let msg = format!("lode: {why}. lode waits and tries again; it scans and serves {} once the lock is released, without a restart.", root.display());
+                                        client.show_message(MessageType::WARNING, msg).await;
+                                    }
+                                    tokio::time::sleep(pause).await;
+                                    pause = (pause * 2).min(OPEN_RETRY_MAX);
+                                }
+                                other => {
+                                    if waiting.lock().remove(&root).is_some() {
+                                        tracing::info!("{}: the lock was released; the vault is open", root.display());
+                                    }
+                                    return other.map_err(|e| match e {
+                                        Unopened::Locked(e) | Unopened::Failed(e) => e,
+                                    });
+                                }
+                            }
+                        }
+                    })
+                    .await;
+            });
+        }
+        // Waits for the opening task, but not for a lock: a vault waiting for one answers why.
+        let mut pause = std::time::Duration::from_millis(1);
+        let opened = loop {
+            if let Some(r) = cell.get() {
+                break r;
             }
+            if let Some(why) = self.waiting.lock().get(&root).cloned() {
+                return Err(Error { code: ErrorCode::ServerError(-32803), message: why.into(), data: None });
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(std::time::Duration::from_millis(50));
         };
         match opened {
             Ok(s) => Ok(s.clone()),
@@ -450,44 +608,23 @@ impl Backend {
         }
     }
 
-    /// Opens a vault, watches it (unless the client watches for us) and scans it.
+    /// Opens a vault, watches it (unless the client watches for us) and scans it. A vault
+    /// waiting for another process's lock starts once it opens (see [`Backend::state_of`]).
     async fn start_vault(&self, root: PathBuf) {
-        match self.state_of(root).await {
-            Ok(state) => {
-                *state.reporter.lock() = Some((self.client.clone(), tokio::runtime::Handle::current()));
-                if !self.client_watches.load(Ordering::SeqCst) {
-                    crate::files::watch_vault(self.client.clone(), state.clone());
-                }
-                // Lexical-only answers are a silent downgrade unless the user is told, once.
-                if let Some(loaded) = state.dense_loaded.lock().take() {
-                    let client = self.client.clone();
-                    let root = state.root.clone();
-                    tokio::spawn(async move {
-                        let reason = match loaded.await {
-                            Ok(vectors::Loaded::Off(reason)) => reason,
-                            Ok(vectors::Loaded::Ready { mended: Some(why) }) => {
-                                let msg = format!("lode: {why}; until it is rebuilt, answers in {} lean on lexical search.", root.display());
-                                client.show_message(MessageType::WARNING, msg).await;
-                                return;
-                            }
-                            _ => return,
-                        };
-                        {
-                            client
-                                .show_message(
-                                    MessageType::WARNING,
-                                    format!(
-                                        "lode: dense retrieval is off for {}: {reason}. Answers use lexical search only. \
-                                         Fix: run `lode setup` (installs ONNX Runtime and the default model), then restart \
-                                         the server; `lode doctor` shows what lode finds.",
-                                        root.display()
-                                    ),
-                                )
-                                .await;
+        let (client, watches, published) = (self.client.clone(), self.client_watches.load(Ordering::SeqCst), self.published.clone());
+        match self.state_of(root.clone()).await {
+            Ok(state) => start_opened(client, watches, published, state).await,
+            Err(_) if self.waiting.lock().contains_key(&root) => {
+                let Some(cell) = self.states.lock().get(&root).cloned() else { return };
+                tokio::spawn(async move {
+                    loop {
+                        match cell.get() {
+                            Some(Ok(state)) => return start_opened(client, watches, published, state.clone()).await,
+                            Some(Err(e)) => return client.show_message(MessageType::ERROR, format!("lode is not available in this workspace: {e}")).await,
+                            None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
                         }
-                    });
-                }
-                crate::files::request_scan(self.client.clone(), state);
+                    }
+                });
             }
             Err(e) => self.client.show_message(MessageType::ERROR, e.message).await,
         }
@@ -621,9 +758,12 @@ impl LanguageServer for Backend {
     }
 
     async fn initialized(&self, _: InitializedParams) {
+        // A vault waiting for another process's lock has said so already, and starts later.
         if let Err(e) = self.state().await {
-            self.client.show_message(MessageType::ERROR, e.message).await;
-            return;
+            if self.waiting.lock().is_empty() {
+                self.client.show_message(MessageType::ERROR, e.message).await;
+                return;
+            }
         }
         if self.client_watches.load(Ordering::SeqCst) {
             // Notes (all changes), and what single-file events cannot describe: folders created
@@ -778,6 +918,13 @@ impl LanguageServer for Backend {
             Ok(Done::Failed(e)) => {
                 self.client.show_message(MessageType::WARNING, format!("lode: could not index {}: {e}", uri.as_str())).await;
             }
+            Ok(Done::Deferred(e)) => {
+                let msg = format!(
+                    "lode: this save of {} is not indexed yet: {e}. The saved text is kept and retried until it lands (the note shows it meanwhile).",
+                    rel_for_kick
+                );
+                self.client.show_message(MessageType::WARNING, msg).await;
+            }
             // Its vectors before the backlog's: the note the user just wrote is what they ask about.
             Ok(_) => state.kick_first(&rel_for_kick),
             Err(_) => {}
@@ -787,6 +934,7 @@ impl LanguageServer for Backend {
 
     async fn did_close(&self, params: DidCloseTextDocumentParams) {
         self.docs.lock().remove(params.text_document.uri.as_str());
+        self.published.lock().remove(params.text_document.uri.as_str());
         if let Some(state) = self.state_if_open(&params.text_document.uri) {
             state.prechunked.forget(params.text_document.uri.as_str());
         }

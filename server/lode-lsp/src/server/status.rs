@@ -43,6 +43,7 @@ impl Backend {
             Ok(json!({
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
+                "unsaved": st.writer.unsaved(),
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => {
                         let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});
