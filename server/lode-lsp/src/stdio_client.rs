@@ -27,7 +27,8 @@ fn timed_out() -> std::io::Error {
 }
 
 impl StdioClient {
-    /// Starts `exe` with `args` (e.g. `serve --vault DIR`); its stderr is discarded.
+    /// Starts `exe` with `args` (e.g. `serve --vault DIR`); its stderr is discarded, unless
+    /// `LODE_LOG` is set (then the server logs to ours: a failing test's server is readable).
     pub fn spawn<I: AsRef<OsStr>>(exe: impl AsRef<OsStr>, args: impl IntoIterator<Item = I>) -> std::io::Result<StdioClient> {
         Self::spawn_env(exe, args, std::iter::empty::<(String, String)>())
     }
@@ -38,7 +39,8 @@ impl StdioClient {
         args: impl IntoIterator<Item = I>,
         env: impl IntoIterator<Item = (K, V)>,
     ) -> std::io::Result<StdioClient> {
-        Self::spawn_with(exe, args, env, Stdio::null())
+        let log = if std::env::var_os("LODE_LOG").is_some() { Stdio::inherit() } else { Stdio::null() };
+        Self::spawn_with(exe, args, env, log)
     }
 
     /// [`StdioClient::spawn_env`], with the server's stderr (its log) going to `stderr`.

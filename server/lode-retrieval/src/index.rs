@@ -17,6 +17,12 @@ use crate::RetrievalError;
 /// Budget of each LanceDB cache (index, metadata), in bytes.
 const CACHE_BYTES: usize = 16 << 20;
 
+/// Longest a read of the table (a search, a count, a check) may take, and a write (which may
+/// read: a delete scans, a compaction rewrites): far above what a healthy table needs (a search
+/// of 100k vectors takes tens of ms), so only a stalled operation reaches it.
+const READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+const WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// One vector to store.
 pub struct VectorRow {
     pub passage_id: i64,
@@ -143,22 +149,20 @@ impl VectorIndex {
         self.mended.as_deref()
     }
 
-    /// Whether the table can still be read whole: its folder is there and its key column reads
-    /// back as many rows as it counts. A table deleted or damaged under a running process still
-    /// counts its rows (the manifest is cached) and still takes writes; it fails only when its
-    /// data is read, so this reads every fragment (one 8-byte column: cheap).
+    /// Whether the table can still be read whole: its folder is there and every row reads back,
+    /// all columns decoded. A table deleted or damaged under a running process still counts its
+    /// rows (the manifest is cached) and still takes writes; it fails only when its data is
+    /// read, and a damaged page of one column leaves the others readable, so this reads it all
+    /// (run after a failure, not on every use).
     pub fn check(&self) -> Result<(), RetrievalError> {
         let folder = self.path.join(format!("{}.lance", self.name));
         if !folder.is_dir() {
             return Err(self.err(format!("{} is gone", folder.display())));
         }
         let counted = self.count()?;
-        let batches: Vec<RecordBatch> = self
-            .rt
-            .block_on(async {
-                self.table.query().select(lancedb::query::Select::columns(&["passage_id"])).execute().await?.try_collect::<Vec<_>>().await
-            })
-            .map_err(|e| self.err(e))?;
+        let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "reading the table", async {
+            self.table.query().execute().await?.try_collect::<Vec<_>>().await
+        })?;
         let read: usize = batches.iter().map(RecordBatch::num_rows).sum();
         if read != counted {
             return Err(self.err(format!("{read} of {counted} rows could be read")));
@@ -180,6 +184,16 @@ impl VectorIndex {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Runs one LanceDB operation, for at most `limit`. A damaged data file can panic inside
+    /// one of LanceDB's own tasks (a decode assertion), and the operation then never ends: it
+    /// fails here instead, as a table that cannot be read, and the caller mends it.
+    fn bounded<T>(&self, limit: std::time::Duration, what: &str, op: impl std::future::Future<Output = Result<T, lancedb::Error>>) -> Result<T, RetrievalError> {
+        match self.rt.block_on(async { tokio::time::timeout(limit, op).await }) {
+            Ok(r) => r.map_err(|e| self.err(e)),
+            Err(_) => Err(self.err(format!("{what} did not finish within {} s (damaged data?)", limit.as_secs()))),
+        }
     }
 
     fn err(&self, e: impl std::fmt::Display) -> RetrievalError {
@@ -214,7 +228,7 @@ impl VectorIndex {
             ],
         )
         .map_err(|e| self.err(e))?;
-        self.rt.block_on(self.table.add(batch).execute()).map_err(|e| self.err(e))?;
+        self.bounded(WRITE_LIMIT, "adding vectors", self.table.add(batch).execute())?;
         Ok(())
     }
 
@@ -224,14 +238,14 @@ impl VectorIndex {
         }
         for chunk in passage_ids.chunks(500) {
             let list = chunk.iter().map(i64::to_string).collect::<Vec<_>>().join(",");
-            self.rt.block_on(self.table.delete(format!("passage_id IN ({list})").as_str())).map_err(|e| self.err(e))?;
+            self.bounded(WRITE_LIMIT, "deleting vectors", self.table.delete(format!("passage_id IN ({list})").as_str()))?;
         }
         Ok(())
     }
 
     /// Deletes every row (the bookkeeping no longer matches the table: it is rebuilt).
     pub fn clear(&self) -> Result<(), RetrievalError> {
-        self.rt.block_on(self.table.delete("true")).map_err(|e| self.err(e))?;
+        self.bounded(WRITE_LIMIT, "clearing the table", self.table.delete("true"))?;
         Ok(())
     }
 
@@ -241,21 +255,21 @@ impl VectorIndex {
     /// editor, a `lode search`) may be reading one.
     pub fn compact(&self) -> Result<(), RetrievalError> {
         use lancedb::table::{CompactionOptions, OptimizeAction};
-        self.rt
-            .block_on(self.table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None }))
-            .map_err(|e| self.err(e))?;
-        self.rt
-            .block_on(self.table.optimize(OptimizeAction::Prune {
+        self.bounded(WRITE_LIMIT, "compacting the table", self.table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None }))?;
+        self.bounded(
+            WRITE_LIMIT,
+            "pruning old versions",
+            self.table.optimize(OptimizeAction::Prune {
                 older_than: Some(lancedb::table::Duration::hours(1)),
                 delete_unverified: None,
                 error_if_tagged_old_versions: None,
-            }))
-            .map_err(|e| self.err(e))?;
+            }),
+        )?;
         Ok(())
     }
 
     pub fn count(&self) -> Result<usize, RetrievalError> {
-        self.rt.block_on(self.table.count_rows(None)).map_err(|e| self.err(e))
+        self.bounded(READ_LIMIT, "counting rows", self.table.count_rows(None))
     }
 
     /// The `k` nearest passages by cosine distance, nearest first: `(passage_id, distance)`.
@@ -263,13 +277,10 @@ impl VectorIndex {
         if query.len() != self.dims {
             return Err(self.err(format!("query vector has {} dimensions, the index holds {}", query.len(), self.dims)));
         }
-        let batches: Vec<RecordBatch> = self
-            .rt
-            .block_on(async {
-                let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).limit(k);
-                q.execute().await?.try_collect::<Vec<_>>().await
-            })
-            .map_err(|e| self.err(e))?;
+        let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "a vector search", async {
+            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).limit(k);
+            q.execute().await?.try_collect::<Vec<_>>().await
+        })?;
         let mut out = Vec::with_capacity(k);
         for b in &batches {
             let ids = b.column_by_name("passage_id").and_then(|c| c.as_any().downcast_ref::<Int64Array>());

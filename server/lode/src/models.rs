@@ -107,7 +107,9 @@ pub fn check_vector_table(dir: &std::path::Path, model: &str, windows: i64, queu
             (true, format!("the vector table is missing under {} though {windows} vectors were made; `lode index` (or the language server) rebuilds it from the passages, searches answer lexically until then", dir.display()))
         });
     };
-    match lode_retrieval::VectorIndex::open_existing(dir, model, dims).and_then(|i| i.map(|i| i.count()).transpose()) {
+    // Read whole (`check`): a damaged page of one column leaves the count and the first row
+    // readable.
+    match lode_retrieval::VectorIndex::open_existing(dir, model, dims).and_then(|i| i.map(|i| i.check().and_then(|()| i.count())).transpose()) {
         Err(e) => Some((true, format!("{e}; `lode index` (or the language server) moves it aside and rebuilds it from the passages, searches answer lexically until then"))),
         // Rows of deleted passages may wait for the worker: up to `queued` more is in order.
         Ok(Some(rows)) if (rows as i64) < windows || rows as i64 > windows + queued => Some((

@@ -147,6 +147,9 @@ impl Backend {
                 };
                 lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
             };
+            if let Some(e) = &dense_failed {
+                tracing::warn!("the dense leg failed: {e}");
+            }
             if dense_failed.is_some() || unusable.is_some() {
                 // The table may be what failed: the vector thread reads it whole and mends it.
                 st.dense_off.lock().check_asked = true;

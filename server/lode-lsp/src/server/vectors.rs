@@ -154,6 +154,7 @@ pub(super) fn start_vectors(
                     let mut st = shared_off.lock();
                     std::mem::take(&mut st.check_asked) || st.table.as_ref().is_some_and(|t| !t.is_dir())
                 };
+                tracing::debug!("vector pass {passes}: check the table first: {must_check}");
                 if must_check {
                     check_and_mend(&shared, &shared_off, &mut store, &model, &reporter);
                 }
@@ -218,6 +219,11 @@ pub(super) fn start_vectors(
                     }
                 };
                 bar.end(message);
+                // A check asked for during this pass (its kick was taken by the pass): the next
+                // pass runs it.
+                if shared_off.lock().check_asked {
+                    let _ = again.send(None);
+                }
             }
         })
         .expect("spawn the vector thread");
@@ -233,7 +239,10 @@ fn check_and_mend(shared: &Dense, status: &DenseOff, store: &mut Store, model: &
         let mut guard = shared.lock();
         match guard.as_mut() {
             Some((_, index)) => match index.check() {
-                Ok(()) => None,
+                Ok(()) => {
+                    tracing::info!("the vector table was checked and reads whole");
+                    None
+                }
                 Err(e) => Some(index.mend(&e.to_string()).map_err(|m| format!("{e}; mending it failed: {m}"))),
             },
             None => None,
