@@ -875,6 +875,49 @@ fn a_save_on_a_full_disk_is_kept_shown_and_lands_once_space_is_freed() {
     diagnostics_of(&mut lsp, &u, |d| !d.iter().any(|x| code(x) == "lode.save-not-indexed"));
 }
 
+/// `lode index` running beside `lode serve` on one vault, both writing new notes at once (the
+/// CLI a bulk import, the editor saves): neither fails a write (no "UNIQUE constraint failed",
+/// no lock error), and every note of both is found afterwards.
+#[test]
+fn lode_index_beside_lode_serve_fails_no_write_of_either() {
+    let (_tmp, vault, mut lsp) = setup();
+    for i in 0..1500 {
+        let body = format!("# Import {i}\n\nImported paragraph about quokka{i} and shared words.\n\n- item {i}\n");
+        std::fs::write(vault.join(format!("import-{i:04}.md")), body).unwrap();
+    }
+    let cli = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--no-vectors", "--vault"]).arg(&vault).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    // The editor saves new notes while the import runs, some of them notes the import also
+    // writes (the same path claimed by both).
+    for i in 0..60 {
+        let (rel, text) = if i % 3 == 0 {
+            let rel = format!("import-{:04}.md", 1499 - i);
+            let text = format!("# Import {}\n\nEdited in the editor: wombat{i} paragraph.\n", 1499 - i);
+            (rel, text)
+        } else {
+            (format!("saved-{i}.md"), format!("# Saved {i}\n\nA note about numbat{i} saved from the editor.\n"))
+        };
+        let n = vault.join(&rel);
+        std::fs::write(&n, &text).unwrap();
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&n)}, "text": text}));
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let out = cli.wait_with_output().unwrap();
+    assert!(out.status.success(), "lode index failed beside the server: {}", String::from_utf8_lossy(&out.stderr));
+    let _ = lsp.request("lode/status", json!(null));
+    let warned: Vec<&Value> = lsp.0.seen.iter().filter(|m| m["method"] == "window/showMessage" && m["params"]["type"] != 3).collect();
+    assert!(warned.is_empty(), "the server failed a save: {warned:?}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["unsaved"], json!([]), "{st}");
+    drop(lsp);
+    let search = |q: &str| {
+        let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--vault"]).arg(&vault).arg(q).output().unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    assert!(search("numbat59").contains("saved-59.md"), "an editor save is missing");
+    assert!(search("quokka7").contains("import-0007.md"), "an imported note is missing");
+    assert!(search("wombat57").contains("import-1442.md"), "an editor edit of an imported note is missing");
+}
+
 /// Starts a server on `vault` with the given client capabilities; waits for the first scan.
 fn start_on(vault: &Path, capabilities: Value) -> Lsp {
     let mut lsp = Lsp::start();
