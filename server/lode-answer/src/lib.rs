@@ -324,10 +324,11 @@ pub fn gather_noting(
             });
         }
     }
-    let mode = if models.embedder.is_some() && models.index.is_some() {
-        if models.reranker.is_some() { Mode::Rerank } else { Mode::Hybrid }
-    } else {
-        Mode::Lexical
+    // A configured reranker reranks whatever was retrieved, fused or lexical only.
+    let mode = match (models.embedder.is_some() && models.index.is_some(), models.reranker.is_some()) {
+        (_, true) => Mode::Rerank,
+        (true, false) => Mode::Hybrid,
+        (false, false) => Mode::Lexical,
     };
     let rcfg = RetrievalConfig {
         limit: cfg.context_limit,

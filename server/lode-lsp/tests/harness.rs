@@ -70,6 +70,8 @@ impl Harness {
                 rules_source: None,
                 synthesizer: Synthesizer::Extractive,
                 vectors: None,
+                reranker: None,
+                nli: None,
                 externals: lode_lsp::ExternalSettings::default(),
             })
         });

@@ -962,6 +962,82 @@ fn kill_9_in_bursts_loses_no_saved_note() {
     }
 }
 
+/// With `[models] reranker` and `nli` configured, the language server uses both, as `lode ask`
+/// does: a cross-encoder that prefers another passage changes the order of the answer (and `lode
+/// ask` gives the same one), a claim that only the entailment model can verify is verified over
+/// LSP, and `lode/status` says which models are loaded. Without them, neither happens.
+#[test]
+fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    // Lexically, `a.md` is the better match (the question's words twice); the tiny cross-encoder
+    // scores by "banana" and "cherry" only, so it puts `b.md` first. The two sentences answer
+    // equally well (the same words of the question, both long), so the rank decides the order.
+    std::fs::write(v.join("a.md"), "# Orchard report\n\nThe orchard report is due in May, and the orchard report lists apples.\n").unwrap();
+    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n").unwrap();
+    std::fs::write(v.join("fruit.md"), "# Market\n\nWe saw a banana stand and another banana.\n").unwrap();
+    index_lexical(&v);
+    let models = lode_testing::models();
+    let (rerank, nli) = (models.join("tiny-cross-encoder"), models.join("tiny-nli"));
+    // The model proposes a paraphrase no quote contains: only entailment can verify it.
+    let fake = lode_testing::llm::FakeLlm::start(Box::new(|body: &str| {
+        let content = match lode_testing::llm::label_of(body, "fruit.md") {
+            Some(s) => json!({"claims": [{"text": "the stand sells banana after banana",
+                "support": [{"source": s, "quote": "a banana stand"}, {"source": s, "quote": "another banana"}]}]})
+            .to_string(),
+            None => "{\"claims\": []}".to_owned(),
+        };
+        (200, lode_testing::llm::completion(&content))
+    }));
+    let config = |models: &str, llm: bool| {
+        let llm = if llm { format!("\n[llm]\nendpoint = \"{}\"\nmodel = \"scripted\"\nremote = false\nretries = 0\n", fake.endpoint) } else { String::new() };
+        std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n{models}{llm}")).unwrap();
+    };
+    let orchard = "What does the orchard report say?";
+    let market = "What did we see at the market stand?";
+    let first_path = |a: &Value| a["result"]["claims"][0]["citations"][0]["path"].as_str().unwrap_or_default().to_owned();
+    let configured = format!("reranker = {:?}\nnli = {:?}\n", rerank.display().to_string(), nli.display().to_string());
+
+    // Without the models: the lexical order, and the paraphrase is evidence only.
+    config("", false);
+    let mut lsp = start_on(&v, json!({}));
+    let a = lsp.request("lode/ask", json!({"question": orchard}));
+    assert_eq!(first_path(&a), "a.md", "{a}");
+    let st = lsp.request("lode/status", json!(null));
+    assert!(st["result"]["reranker"].as_str().is_some_and(|s| s.starts_with("off")), "{st}");
+    drop(lsp);
+    config("", true);
+    let mut lsp = start_on(&v, json!({}));
+    let a = lsp.request("lode/ask", json!({"question": market}));
+    assert_eq!(a["result"]["claims"][0]["rung"], "evidence_only", "no entailment model, no verified paraphrase: {a}");
+    drop(lsp);
+
+    // With them: the reranker's order, the same in `lode ask`, and the paraphrase entailed.
+    config(&configured, false);
+    let mut lsp = start_on(&v, json!({}));
+    let st = lsp.request("lode/status", json!(null));
+    assert!(st["result"]["reranker"]["state"].as_str().is_some_and(|s| s.contains("first use")), "not loaded before it is needed: {st}");
+    let a = lsp.request("lode/ask", json!({"question": orchard}));
+    assert_eq!(first_path(&a), "b.md", "the reranker's order: {a}");
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["ask", "--json", "--vault"]).arg(&v).arg(orchard).output().unwrap();
+    let cli: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
+    let texts = |claims: &Value| claims.as_array().map(|c| c.iter().map(|c| c["text"].clone()).collect::<Vec<_>>()).unwrap_or_default();
+    assert_eq!(texts(&a["result"]["claims"]), texts(&cli["claims"]), "lode ask and lode/ask differ: {cli}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["reranker"]["id"], "tiny-cross-encoder", "{st}");
+    assert!(st["result"]["reranker"]["state"].as_str().is_some_and(|s| s.starts_with("loaded")), "{st}");
+    drop(lsp);
+    config(&configured, true);
+    let mut lsp = start_on(&v, json!({}));
+    let a = lsp.request("lode/ask", json!({"question": market}));
+    let c = &a["result"]["claims"][0];
+    assert_eq!((c["rung"].as_str(), c["verification"]["kind"].as_str()), (Some("verified"), Some("entailed")), "{a}");
+    assert!(c["label"].as_str().is_some_and(|l| l.contains("0.99")), "{a}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["nli"]["id"], "tiny-nli", "{st}");
+}
+
 /// Markdown files under `dir`, outside hidden folders.
 fn walk_md(dir: &Path) -> usize {
     std::fs::read_dir(dir)

@@ -139,13 +139,29 @@ impl Backend {
             // A vector table being rebuilt (or found gone) is not searched: a dense leg over
             // part of the vault favours what was embedded first. The answer says so.
             let unusable = st.dense_off.lock().unusable();
+            // The reranker is lent for retrieval only, as the embedder is; one that cannot be
+            // loaded leaves the fused order, as in `lode ask`.
+            let mut reranker = st.reranker.as_ref().and_then(|pool| match pool.take() {
+                Ok(lease) => Some(lease),
+                Err(e) => {
+                    tracing::warn!("rerank skipped: {e}");
+                    None
+                }
+            });
             let (items, dense_failed) = {
                 let mut dense = st.dense.try_lock();
-                let models = match dense.as_mut().and_then(|g| g.as_mut()).filter(|_| unusable.is_none()) {
+                let mut models = match dense.as_mut().and_then(|g| g.as_mut()).filter(|_| unusable.is_none()) {
                     Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
                     None => lode_retrieval::Models::default(),
                 };
+                models.reranker = reranker.as_deref_mut();
                 lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
+            };
+            drop(reranker);
+            // The entailment model is taken only if a claim reaches the gate's third step.
+            let mut scorer = match &st.nli {
+                Some(pool) => ScorerSlot::lazy(|| pool.take().map(|lease| Box::new(lease) as Box<dyn lode_core::gate::EntailmentScorer + '_>)),
+                None => ScorerSlot::None,
             };
             if let Some(e) = &dense_failed {
                 tracing::warn!("the dense leg failed: {e}");
@@ -163,9 +179,10 @@ impl Backend {
                 &rules,
                 &synthesizer,
                 items,
-                &mut ScorerSlot::None,
+                &mut scorer,
             )
             .map_err(|e| e.to_string())?;
+            drop(scorer);
             let lexical_because = unusable.or(dense_failed.map(|e| format!("dense retrieval failed ({e})")));
             if let Some(why) = lexical_because {
                 let said = format!("{why}; this answer comes from lexical search only.");

@@ -6,6 +6,7 @@
 mod ask;
 mod citations;
 mod externals;
+mod models;
 mod nav;
 mod status;
 mod symbols;
@@ -37,6 +38,7 @@ use crate::writer::{Done, Job, Writer};
 use vectors::{start_vectors, Dense};
 
 pub use externals::ExternalSettings;
+pub use models::ModelSettings;
 
 /// What the server needs from the vault's configuration (built by the `lode` binary).
 pub struct Settings {
@@ -50,6 +52,12 @@ pub struct Settings {
     pub synthesizer: Synthesizer,
     /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
     pub vectors: Option<VectorSettings>,
+    /// The cross-encoder that reranks the fused candidates (`[models] reranker`), loaded on the
+    /// first ask.
+    pub reranker: Option<ModelSettings>,
+    /// The entailment model of the gate's third step (`[models] nli`), loaded on the first
+    /// claim that reaches it.
+    pub nli: Option<ModelSettings>,
     /// Fetching linked pages, and when their snapshots are stale.
     pub externals: ExternalSettings,
 }
@@ -136,6 +144,8 @@ pub(crate) struct State {
     /// installs no model and starts no round (see [`State::release_models`]).
     closing: Arc<AtomicBool>,
     rules: Mutex<RulesNow>,
+    pub(crate) reranker: Option<models::Pool<lode_models::CrossEncoder>>,
+    pub(crate) nli: Option<models::Pool<lode_models::NliModel>>,
     /// Deferred saves that landed (their paths), for the task that clears their diagnostic;
     /// taken when the vault starts.
     landed: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
@@ -194,6 +204,8 @@ impl State {
         self.closing.store(true, Ordering::SeqCst);
         *self.reporter.lock() = None;
         drop(self.dense.lock().take());
+        self.reranker.iter().for_each(models::Pool::release);
+        self.nli.iter().for_each(models::Pool::release);
     }
 
     /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
@@ -328,6 +340,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             write.set_prechunked(prechunked.clone());
             let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
+            let (settings_reranker, settings_nli) = (settings.reranker.clone(), settings.nli.clone());
             let reporter: vectors::Reporter = Arc::default();
             let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
             let closing: Arc<AtomicBool> = Arc::default();
@@ -375,6 +388,8 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 closing,
                 rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None }),
                 landed: Mutex::new(Some(landed_rx)),
+                reranker: settings_reranker.map(models::Pool::new),
+                nli: settings_nli.map(models::Pool::new),
             }))
         })(),
     }

@@ -44,6 +44,8 @@ impl Backend {
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
                 "unsaved": st.writer.unsaved(),
+                "reranker": st.reranker.as_ref().map_or(json!("off (no [models] reranker)"), |p| p.status()),
+                "nli": st.nli.as_ref().map_or(json!("off (no [models] nli)"), |p| p.status()),
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => {
                         let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});

@@ -54,6 +54,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             window_tokens: m.window_tokens,
             dir: state_dir(root).join("vectors"),
         });
+        let model = |name: &Option<String>| {
+            name.as_ref().filter(|n| !n.trim().is_empty()).map(|n| lode_lsp::ModelSettings { dir: m.resolve(n), runtime: m.runtime.clone(), threads: m.threads })
+        };
+        let (reranker, nli) = (model(&m.reranker), model(&m.nli));
         Ok(lode_lsp::Settings {
             db: state_dir(root).join("lode.db"),
             // A long-running server keeps three connections: small caches keep its footprint small.
@@ -77,6 +81,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             }),
             synthesizer,
             vectors,
+            reranker,
+            nli,
             externals: lode_lsp::ExternalSettings {
                 fetch: config.externals.fetch_options(),
                 freshness: config.externals.freshness(),
