@@ -9,7 +9,18 @@ export interface Status {
   notes: number;
   passages: number;
   scanning: boolean;
-  dense: { model: string; with_vectors: number | null } | string;
+  dense: { model: string; with_vectors: number | null; mended?: string; lexical_only?: string } | string;
+  /** Saves the store has not taken yet (kept and retried by the server). */
+  unsaved?: { path: string; error: string; attempts: number }[];
+  reranker?: ModelStatus | string;
+  nli?: ModelStatus | string;
+}
+
+/** A pooled model in `lode/status` (`reranker`, `nli`). */
+export interface ModelStatus {
+  path: string;
+  id: string | null;
+  state: string;
 }
 
 export interface Citation {
@@ -76,6 +87,25 @@ export function formatStatus(status: Status): { text: string; details: string[] 
     parts.push(pct === undefined ? 'vectors ?' : `vectors ${pct}%`);
     const have = status.dense.with_vectors === null ? '?' : status.dense.with_vectors.toLocaleString('en-US');
     details.push(`Vectors: ${have} of ${passages} passages (${status.dense.model})`);
+    if (status.dense.lexical_only) {
+      details.push(`Answers use lexical search only: ${status.dense.lexical_only}`);
+    }
+    if (status.dense.mended) {
+      details.push(`Vector table: ${status.dense.mended}`);
+    }
+  }
+  for (const [name, m] of [['Reranker', status.reranker], ['Entailment model', status.nli]] as const) {
+    if (m === undefined) {
+      continue;
+    }
+    details.push(typeof m === 'string' ? `${name}: ${m}` : `${name}: ${m.id ?? m.path} — ${m.state}`);
+  }
+  const unsaved = status.unsaved ?? [];
+  if (unsaved.length > 0) {
+    parts.push(`$(warning) ${unsaved.length} save${unsaved.length === 1 ? '' : 's'} not indexed`);
+    for (const u of unsaved) {
+      details.push(`Not indexed yet (kept and retried): ${u.path}: ${u.error}`);
+    }
   }
   if (status.scanning) {
     parts.push('scanning');

@@ -28,6 +28,21 @@ test('status bar: dense off shows "lexical only" and the reason in the details',
   assert.ok(details.some((d) => d.includes(why)), details.join('\n'));
 });
 
+test('status bar: saves not indexed, which models are loaded, a vector table being rebuilt', () => {
+  const { text, details } = formatStatus(
+    status({
+      unsaved: [{ path: 'a.md', error: 'the disk holding /v/.lode is full (0 bytes free)', attempts: 3 }],
+      reranker: { path: '/m/ce', id: 'ms-marco-MiniLM', state: 'loaded (1 copy)' },
+      nli: 'off (no [models] nli)',
+      dense: { model: 'm', with_vectors: 10, mended: 'the vector table … was deleted; it is rebuilt', lexical_only: 'the vector table is being rebuilt' },
+    }),
+  );
+  assert.equal(text, '$(book) lode: 5,183 notes · vectors 1% · $(warning) 1 save not indexed');
+  for (const want of ['a.md: the disk holding', 'Reranker: ms-marco-MiniLM — loaded (1 copy)', 'Entailment model: off', 'lexical search only: the vector table is being rebuilt', 'Vector table: the vector table']) {
+    assert.ok(details.some((d) => d.includes(want)), `${want} in\n${details.join('\n')}`);
+  }
+});
+
 test('citation links are file URLs with a line fragment that survive any file name', () => {
   const link = fileLink('/home/me/My Vault', 'notes/a (draft) [1] #x?.md', 12);
   assert.ok(link.startsWith('file:///home/me/My%20Vault/notes/'), link);
