@@ -125,6 +125,10 @@ pub struct ModelsSection {
     /// NLI model (`kind = "nli"`) for the gate's entailment step (optional; without it, claims
     /// that are not carried by one quote are shown as evidence only).
     pub nli: Option<String>,
+    /// Where `lode setup --embedder/--reranker/--nli` fetches models: a mirror of the Hugging
+    /// Face hub's layout (`<url>/api/models/…`, `<url>/<repo>/resolve/…`) [default: $HF_ENDPOINT,
+    /// else https://huggingface.co].
+    pub mirror: Option<String>,
     /// Inference threads.
     pub threads: usize,
     /// Embedding window size in model tokens: consecutive passages of a section are embedded
@@ -140,6 +144,7 @@ impl Default for ModelsSection {
             embedder: "all-MiniLM-L6-v2".into(),
             reranker: None,
             nli: None,
+            mirror: None,
             threads: lode_models::default_threads(),
             window_tokens: lode_retrieval::WINDOW_TOKENS,
         }

@@ -1,0 +1,274 @@
+//! `lode setup --nli/--reranker/--embedder` against a model hub on loopback that serves the
+//! Hugging Face layout (`api/models/<repo>/revision/<rev>?blobs=true`, `<repo>/resolve/<commit>/
+//! <file>`, LFS files redirected to a CDN path that honours ranges) with the tiny models the
+//! tests generate — and misbehaves on request: a truncated body, a wrong checksum, a missing
+//! file, a slow answer, a token it insists on. Nothing here reaches beyond the machine.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+
+use sha2::Digest;
+
+const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
+const TOKEN: &str = "hf_loopback_token";
+
+#[derive(Default)]
+struct Faults {
+    /// Close the connection after this many bytes of the model's body (once).
+    truncate_at: Option<usize>,
+    /// List this SHA-256 for the model instead of the real one.
+    wrong_sha: bool,
+    /// Wait this long before answering each request.
+    delay_ms: u64,
+}
+
+struct Hub {
+    endpoint: String,
+    faults: Arc<Mutex<Faults>>,
+    /// Each request's path and its Range header, if any.
+    log: Arc<Mutex<Vec<(String, Option<String>)>>>,
+}
+
+fn sha256_hex(b: &[u8]) -> String {
+    sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
+}
+
+fn git_blob(b: &[u8]) -> String {
+    let mut h = sha1_smol::Sha1::new();
+    h.update(format!("blob {}\0", b.len()).as_bytes());
+    h.update(b);
+    h.digest().to_string()
+}
+
+/// A hub holding `lode-tests/tiny-nli` at [`COMMIT`]: `onnx/model.onnx` (LFS) and
+/// `tokenizer.json` (a plain git blob), the tiny NLI model's files.
+fn start_hub() -> Hub {
+    let src = lode_testing::models().join("tiny-nli");
+    let model = std::fs::read(src.join("model.onnx")).expect("the tiny NLI model (scripts/setup-models.sh makes it)");
+    let tokenizer = std::fs::read(src.join("tokenizer.json")).unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let faults: Arc<Mutex<Faults>> = Arc::default();
+    let log: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
+    let (f, l) = (faults.clone(), log.clone());
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut reader = BufReader::new(stream.try_clone().unwrap());
+            let mut first = String::new();
+            if reader.read_line(&mut first).is_err() {
+                continue;
+            }
+            let mut headers: HashMap<String, String> = HashMap::new();
+            loop {
+                let mut line = String::new();
+                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                    break;
+                }
+                if let Some((k, v)) = line.split_once(':') {
+                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+                }
+            }
+            let path = first.split_whitespace().nth(1).unwrap_or("/").to_owned();
+            let range = headers.get("range").cloned();
+            l.lock().unwrap().push((path.clone(), range.clone()));
+            let delay = f.lock().unwrap().delay_ms;
+            std::thread::sleep(std::time::Duration::from_millis(delay));
+            let send = |stream: &mut std::net::TcpStream, status: &str, extra: &str, body: &[u8]| {
+                let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n", body.len());
+                let _ = stream.write_all(head.as_bytes());
+                let _ = stream.write_all(body);
+            };
+            // The CDN's URLs are signed: the token is asked for by the hub, not by the CDN (and
+            // a client drops it on a redirect to another place).
+            if !path.starts_with("/cdn/") && headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {TOKEN}")) {
+                send(&mut stream, "401 Unauthorized", "", b"{\"error\":\"Invalid credentials\"}");
+                continue;
+            }
+            let model_sha = if f.lock().unwrap().wrong_sha { "ab".repeat(32) } else { sha256_hex(&model) };
+            let route = path.split('?').next().unwrap_or("");
+            if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
+                let body = serde_json::json!({"id": "lode-tests/tiny-nli", "sha": COMMIT, "siblings": [
+                    {"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}},
+                    {"rfilename": "tokenizer.json", "size": tokenizer.len(), "blobId": git_blob(&tokenizer)},
+                    {"rfilename": "README.md", "size": 3, "blobId": "y"},
+                ]});
+                send(&mut stream, "200 OK", "Content-Type: application/json\r\n", body.to_string().as_bytes());
+            } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/onnx/model.onnx") {
+                // LFS: redirected to the CDN, as the hub does.
+                let cdn = format!("Location: /cdn/{}\r\nX-Linked-Etag: \"{}\"\r\n", sha256_hex(&model), sha256_hex(&model));
+                send(&mut stream, "302 Found", &cdn, b"");
+            } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/tokenizer.json") {
+                send(&mut stream, "200 OK", "", &tokenizer);
+            } else if route.starts_with("/cdn/") {
+                let from: usize = range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
+                let (status, extra) = if from > 0 {
+                    ("206 Partial Content", format!("Content-Range: bytes {from}-{}/{}\r\n", model.len() - 1, model.len()))
+                } else {
+                    ("200 OK", String::new())
+                };
+                let body = &model[from.min(model.len())..];
+                let cut = f.lock().unwrap().truncate_at.take();
+                match cut {
+                    Some(n) => {
+                        // Announces the whole body, sends part of it, and hangs up.
+                        let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n", body.len());
+                        let _ = stream.write_all(head.as_bytes());
+                        let _ = stream.write_all(&body[..n.min(body.len())]);
+                    }
+                    None => send(&mut stream, status, &extra, body),
+                }
+            } else {
+                send(&mut stream, "404 Not Found", "", b"{\"error\":\"Entry not found\"}");
+            }
+            // Hung up: a cut body ends here for the client too.
+            let _ = stream.shutdown(std::net::Shutdown::Both);
+        }
+    });
+    Hub { endpoint, faults, log }
+}
+
+/// A catalogue holding the loopback model; `file`: the model's path in the repository.
+fn catalogue(dir: &Path, file: &str) -> PathBuf {
+    let p = dir.join(format!("catalogue-{}.toml", file.replace('/', "-")));
+    let text = format!(
+        "[[model]]\nname = \"tiny-nli-hub\"\nabout = \"the tests' NLI model, from the loopback hub\"\nrepo = \"lode-tests/tiny-nli\"\n\
+         revision = \"main\"\nfiles = {{ \"model.onnx\" = \"{file}\", \"tokenizer.json\" = \"tokenizer.json\" }}\nsize_mb = 1\nmemory_mb = 1\nspeed = 1.0\n\
+         [model.manifest]\nid = \"tiny-nli\"\nkind = \"nli\"\nmax_length = 32\nlabels = [\"contradiction\", \"entailment\", \"neutral\"]\n"
+    );
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+/// `lode setup --nli tiny-nli-hub` with the given environment; models go to `models`.
+fn setup(catalogue: &Path, models: &Path, env: &[(&str, &str)]) -> Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c.args(["setup", "--nli", "tiny-nli-hub", "--catalogue"]).arg(catalogue).env("LODE_MODELS", models).env_remove("HF_TOKEN").env_remove("HF_ENDPOINT");
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.current_dir(catalogue.parent().unwrap()).output().unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+}
+
+/// The installed model works: the gate entails with it (the tiny NLI model reads "banana").
+fn entails(models: &Path) -> bool {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["gate", "--nli"])
+        .arg(models.join("tiny-nli-hub"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let line = serde_json::json!({"claim": "the stand sells banana after banana", "spans": ["a banana stand", "another banana"],
+        "source": "We saw a banana stand and another banana."});
+    child.stdin.take().unwrap().write_all(format!("{line}\n").as_bytes()).unwrap();
+    let o = child.wait_with_output().unwrap();
+    serde_json::from_slice::<serde_json::Value>(o.stdout.trim_ascii()).is_ok_and(|v| v["verdict"] == "entailed")
+}
+
+#[test]
+fn a_model_is_fetched_checked_recorded_and_installed_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = start_hub();
+    let cat = catalogue(tmp.path(), "onnx/model.onnx");
+    let models = tmp.path().join("models");
+    let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
+    // Slow answers are waited for.
+    hub.faults.lock().unwrap().delay_ms = 700;
+    let o = setup(&cat, &models, &env);
+    assert!(o.status.success(), "{}", text(&o));
+    hub.faults.lock().unwrap().delay_ms = 0;
+    assert!(text(&o).contains("nli = \"tiny-nli-hub\""), "says what to configure: {}", text(&o));
+    let installed = models.join("tiny-nli-hub");
+    let source = std::fs::read_to_string(installed.join("lode-source.toml")).unwrap();
+    assert!(source.contains(COMMIT) && source.contains("lode-tests/tiny-nli") && source.contains("sha256"), "{source}");
+    assert!(std::fs::read_to_string(installed.join("lode-model.toml")).unwrap().contains("kind = \"nli\""));
+    assert!(entails(&models), "the installed model does not work");
+    assert!(!models.join(".partial-tiny-nli-hub").exists(), "the staging folder is gone");
+    // The LFS file came through the redirect; the revision was resolved first.
+    let log = hub.log.lock().unwrap().clone();
+    assert!(log.iter().any(|(p, _)| p.starts_with("/cdn/")), "{log:?}");
+    // Again: the recorded commit is the one the revision names, so nothing is downloaded.
+    let n = hub.log.lock().unwrap().len();
+    let o = setup(&cat, &models, &env);
+    assert!(o.status.success() && text(&o).contains("is installed"), "{}", text(&o));
+    assert_eq!(hub.log.lock().unwrap().len(), n + 1, "only the revision is asked for: {:?}", &hub.log.lock().unwrap()[n..]);
+    // `--list` says it is installed.
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["setup", "--list", "--catalogue"]).arg(&cat).env("LODE_MODELS", &models).output().unwrap();
+    assert!(String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("tiny-nli-hub") && l.contains("yes")), "{}", text(&o));
+}
+
+#[test]
+fn a_cut_download_resumes_with_a_range_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = start_hub();
+    let cat = catalogue(tmp.path(), "onnx/model.onnx");
+    let models = tmp.path().join("models");
+    let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
+    hub.faults.lock().unwrap().truncate_at = Some(300);
+    let o = setup(&cat, &models, &env);
+    assert!(!o.status.success(), "a cut download is not installed: {}", text(&o));
+    assert!(text(&o).contains("run `lode setup` again to resume"), "{}", text(&o));
+    assert!(!models.join("tiny-nli-hub").exists(), "nothing installed from a cut download");
+    let partial = models.join(".partial-tiny-nli-hub/model.onnx.partial");
+    assert_eq!(std::fs::metadata(&partial).map(|m| m.len()).ok(), Some(300), "the part that came is kept");
+    let o = setup(&cat, &models, &env);
+    assert!(o.status.success(), "{}", text(&o));
+    let ranged = hub.log.lock().unwrap().iter().any(|(p, r)| p.starts_with("/cdn/") && r.as_deref() == Some("bytes=300-"));
+    assert!(ranged, "resumed from byte 300: {:?}", hub.log.lock().unwrap());
+    assert!(entails(&models), "the resumed model is whole");
+}
+
+#[test]
+fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = start_hub();
+    let models = tmp.path().join("models");
+    let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
+    let cat = catalogue(tmp.path(), "onnx/model.onnx");
+    // A body that does not match the listed SHA-256.
+    hub.faults.lock().unwrap().wrong_sha = true;
+    let o = setup(&cat, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("SHA-256") && text(&o).contains("nothing was installed"), "{}", text(&o));
+    assert!(!models.join("tiny-nli-hub").exists());
+    assert!(!models.join(".partial-tiny-nli-hub/model.onnx.partial").exists(), "a bad download is not kept to resume");
+    hub.faults.lock().unwrap().wrong_sha = false;
+    // A file the repository lacks: named, with what it has.
+    let missing = catalogue(tmp.path(), "onnx/model_quantized.onnx");
+    let o = setup(&missing, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("has no onnx/model_quantized.onnx") && text(&o).contains("onnx/model.onnx"), "{}", text(&o));
+    // No token: the refusal names HF_TOKEN.
+    let o = setup(&cat, &models, &[("HF_ENDPOINT", hub.endpoint.as_str())]);
+    assert!(!o.status.success() && text(&o).contains("HF_TOKEN"), "{}", text(&o));
+    // No hub at all: says what to copy where, and of the mirror setting.
+    let o = setup(&cat, &models, &[("HF_ENDPOINT", "http://127.0.0.1:1"), ("HF_TOKEN", TOKEN)]);
+    let t = text(&o);
+    assert!(!o.status.success() && t.contains("cannot reach the model hub") && t.contains("Copy onnx/model.onnx as model.onnx"), "{t}");
+    assert!(t.contains("[models] mirror") && t.contains(&models.join("tiny-nli-hub").display().to_string()), "{t}");
+    assert!(!models.join("tiny-nli-hub").exists());
+    // The vault's `[models] mirror` is used (HF_ENDPOINT unset).
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nmirror = \"{}\"\n", hub.endpoint)).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["setup", "--nli", "tiny-nli-hub", "--catalogue"])
+        .arg(&cat)
+        .arg("--vault")
+        .arg(&vault)
+        .env("LODE_MODELS", &models)
+        .env("HF_TOKEN", TOKEN)
+        .env_remove("HF_ENDPOINT")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(entails(&models));
+}
