@@ -63,6 +63,36 @@ async fn replace_table(dir: &Path, name: &str, dims: usize, cause: &str) -> Resu
     Ok((why, db, table))
 }
 
+/// The model whose table answers questions, recorded beside the tables (`serving.json`) once
+/// its table is complete. When `[models] embedder` names another model, the language server goes
+/// on embedding questions with this one and searching its table while the new model's table is
+/// filled, and swaps once that is complete: changing the embedder never leaves questions without
+/// vectors.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Serving {
+    pub id: String,
+    /// The model's folder (to load it again after a restart mid-switch).
+    pub path: PathBuf,
+    pub dims: usize,
+}
+
+impl Serving {
+    fn file(dir: &Path) -> PathBuf {
+        dir.join("serving.json")
+    }
+
+    pub fn read(dir: &Path) -> Option<Serving> {
+        serde_json::from_slice(&std::fs::read(Self::file(dir)).ok()?).ok()
+    }
+
+    /// Written whole (a temporary file renamed over the old one).
+    pub fn write(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join("serving.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
+        std::fs::rename(tmp, Self::file(dir))
+    }
+}
+
 /// Table name for a model: letters, digits and `_` only.
 pub fn table_name(model_id: &str, dims: usize) -> String {
     let id: String = model_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();

@@ -7,7 +7,7 @@ mod worker;
 
 use std::path::PathBuf;
 
-pub use index::{table_name, VectorIndex, VectorRow};
+pub use index::{table_name, Serving, VectorIndex, VectorRow};
 pub use pipeline::{retrieve, Mode, Models, RetrievalConfig, Retrieved, Stage};
 pub use worker::{plan_windows, sync_vectors, window_text, windows, Sync, SyncReport, WINDOW_TOKENS};
 

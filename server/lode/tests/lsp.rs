@@ -1038,6 +1038,74 @@ fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
     assert_eq!(st["result"]["nli"]["id"], "tiny-nli", "{st}");
 }
 
+/// `[models] embedder` changed to another model: the server embeds every passage again into the
+/// new model's own table in the background while the old model and its vectors go on answering
+/// (dense answers, not lexical ones), says so in `lode/status`, resumes after a kill -9 where it
+/// was, and swaps once the new table is complete — then the old table is gone.
+#[test]
+fn switching_the_embedder_keeps_the_old_vectors_answering_until_the_new_ones_are_complete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    for i in 0..150 {
+        let body = format!(
+            "# Note {i}\n\n## Planning\n\nThe planning of project {i} covers budgets and dates for the quarter.\n\n\
+             ## Staffing\n\nProject {i} needs two engineers and one designer until spring.\n\n\
+             ## Risks\n\nThe main risk of project {i} is a late vendor delivery.\n"
+        );
+        std::fs::write(v.join(format!("project-{i:03}.md")), body).unwrap();
+    }
+    // The same weights under another id: its vectors go to a table of their own.
+    let a = lode_testing::models().join("all-MiniLM-L6-v2");
+    let b = tmp.path().join("models/minilm-b");
+    lode_testing::copy_dir(&a, &b);
+    let manifest = std::fs::read_to_string(b.join("lode-model.toml")).unwrap().replace("id = \"all-MiniLM-L6-v2\"", "id = \"minilm-b\"");
+    std::fs::write(b.join("lode-model.toml"), manifest).unwrap();
+    let config = |m: &Path| std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = {:?}\n", m.display().to_string())).unwrap();
+    config(&a);
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&v).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    config(&b);
+    let dense = |lsp: &mut Lsp| lsp.request("lode/status", json!(null))["result"]["dense"].clone();
+    let wait = |lsp: &mut Lsp, what: &str, pred: &dyn Fn(&Value) -> bool| {
+        let t = Instant::now();
+        loop {
+            let d = dense(lsp);
+            if pred(&d) {
+                return d;
+            }
+            assert!(t.elapsed() < Duration::from_secs(180), "{what}: {d}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    let mut lsp = start_on(&v, json!({}));
+    let d = wait(&mut lsp, "the models never loaded", &|d| d.is_object());
+    assert_eq!(d["model"], "all-MiniLM-L6-v2", "the old model answers meanwhile: {d}");
+    assert_eq!(d["switching"]["to"], "minilm-b", "{d}");
+    let a1 = lsp.request("lode/ask", json!({"question": "Which vendor risk does project 42 have?"}));
+    assert!(a1["result"]["notice"].as_str().is_none_or(|n| !n.contains("lexical")), "dense answers during the switch: {a1}");
+    assert!(a1["result"]["claims"].as_array().is_some_and(|c| !c.is_empty()), "{a1}");
+    // Killed mid-switch, then started again: it goes on from where it was.
+    let d = wait(&mut lsp, "no progress", &|d| d["switching"]["with_vectors"].as_i64().is_some_and(|n| n > 0));
+    let before = d["switching"]["with_vectors"].as_i64().unwrap();
+    lsp.0.child.kill().unwrap();
+    let _ = lsp.0.child.wait();
+    let mut lsp = start_on(&v, json!({}));
+    let d = wait(&mut lsp, "the models never loaded again", &|d| d.is_object());
+    if d["model"] == "all-MiniLM-L6-v2" {
+        let resumed = d["switching"]["with_vectors"].as_i64().unwrap_or(0);
+        assert!(resumed >= before / 2, "resumed from {resumed}, had {before}: {d}");
+    }
+    let d = wait(&mut lsp, "the switch never completed", &|d| d["model"] == "minilm-b" && d.get("switching").is_none());
+    assert!(d["with_vectors"].as_i64() > Some(0), "{d}");
+    let tables: Vec<String> = std::fs::read_dir(v.join(".lode/vectors")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(!tables.iter().any(|t| t.contains("all_minilm")), "the old table is dropped after the swap: {tables:?}");
+    let rec = std::fs::read_to_string(v.join(".lode/vectors/serving.json")).unwrap();
+    assert!(rec.contains("minilm-b"), "{rec}");
+    let a2 = lsp.request("lode/ask", json!({"question": "Which vendor risk does project 42 have?"}));
+    assert!(a2["result"]["notice"].as_str().is_none_or(|n| !n.contains("lexical")), "{a2}");
+}
+
 /// Markdown files under `dir`, outside hidden folders.
 fn walk_md(dir: &Path) -> usize {
     std::fs::read_dir(dir)

@@ -55,6 +55,10 @@ impl Backend {
                         if let Some(why) = unusable {
                             d["lexical_only"] = json!(why);
                         }
+                        if let Some(to) = &dense.switching_to {
+                            let f = store.vector_freshness(to).map_err(|e| e.to_string())?;
+                            d["switching"] = json!({"to": to, "with_vectors": f.with_vectors, "windows": f.windows});
+                        }
                         d
                     }
                     (None, true) => match dense.off {

@@ -22,6 +22,9 @@ pub(super) struct DenseStatus {
     /// A read of the table failed (a question's dense leg): the vector thread checks the whole
     /// table before its next round and mends it if it cannot be read.
     pub(super) check_asked: bool,
+    /// `[models] embedder` names a model whose table is not complete yet: its id. Meanwhile
+    /// `model` (the one recorded as serving) embeds questions and its table answers them.
+    pub(super) switching_to: Option<String>,
 }
 
 impl DenseStatus {
@@ -97,22 +100,34 @@ pub(super) fn start_vectors(
             }))
             .map_err(|_| "loading the embedding model panicked".to_owned())
             .and_then(|r| r.map_err(|e| e.to_string()));
+            // The configured model while its table is filled after a switch (see `previous`);
+            // `None` when it is the one serving.
+            let mut switching: Option<(lode_models::Embedder, lode_retrieval::VectorIndex)> = None;
             let model = match loaded {
                 Ok(_) if closing.load(SeqCst) => return,
                 Ok(m) => {
                     let id = m.0.id().to_owned();
                     let m_mended = m.1.mended().map(str::to_owned);
+                    let serving = match previous(&vs, &db, &opts, &id) {
+                        Some(old) => {
+                            tracing::info!("embedder changed to {id}: {} answers until its table is complete", old.0.id());
+                            shared_off.lock().switching_to = Some(id.clone());
+                            switching = Some(m);
+                            old
+                        }
+                        None => m,
+                    };
                     {
                         let mut st = shared_off.lock();
-                        if let Some(why) = m.1.mended() {
+                        if let Some(why) = m_mended.as_deref() {
                             tracing::warn!("{why}");
                             st.mended = Some(why.to_owned());
                             st.rebuilding = true;
                         }
-                        st.table = Some(m.1.path().join(format!("{}.lance", m.1.name())));
-                        st.model = Some(id.clone());
+                        st.table = Some(serving.1.path().join(format!("{}.lance", serving.1.name())));
+                        st.model = Some(serving.0.id().to_owned());
                     }
-                    *shared.lock() = Some(m);
+                    *shared.lock() = Some(serving);
                     let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
                 }
@@ -161,24 +176,35 @@ pub(super) fn start_vectors(
                 let mut bar = Bar::new(&reporter, format!("lode/embed/{passes}"));
                 // A panic while embedding ends this pass only; the next kick retries.
                 let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> std::result::Result<(), String> {
-                    let mut sync = {
-                        let guard = shared.lock();
-                        let Some((_, index)) = guard.as_ref() else { return Ok(()) };
-                        let mut sync = lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?;
-                        sync.window_tokens = vs.window_tokens;
-                        sync
+                    let mut sync = match switching.as_ref() {
+                        Some((_, index)) => lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?,
+                        None => {
+                            let guard = shared.lock();
+                            let Some((_, index)) = guard.as_ref() else { return Ok(()) };
+                            lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?
+                        }
                     };
+                    sync.window_tokens = vs.window_tokens;
                     loop {
                         // Kicks that came in meanwhile: their notes go first; any kick means
                         // the pass goes on until nothing is pending (so none is lost).
                         while let Ok(k) = rx.try_recv() {
                             take(k, &mut first);
                         }
-                        let more = {
-                            let mut guard = shared.lock();
-                            let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(()) };
-                            crate::isolation::fault("vectors");
-                            sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
+                        let more = match switching.as_mut() {
+                            // The new model's own pair: questions go on with the serving one.
+                            Some((embedder, index)) => {
+                                if closing.load(SeqCst) {
+                                    return Ok(());
+                                }
+                                sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
+                            }
+                            None => {
+                                let mut guard = shared.lock();
+                                let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(()) };
+                                crate::isolation::fault("vectors");
+                                sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
+                            }
                         };
                         if let Some(k) = log_kick.get() {
                             k.kick_if_long();
@@ -190,9 +216,38 @@ pub(super) fn start_vectors(
                             break;
                         }
                     }
-                    let guard = shared.lock();
-                    if let Some((_, index)) = guard.as_ref() {
+                    // Complete: the configured model serves from now on (one swap under the
+                    // lock, before the old table is dropped), and is recorded as serving.
+                    let complete = store.vector_freshness(&model).is_ok_and(|f| f.with_vectors >= f.passages);
+                    if complete {
+                        if let Some(new) = switching.take() {
+                            let table = new.1.path().join(format!("{}.lance", new.1.name()));
+                            let old = shared.lock().replace(new);
+                            let mut st = shared_off.lock();
+                            st.model = Some(model.clone());
+                            st.table = Some(table);
+                            st.switching_to = None;
+                            drop(st);
+                            tracing::info!("embedder switched to {model}");
+                            drop(old);
+                        }
+                    }
+                    if let Some((_, index)) = switching.as_ref() {
+                        // Still filling the new table: the pass ends on it, not on the serving one.
                         sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                        return Ok(());
+                    }
+                    let guard = shared.lock();
+                    if let Some((embedder, index)) = guard.as_ref() {
+                        sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                        if complete && embedder.id() == model {
+                            let rec = lode_retrieval::Serving { id: model.clone(), path: vs.embedder.clone(), dims: embedder.dimensions() };
+                            if lode_retrieval::Serving::read(&vs.dir).as_ref() != Some(&rec) {
+                                if let Err(e) = rec.write(&vs.dir) {
+                                    tracing::warn!("recording the serving model: {e}");
+                                }
+                            }
+                        }
                     }
                     Ok(())
                 }));
@@ -229,6 +284,24 @@ pub(super) fn start_vectors(
         .expect("spawn the vector thread");
     let _ = tx.send(None);
     (tx, dense, off, loaded_rx)
+}
+
+/// After `[models] embedder` changed: the model recorded as serving (`serving.json`), loaded
+/// with its table, if the configured model `id`'s table is not complete while that one's is —
+/// it answers questions until the new table is complete. `None` when there is no switch to
+/// bridge (no record, the same model, the new table complete, the old model or table gone).
+fn previous(vs: &VectorSettings, db: &Path, opts: &StoreOptions, id: &str) -> Option<(lode_models::Embedder, lode_retrieval::VectorIndex)> {
+    let rec = lode_retrieval::Serving::read(&vs.dir).filter(|r| r.id != id)?;
+    let store = Store::open(db, StoreOptions { read_only: true, ..opts.clone() }).ok()?;
+    let complete = |m: &str| store.vector_freshness(m).is_ok_and(|f| f.passages > 0 && f.with_vectors >= f.passages);
+    if complete(id) || !complete(&rec.id) {
+        return None;
+    }
+    let old = lode_models::Embedder::load(&rec.path, vs.runtime.as_deref(), vs.threads)
+        .map_err(|e| tracing::warn!("the model that served before ({}) cannot be loaded: {e}; answering lexically until {id} is ready", rec.id))
+        .ok()?;
+    let index = lode_retrieval::VectorIndex::open_existing(&vs.dir, &rec.id, rec.dims).ok()??;
+    (old.id() == rec.id).then_some((old, index))
 }
 
 /// Reads the whole vector table; one that cannot be read is moved aside and replaced by an empty

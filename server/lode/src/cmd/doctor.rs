@@ -201,8 +201,15 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
     };
     let facts = (|| -> Result<Value, lode_store::StoreError> {
         let s = store.stats()?;
-        let model = config.models.embedder.clone();
+        // The model's id (what its vectors are recorded under), from its manifest.
+        let model = match config.models.embedder.trim() {
+            "" => String::new(),
+            e => lode_models::Manifest::load(&config.models.resolve(e)).map(|m| m.id).unwrap_or_else(|_| e.to_owned()),
+        };
         let fresh = store.vector_freshness(&model)?;
+        let vectors_dir = state_dir(root).join("vectors");
+        // After `[models] embedder` changed: the model that answers until the new one is done.
+        let switching = lode_retrieval::Serving::read(&vectors_dir).filter(|rec| !model.is_empty() && rec.id != model && fresh.with_vectors < fresh.passages);
         let index_opts = lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() };
         let plan = lode_store::vault::plan(&store, root, &index_opts, |_| {})?;
         let (mut new, mut changed, mut renamed, mut deleted) = (0, 0, 0, 0);
@@ -222,6 +229,13 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
             r.line(Level::Note, "vectors", "none (no embedder configured)");
         } else {
             r.line(Level::Ok, "vectors", format!("{}/{} passages ({pct:.0}%, {model})", fresh.with_vectors, fresh.passages));
+            if let Some(rec) = &switching {
+                r.line(
+                    Level::Note,
+                    "vectors",
+                    format!("switching from {} to {model}: {pct:.0}% re-embedded; the language server answers with {} until then (`lode index` finishes it)", rec.id, rec.id),
+                );
+            }
             let queued = store.vector_deletions(&model)?.len() as i64;
             if let Some((broken, msg)) = crate::models::check_vector_table(&state_dir(root).join("vectors"), &model, fresh.windows, queued) {
                 r.line(if broken { Level::Fail } else { Level::Note }, "vectors", msg);
@@ -234,7 +248,7 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
         }
         Ok(json!({
             "path": root, "db": db, "indexed": true, "notes": s.notes, "passages": s.passages,
-            "vectors": {"model": model, "with_vectors": fresh.with_vectors, "passages": fresh.passages},
+            "vectors": {"model": model, "with_vectors": fresh.with_vectors, "passages": fresh.passages, "switching_from": switching.map(|r| r.id)},
             "pending": {"new": new, "changed": changed, "renamed": renamed, "deleted": deleted, "skipped": plan.report.skipped.len()},
         }))
     })();

@@ -48,6 +48,15 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
                 let r = lode_retrieval::sync_vectors(&mut store, index, embedder, vault.config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
                 progress.finish();
                 let fresh = store.vector_freshness(embedder.id())?;
+                // Complete: this model serves, and a server that is switched to another one
+                // later answers with it until the new one's vectors are complete.
+                if fresh.with_vectors >= fresh.passages {
+                    let m = &vault.config.models;
+                    let rec = lode_retrieval::Serving { id: embedder.id().to_owned(), path: m.resolve(&m.embedder), dims: embedder.dimensions() };
+                    if let Err(e) = rec.write(&vault.vectors_dir()) {
+                        eprintln!("warning: cannot record the serving model in {}: {e}", vault.vectors_dir().display());
+                    }
+                }
                 vectors = serde_json::json!({"status": "ok", "model": embedder.id(), "embedded": r.embedded, "deleted": r.deleted,
                     "rebuilt": r.rebuilt, "mended": index.mended(), "seconds": r.seconds, "passages": fresh.passages, "with_vectors": fresh.with_vectors});
                 if r.rebuilt && !args.vault.json {
