@@ -8,6 +8,7 @@ mod isolation;
 mod position;
 mod readers;
 mod server;
+pub mod memory;
 pub mod stdio_client;
 mod writer;
 

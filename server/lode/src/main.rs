@@ -60,6 +60,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    lode_lsp::memory::limit_arenas();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Index(a) => cmd::index::run(a),

@@ -191,6 +191,7 @@ impl Backend {
                     None => said,
                 });
             }
+            crate::memory::trim();
             Ok(answer)
         })
         .await

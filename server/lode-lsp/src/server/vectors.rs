@@ -274,6 +274,7 @@ pub(super) fn start_vectors(
                     }
                 };
                 bar.end(message);
+                crate::memory::trim();
                 // A check asked for during this pass (its kick was taken by the pass): the next
                 // pass runs it.
                 if shared_off.lock().check_asked {
