@@ -235,8 +235,11 @@ impl Sync {
             store.clear_vector_deletions(&self.model, &gone)?;
             self.report.deleted += gone.len();
         }
+        // Complete: other models' bookkeeping and tables go. The tables are looked at every time
+        // (a listing): a crash between the two steps must not leave a table behind for good.
         let fresh = store.vector_freshness(&self.model)?;
-        if fresh.with_vectors == fresh.passages && store.drop_other_models(&self.model)? > 0 {
+        if fresh.with_vectors == fresh.passages {
+            store.drop_other_models(&self.model)?;
             index.drop_other_tables()?;
         }
         if self.report.rounds >= COMPACT_AFTER {
