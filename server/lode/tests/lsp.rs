@@ -1098,8 +1098,16 @@ fn switching_the_embedder_keeps_the_old_vectors_answering_until_the_new_ones_are
     }
     let d = wait(&mut lsp, "the switch never completed", &|d| d["model"] == "minilm-b" && d.get("switching").is_none());
     assert!(d["with_vectors"].as_i64() > Some(0), "{d}");
-    let tables: Vec<String> = std::fs::read_dir(v.join(".lode/vectors")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
-    assert!(!tables.iter().any(|t| t.contains("all_minilm")), "the old table is dropped after the swap: {tables:?}");
+    // The swap comes first, then the pass ends and drops the old table.
+    let t = Instant::now();
+    loop {
+        let tables: Vec<String> = std::fs::read_dir(v.join(".lode/vectors")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        if !tables.iter().any(|t| t.contains("all_minilm")) {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "the old table is dropped after the swap: {tables:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let rec = std::fs::read_to_string(v.join(".lode/vectors/serving.json")).unwrap();
     assert!(rec.contains("minilm-b"), "{rec}");
     let a2 = lsp.request("lode/ask", json!({"question": "Which vendor risk does project 42 have?"}));
