@@ -758,14 +758,21 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     let _ = lsp.response(json!(id));
 }
 
+/// An indexed copy of the example vault in `dir`, and a connection of "another process" that
+/// holds its database exclusively (not even readers get in) until it rolls back and closes.
+fn locked_vault(dir: &Path) -> (PathBuf, rusqlite::Connection) {
+    let vault = example_vault(dir);
+    index_lexical(&vault);
+    let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
+    holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    (vault, holder)
+}
+
 #[test]
 fn opening_the_stores_never_blocks_the_message_loop() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = example_vault(tmp.path());
-    index_lexical(&vault);
     // Another process holds the database exclusively: opening it waits for the busy timeout.
-    let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
-    holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    let (vault, holder) = locked_vault(tmp.path());
     let mut lsp = Lsp::start();
     let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
     lsp.notify("initialized", json!({}));
@@ -822,10 +829,7 @@ fn a_save_while_another_process_locks_the_database_is_kept_shown_and_lands() {
 #[test]
 fn a_server_started_under_another_process_lock_waits_says_so_and_starts_once_it_goes() {
     let tmp = tempfile::tempdir().unwrap();
-    let vault = example_vault(tmp.path());
-    index_lexical(&vault);
-    let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
-    holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    let (vault, holder) = locked_vault(tmp.path());
     let mut lsp = Lsp::start();
     lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(&vault), "name": "vault"}]}));
     lsp.notify("initialized", json!({}));
