@@ -67,7 +67,7 @@ pub enum FetchError {
     Private(String),
     #[error("HTTP {0}")]
     Status(u16),
-    #[error("the body is larger than the {0}-byte limit (`max_bytes` under [externals])")]
+    #[error("the page is larger than the {} MB limit (`max_mb` under [externals])", *.0 as f64 / (1024.0 * 1024.0))]
     TooLarge(u64),
     #[error("content type {0:?} is not text lode can read (HTML, plain text or markdown)")]
     NotText(String),

@@ -77,6 +77,8 @@ fn limits_hold() {
     let t = Instant::now();
     assert_eq!(fetch(&s.url("/huge"), &loopback()), Err(FetchError::TooLarge(10 * 1024 * 1024)));
     assert_eq!(fetch(&s.url("/huge-unannounced"), &loopback()), Err(FetchError::TooLarge(10 * 1024 * 1024)));
+    // Named as the user sets it: `max_mb`, in MB.
+    assert_eq!(FetchError::TooLarge(10 * 1024 * 1024).to_string(), "the page is larger than the 10 MB limit (`max_mb` under [externals])");
     assert!(t.elapsed() < Duration::from_secs(5), "a refused body is not read to its end: {:?}", t.elapsed());
 }
 

@@ -202,6 +202,14 @@ fn a_model_is_fetched_checked_recorded_and_installed_whole() {
     let o = setup(&cat, &models, &env);
     assert!(o.status.success() && text(&o).contains("is installed"), "{}", text(&o));
     assert_eq!(hub.log.lock().unwrap().len(), n + 1, "only the revision is asked for: {:?}", &hub.log.lock().unwrap()[n..]);
+    // `lode doctor` reports it, with where it came from.
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(vault.join(".lode")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\nnli = \"tiny-nli-hub\"\n").unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["doctor", "--vault"]).arg(&vault).env("LODE_MODELS", &models).output().unwrap();
+    let t = text(&o);
+    assert!(t.contains("tiny-nli from") && t.contains(&format!("lode-tests/tiny-nli@{}", &COMMIT[..12])), "{t}");
+    assert!(t.contains("installed in") && t.contains("tiny-nli-hub"), "{t}");
     // `--list` says it is installed.
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["setup", "--list", "--catalogue"]).arg(&cat).env("LODE_MODELS", &models).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("tiny-nli-hub") && l.contains("yes")), "{}", text(&o));

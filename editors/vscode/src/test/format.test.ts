@@ -91,3 +91,11 @@ test('an abstention: the reason and the related passages, with links', () => {
   assert.match(md, /- \[notes\/x\.md:3\]\(file:\/\/\/v\/notes\/x\.md#L3 "lode (cd){32}:0-9"\)/);
   assert.match(md, /\n {2}> Something near\./);
 });
+
+test('the palette shows each command once prefixed: the title does not repeat the category', () => {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const pkg = require('../../package.json') as { contributes: { commands: { title: string; category?: string }[] } };
+  for (const c of pkg.contributes.commands) {
+    assert.ok(c.category === undefined || !c.title.startsWith(`${c.category}:`), `"${c.category}: ${c.title}"`);
+  }
+});

@@ -152,17 +152,39 @@ fn models(r: &mut Report, config: &Config) {
         };
         match loaded {
             Ok(id) => {
-                r.line(Level::Ok, label(role), format!("{id} from {}", dir.display()));
-                out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": true, "id": id}));
+                // Installed by `lode setup --…` from the hub: where from, pinned to which commit.
+                let source = std::fs::read_to_string(dir.join("lode-source.toml")).ok().and_then(|t| t.parse::<toml::Table>().ok());
+                let from = source.as_ref().and_then(|t| Some(format!("{}@{}", t.get("repo")?.as_str()?, t.get("commit")?.as_str()?.get(..12)?)));
+                let via = from.as_ref().map_or(String::new(), |f| format!(", from {f}"));
+                r.line(Level::Ok, label(role), format!("{id} from {}{via}", dir.display()));
+                out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": true, "id": id, "source": from}));
             }
             Err(e) => {
-                let fix = if role == "embedder" && name == "all-MiniLM-L6-v2" { "; run `lode setup` to install it" } else { "" };
+                let fix = match role {
+                    "embedder" if name == "all-MiniLM-L6-v2" => "; run `lode setup` to install it".to_owned(),
+                    "embedder" => format!("; `lode setup --embedder {name}` installs it if it is in the catalogue (`lode setup --list`)"),
+                    "reranker" => format!("; `lode setup --reranker {name}` installs it if it is in the catalogue (`lode setup --list`)"),
+                    _ => format!("; `lode setup --nli {name}` installs it if it is in the catalogue (`lode setup --list`)"),
+                };
                 r.line(Level::Fail, label(role), format!("{name}: {e}{fix}"));
                 out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": false, "error": e}));
             }
         }
     }
+    // Every model folder present, configured or not (what `lode setup` installed).
+    let installed: Vec<String> = std::fs::read_dir(m.models_dir())
+        .map(|rd| {
+            let mut v: Vec<String> =
+                rd.flatten().filter(|e| e.path().join("lode-model.toml").is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            v.sort();
+            v
+        })
+        .unwrap_or_default();
+    if !installed.is_empty() {
+        r.line(Level::Ok, "models", format!("installed in {}: {}", m.models_dir().display(), installed.join(", ")));
+    }
     r.json.insert("models".into(), Value::Array(out));
+    r.json.insert("installed_models".into(), json!(installed));
 }
 
 fn label(role: &str) -> &'static str {
