@@ -77,6 +77,10 @@ pub enum FetchError {
     Timeout(u64),
     #[error("more than {0} redirects")]
     Redirects(u32),
+    /// A redirect that leads nowhere lode may go: no `Location`, or not http(s) (`file:`,
+    /// `ftp:`, `data:` …). Refused at every hop.
+    #[error("redirect refused: {0}")]
+    BadRedirect(String),
     #[error("{0}")]
     Network(String),
     #[error("cancelled")]
@@ -208,10 +212,12 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
     if url.trim().chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(FetchError::NotWeb(format!("{:?} (a URL has no spaces or control characters)", url.trim())));
     }
+    // Redirects are followed here, hop by hop, not by the HTTP library: each `Location` is
+    // resolved against the page that sent it (RFC 3986: `?page=2` keeps the path, `#top` the
+    // whole URL) and refused unless it is http(s); the address guard judges every hop.
     let config = Config::builder()
         .timeout_global(Some(opts.timeout))
-        .max_redirects(opts.max_redirects)
-        .max_redirects_will_error(true)
+        .max_redirects(0)
         .http_status_as_error(false)
         .https_only(false)
         // A proxy would hide the address actually connected to from the guard.
@@ -226,13 +232,42 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
     }
     let timeout_s = opts.timeout.as_secs().max(1);
     let failed = |e| if cancelled() { FetchError::Cancelled } else { map_error(e, opts, timeout_s, parsed.host_str().unwrap_or_default()) };
-    let mut resp = agent
-        .get(parsed.as_str())
-        .header("Accept", "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8")
-        .call()
-        .map_err(failed)?;
+    let mut current = parsed.clone();
+    let mut hops = 0u32;
+    let mut resp = loop {
+        // The whole fetch shares one time limit, whatever the number of hops.
+        let left = opts.timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Err(FetchError::Timeout(timeout_s));
+        }
+        let resp = agent
+            .get(current.as_str())
+            .config()
+            .timeout_global(Some(left))
+            .build()
+            .header("Accept", "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.8")
+            .call()
+            .map_err(failed)?;
+        let status = resp.status().as_u16();
+        if !matches!(status, 301 | 302 | 303 | 307 | 308) {
+            break resp;
+        }
+        hops += 1;
+        if hops > opts.max_redirects {
+            return Err(FetchError::Redirects(opts.max_redirects));
+        }
+        let location = resp.headers().get("location").and_then(|v| v.to_str().ok()).map(str::trim).unwrap_or("");
+        if location.is_empty() {
+            return Err(FetchError::BadRedirect(format!("{current} answered {status} with no Location")));
+        }
+        let next = current.join(location).map_err(|e| FetchError::BadRedirect(format!("{current} → {location:?} ({e})")))?;
+        if !matches!(next.scheme(), "http" | "https") || next.host_str().is_none_or(str::is_empty) {
+            return Err(FetchError::BadRedirect(format!("{current} → {next}: only http and https are followed")));
+        }
+        current = next;
+    };
     let status = resp.status().as_u16();
-    let final_url = resp.get_uri().to_string();
+    let final_url = current.to_string();
     if !(200..300).contains(&status) {
         return Err(FetchError::Status(status));
     }

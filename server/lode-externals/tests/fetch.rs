@@ -27,6 +27,14 @@ fn site() -> Site {
         "/hop2" => Reply::redirect("/page"),
         "/loop" => Reply::redirect("/loop"),
         "/to-metadata" => Reply::redirect("http://169.254.169.254/latest/meta-data/"),
+        // Relative references, resolved against the page (RFC 3986), not its folder.
+        "/docs/list" => Reply::redirect("?page=2"),
+        "/docs/list?page=2" => Reply::html("<h1>Page two</h1>"),
+        "/docs/top" => Reply::redirect("#top"),
+        "/docs/empty" => Reply::redirect(""),
+        "/docs/up" => Reply::redirect("../page"),
+        "/to-file" => Reply::redirect("file:///etc/passwd"),
+        "/to-ftp" => Reply::redirect("ftp://example.org/x"),
         "/slow" => Reply { delay: Duration::from_secs(10), ..Reply::html("<p>late</p>") },
         "/missing" => Reply::typed(404, "text/html", b"<h1>Not found</h1>"),
         "/broken" => Reply::typed(500, "text/html", b"oops"),
@@ -54,6 +62,16 @@ fn pages_redirects_and_content_types() {
     assert_eq!(hopped.final_url, s.url("/page"));
     assert_eq!(hopped.url, s.url("/hop1"));
     assert_eq!(fetch(&s.url("/loop"), &loopback()), Err(FetchError::Redirects(5)));
+    // Relative redirects resolve against the page that sent them; non-web schemes and an empty
+    // Location are refused at the hop, with no request made for them.
+    assert_eq!(fetch(&s.url("/docs/list"), &loopback()).unwrap().final_url, s.url("/docs/list?page=2"));
+    assert_eq!(fetch(&s.url("/docs/up"), &loopback()).unwrap().final_url, s.url("/page"));
+    assert!(matches!(fetch(&s.url("/docs/top"), &loopback()), Err(FetchError::Redirects(5))), "#top leads back to the same page");
+    for bad in ["/docs/empty", "/to-file", "/to-ftp"] {
+        let e = fetch(&s.url(bad), &loopback()).unwrap_err();
+        assert!(matches!(e, FetchError::BadRedirect(_)), "{bad}: {e:?}");
+    }
+    assert!(fetch(&s.url("/to-file"), &loopback()).unwrap_err().to_string().contains("only http and https"));
     let few = FetchOptions { max_redirects: 1, ..loopback() };
     assert_eq!(fetch(&s.url("/hop1"), &few), Err(FetchError::Redirects(1)));
     assert_eq!(fetch(&s.url("/missing"), &loopback()), Err(FetchError::Status(404)));
