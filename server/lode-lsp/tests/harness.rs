@@ -155,7 +155,7 @@ async fn hover_goto_and_actions_from_fixtures() {
     // Hover inside the citation link on line 2 (the link starts after the claim text).
     let hover = h.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": 60}})).await;
     let md = hover["result"]["contents"]["value"].as_str().unwrap();
-    let md = md.split(" saved ").next().unwrap().to_owned() + " saved …";
+    let md = md.split(" indexed ").next().unwrap().to_owned() + " indexed …";
     check(
         &md,
         expect![[r#"
@@ -165,7 +165,7 @@ async fn hover_goto_and_actions_from_fixtures() {
 
             > staging certificates are rotated every 60 days
 
-            version `6f28d94244f8` saved …"#]],
+            version `6f28d94244f8`, first indexed …"#]],
     );
 
     // An ordinary link (the `$0` cursor) is not a citation: it gets a link hover.

@@ -129,7 +129,8 @@ impl Backend {
             };
             let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
             let info = store.version_info(&c.version_id).map_err(|e| e.to_string())?;
-            let (path, title, saved) = info.unwrap_or_default();
+            // When lode first saw these bytes (not when the file was written: no record of that).
+            let (path, title, indexed) = info.unwrap_or_default();
             let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
             let what = if path.contains("://") { "snapshot" } else { "note" };
             let status = match head {
@@ -151,7 +152,7 @@ impl Backend {
             let crumb = lode_core::structure::Structure::parse(&text).context(c.span.clone()).breadcrumb();
             let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
             Ok(format!(
-                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}` saved {saved} · {status}{rung}",
+                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, first indexed {indexed} · {status}{rung}",
                 &c.version_id[..12]
             ))
         })
