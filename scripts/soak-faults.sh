@@ -48,7 +48,7 @@ for r in $(seq "$ROUNDS"); do
     cargo test --locked -p lode-store --test store -- --exact "${STORE[@]}" || true
   } >"$log" 2>&1
   end=$(date +%s.%N)
-  times+=("$(echo "$end - $start" | bc)")
+  times+=("$(awk -v a="$start" -v b="$end" 'BEGIN {printf "%.1f", b - a}')")
   while read -r name verdict; do
     if [[ $verdict == ok ]]; then passed[$name]=$(( ${passed[$name]:-0} + 1 )); else failed[$name]=$(( ${failed[$name]:-0} + 1 )); fi
   done < <(sed -n 's/^test \([a-z0-9_]*\) \.\.\. \(ok\|FAILED\)$/\1 \2/p' "$log")

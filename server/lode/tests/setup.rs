@@ -24,6 +24,14 @@ struct Faults {
     wrong_sha: bool,
     /// Wait this long before answering each request.
     delay_ms: u64,
+    /// Answer a ranged request with the whole body (200), as a server without ranges does.
+    ignore_range: bool,
+    /// List the model with no checksum at all.
+    no_checksum: bool,
+    /// Send 100 bytes more than the listing says.
+    extra_bytes: bool,
+    /// Answer the revision listing with something that is not JSON.
+    bad_listing: bool,
 }
 
 struct Hub {
@@ -91,9 +99,16 @@ fn start_hub() -> Hub {
             }
             let model_sha = if f.lock().unwrap().wrong_sha { "ab".repeat(32) } else { sha256_hex(&model) };
             let route = path.split('?').next().unwrap_or("");
-            if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
+            if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") && f.lock().unwrap().bad_listing {
+                send(&mut stream, "200 OK", "Content-Type: text/html\r\n", b"<html>a captive portal</html>");
+            } else if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
+                let listed = if f.lock().unwrap().no_checksum {
+                    serde_json::json!({"rfilename": "onnx/model.onnx", "size": model.len()})
+                } else {
+                    serde_json::json!({"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}})
+                };
                 let body = serde_json::json!({"id": "lode-tests/tiny-nli", "sha": COMMIT, "siblings": [
-                    {"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}},
+                    listed,
                     {"rfilename": "tokenizer.json", "size": tokenizer.len(), "blobId": git_blob(&tokenizer)},
                     {"rfilename": "README.md", "size": 3, "blobId": "y"},
                 ]});
@@ -106,6 +121,11 @@ fn start_hub() -> Hub {
                 send(&mut stream, "200 OK", "", &tokenizer);
             } else if route.starts_with("/cdn/") {
                 let from: usize = range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
+                let from = if f.lock().unwrap().ignore_range { 0 } else { from };
+                let mut model = model.clone();
+                if f.lock().unwrap().extra_bytes {
+                    model.extend_from_slice(&[7u8; 100]);
+                }
                 let (status, extra) = if from > 0 {
                     ("206 Partial Content", format!("Content-Range: bytes {from}-{}/{}\r\n", model.len() - 1, model.len()))
                 } else {
@@ -279,4 +299,35 @@ fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothin
         .unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(entails(&models));
+}
+
+/// What a hub or a proxy in front of it may do besides the faults above: ignore ranges (the
+/// download starts over and still installs), list a file with no checksum (refused: lode installs
+/// nothing unchecked), send more bytes than listed (refused), answer the listing with an HTML page
+/// (a captive portal: said, nothing installed).
+#[test]
+fn hubs_without_ranges_or_checksums_and_oversized_or_non_json_answers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let hub = start_hub();
+    let cat = catalogue(tmp.path(), "onnx/model.onnx");
+    let models = tmp.path().join("models");
+    let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
+    let set = |f: &dyn Fn(&mut Faults)| f(&mut hub.faults.lock().unwrap());
+    set(&|f| f.no_checksum = true);
+    let o = setup(&cat, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("no checksum"), "{}", text(&o));
+    set(&|f| *f = Faults { extra_bytes: true, ..Faults::default() });
+    let o = setup(&cat, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("nothing was installed"), "{}", text(&o));
+    set(&|f| *f = Faults { bad_listing: true, ..Faults::default() });
+    let o = setup(&cat, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("did not answer with JSON"), "{}", text(&o));
+    assert!(!models.join("tiny-nli-hub").exists(), "nothing installed by any of them");
+    // A cut download, then a server that ignores the range: it starts over, and installs.
+    set(&|f| *f = Faults { truncate_at: Some(300), ..Faults::default() });
+    assert!(!setup(&cat, &models, &env).status.success());
+    set(&|f| *f = Faults { ignore_range: true, ..Faults::default() });
+    let o = setup(&cat, &models, &env);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(entails(&models), "the model restarted from the first byte is whole");
 }
