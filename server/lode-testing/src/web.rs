@@ -17,6 +17,16 @@ pub struct Reply {
     /// Send this many body bytes (a body larger than `Content-Length` claims, or one without
     /// a length): `None` sends `body` with its length.
     pub stream_bytes: Option<u64>,
+    /// Announce `body`'s whole length, send this many bytes of it, and hang up (a cut download).
+    pub cut_after: Option<usize>,
+}
+
+/// A request as a handler that needs more than its path sees it.
+pub struct Request {
+    /// With its query.
+    pub path: String,
+    /// Header names in lower case.
+    pub headers: std::collections::HashMap<String, String>,
 }
 
 impl Reply {
@@ -25,15 +35,16 @@ impl Reply {
     }
 
     pub fn typed(status: u16, content_type: &str, body: &[u8]) -> Reply {
-        Reply { status, headers: vec![("Content-Type".into(), content_type.into())], body: body.to_vec(), delay: Duration::ZERO, stream_bytes: None }
+        Reply { status, headers: vec![("Content-Type".into(), content_type.into())], body: body.to_vec(), delay: Duration::ZERO, stream_bytes: None, cut_after: None }
     }
 
     pub fn redirect(to: &str) -> Reply {
-        Reply { status: 302, headers: vec![("Location".into(), to.into())], body: Vec::new(), delay: Duration::ZERO, stream_bytes: None }
+        Reply { status: 302, headers: vec![("Location".into(), to.into())], body: Vec::new(), delay: Duration::ZERO, stream_bytes: None, cut_after: None }
     }
 }
 
 pub type Handler = Box<dyn FnMut(&str) -> Reply + Send>;
+pub type RequestHandler = Box<dyn FnMut(&Request) -> Reply + Send>;
 
 /// A running site. It serves until the test process ends.
 pub struct Site {
@@ -44,7 +55,12 @@ pub struct Site {
 
 impl Site {
     /// Starts a site whose answer to each request path (with its query) is `handler(path)`.
-    pub fn start(handler: Handler) -> Site {
+    pub fn start(mut handler: Handler) -> Site {
+        Site::start_with_requests(Box::new(move |r: &Request| handler(&r.path)))
+    }
+
+    /// [`Site::start`] for a handler that reads the request's headers too (ranges, tokens).
+    pub fn start_with_requests(handler: RequestHandler) -> Site {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -70,7 +86,7 @@ impl Site {
     }
 }
 
-fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<String>>, handler: &Mutex<Handler>) {
+fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<String>>, handler: &Mutex<RequestHandler>) {
     let mut reader = BufReader::new(stream.try_clone().unwrap());
     let mut first = String::new();
     if reader.read_line(&mut first).unwrap_or(0) == 0 {
@@ -78,14 +94,18 @@ fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<String>>, handler: &Mu
     }
     let path = first.split_whitespace().nth(1).unwrap_or("/").to_owned();
     let mut line = String::new();
+    let mut headers = std::collections::HashMap::new();
     loop {
         line.clear();
         if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
             break;
         }
+        if let Some((k, v)) = line.split_once(':') {
+            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
     }
     log.lock().unwrap().push(path.clone());
-    let reply = (handler.lock().unwrap())(&path);
+    let reply = (handler.lock().unwrap())(&Request { path, headers });
     std::thread::sleep(reply.delay);
     let mut head = format!("HTTP/1.1 {} X\r\nConnection: close\r\n", reply.status);
     for (k, v) in &reply.headers {
@@ -100,7 +120,10 @@ fn serve(mut stream: std::net::TcpStream, log: &Mutex<Vec<String>>, handler: &Mu
     }
     match reply.stream_bytes {
         None => {
-            let _ = stream.write_all(&reply.body);
+            let _ = stream.write_all(&reply.body[..reply.cut_after.unwrap_or(reply.body.len()).min(reply.body.len())]);
+            if reply.cut_after.is_some() {
+                let _ = stream.shutdown(std::net::Shutdown::Both);
+            }
         }
         Some(n) => {
             let chunk = vec![b'a'; 64 * 1024];

@@ -4,13 +4,15 @@
 //! tests generate — and misbehaves on request: a truncated body, a wrong checksum, a missing
 //! file, a slow answer, a token it insists on. Nothing here reaches beyond the machine.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
-use std::net::TcpListener;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
+use std::time::Duration;
+
+use lode_testing::web::{Reply, Request, Site};
+use serde_json::json;
 use sha2::Digest;
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";
@@ -58,98 +60,69 @@ fn start_hub() -> Hub {
     let src = lode_testing::models().join("tiny-nli");
     let model = std::fs::read(src.join("model.onnx")).expect("the tiny NLI model (scripts/setup-models.sh makes it)");
     let tokenizer = std::fs::read(src.join("tokenizer.json")).unwrap();
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let endpoint = format!("http://{}", listener.local_addr().unwrap());
     let faults: Arc<Mutex<Faults>> = Arc::default();
     let log: Arc<Mutex<Vec<(String, Option<String>)>>> = Arc::default();
     let (f, l) = (faults.clone(), log.clone());
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut reader = BufReader::new(stream.try_clone().unwrap());
-            let mut first = String::new();
-            if reader.read_line(&mut first).is_err() {
-                continue;
-            }
-            let mut headers: HashMap<String, String> = HashMap::new();
-            loop {
-                let mut line = String::new();
-                if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
-                    break;
-                }
-                if let Some((k, v)) = line.split_once(':') {
-                    headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-                }
-            }
-            let path = first.split_whitespace().nth(1).unwrap_or("/").to_owned();
-            let range = headers.get("range").cloned();
-            l.lock().unwrap().push((path.clone(), range.clone()));
-            let delay = f.lock().unwrap().delay_ms;
-            std::thread::sleep(std::time::Duration::from_millis(delay));
-            let send = |stream: &mut std::net::TcpStream, status: &str, extra: &str, body: &[u8]| {
-                let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n", body.len());
-                let _ = stream.write_all(head.as_bytes());
-                let _ = stream.write_all(body);
-            };
-            // The CDN's URLs are signed: the token is asked for by the hub, not by the CDN (and
-            // a client drops it on a redirect to another place).
-            if !path.starts_with("/cdn/") && headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {TOKEN}")) {
-                send(&mut stream, "401 Unauthorized", "", b"{\"error\":\"Invalid credentials\"}");
-                continue;
-            }
-            let model_sha = if f.lock().unwrap().wrong_sha { "ab".repeat(32) } else { sha256_hex(&model) };
-            let route = path.split('?').next().unwrap_or("");
-            if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") && f.lock().unwrap().bad_listing {
-                send(&mut stream, "200 OK", "Content-Type: text/html\r\n", b"<html>a captive portal</html>");
-            } else if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
-                let listed = if f.lock().unwrap().no_checksum {
-                    serde_json::json!({"rfilename": "onnx/model.onnx", "size": model.len()})
-                } else {
-                    serde_json::json!({"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}})
-                };
-                let body = serde_json::json!({"id": "lode-tests/tiny-nli", "sha": COMMIT, "siblings": [
-                    listed,
-                    {"rfilename": "tokenizer.json", "size": tokenizer.len(), "blobId": git_blob(&tokenizer)},
-                    {"rfilename": "README.md", "size": 3, "blobId": "y"},
-                ]});
-                send(&mut stream, "200 OK", "Content-Type: application/json\r\n", body.to_string().as_bytes());
-            } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/onnx/model.onnx") {
-                // LFS: redirected to the CDN, as the hub does.
-                let cdn = format!("Location: /cdn/{}\r\nX-Linked-Etag: \"{}\"\r\n", sha256_hex(&model), sha256_hex(&model));
-                send(&mut stream, "302 Found", &cdn, b"");
-            } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/tokenizer.json") {
-                send(&mut stream, "200 OK", "", &tokenizer);
-            } else if route.starts_with("/cdn/") {
-                let from: usize = range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
-                let from = if f.lock().unwrap().ignore_range { 0 } else { from };
-                let mut model = model.clone();
-                if f.lock().unwrap().extra_bytes {
-                    model.extend_from_slice(&[7u8; 100]);
-                }
-                let (status, extra) = if from > 0 {
-                    ("206 Partial Content", format!("Content-Range: bytes {from}-{}/{}\r\n", model.len() - 1, model.len()))
-                } else {
-                    ("200 OK", String::new())
-                };
-                let body = &model[from.min(model.len())..];
-                let cut = f.lock().unwrap().truncate_at.take();
-                match cut {
-                    Some(n) => {
-                        // Announces the whole body, sends part of it, and hangs up.
-                        let head = format!("HTTP/1.1 {status}\r\nContent-Length: {}\r\nConnection: close\r\n{extra}\r\n", body.len());
-                        let _ = stream.write_all(head.as_bytes());
-                        let _ = stream.write_all(&body[..n.min(body.len())]);
-                    }
-                    None => send(&mut stream, status, &extra, body),
-                }
-            } else {
-                send(&mut stream, "404 Not Found", "", b"{\"error\":\"Entry not found\"}");
-            }
-            // Hung up: a cut body ends here for the client too.
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+    let site = Site::start_with_requests(Box::new(move |req: &Request| {
+        let (path, range) = (req.path.as_str(), req.headers.get("range").cloned());
+        l.lock().unwrap().push((path.to_owned(), range.clone()));
+        let mut f = f.lock().unwrap();
+        let delay = Duration::from_millis(f.delay_ms);
+        let reply = |status: u16, headers: Vec<(&str, String)>, body: &[u8]| Reply {
+            status,
+            headers: headers.into_iter().map(|(k, v)| (k.to_owned(), v)).collect(),
+            body: body.to_vec(),
+            delay,
+            stream_bytes: None,
+            cut_after: None,
+        };
+        // The CDN's URLs are signed: the token is asked for by the hub, not by the CDN (and
+        // a client drops it on a redirect to another place).
+        if !path.starts_with("/cdn/") && req.headers.get("authorization").map(String::as_str) != Some(&format!("Bearer {TOKEN}")) {
+            return reply(401, vec![], b"{\"error\":\"Invalid credentials\"}");
         }
-    });
-    Hub { endpoint, faults, log }
+        let route = path.split('?').next().unwrap_or("");
+        if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
+            if f.bad_listing {
+                return reply(200, vec![("Content-Type", "text/html".into())], b"<html>a captive portal</html>");
+            }
+            let model_sha = if f.wrong_sha { "ab".repeat(32) } else { sha256_hex(&model) };
+            let listed = if f.no_checksum {
+                json!({"rfilename": "onnx/model.onnx", "size": model.len()})
+            } else {
+                json!({"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}})
+            };
+            let body = json!({"id": "lode-tests/tiny-nli", "sha": COMMIT, "siblings": [
+                listed,
+                {"rfilename": "tokenizer.json", "size": tokenizer.len(), "blobId": git_blob(&tokenizer)},
+                {"rfilename": "README.md", "size": 3, "blobId": "y"},
+            ]});
+            reply(200, vec![("Content-Type", "application/json".into())], body.to_string().as_bytes())
+        } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/onnx/model.onnx") {
+            // LFS: redirected to the CDN, as the hub does.
+            let sha = sha256_hex(&model);
+            reply(302, vec![("Location", format!("/cdn/{sha}")), ("X-Linked-Etag", format!("\"{sha}\""))], b"")
+        } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/tokenizer.json") {
+            reply(200, vec![], &tokenizer)
+        } else if route.starts_with("/cdn/") {
+            let asked: usize = range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
+            let from = if f.ignore_range { 0 } else { asked };
+            let mut body = model.clone();
+            if f.extra_bytes {
+                body.extend_from_slice(&[7u8; 100]);
+            }
+            let (status, headers) = if from > 0 {
+                (206, vec![("Content-Range", format!("bytes {from}-{}/{}", body.len() - 1, body.len()))])
+            } else {
+                (200, vec![])
+            };
+            // A cut body announces its whole length, sends part of it, and hangs up (once).
+            Reply { cut_after: f.truncate_at.take(), ..reply(status, headers, &body[from.min(body.len())..]) }
+        } else {
+            reply(404, vec![], b"{\"error\":\"Entry not found\"}")
+        }
+    }));
+    Hub { endpoint: site.base, faults, log }
 }
 
 /// A catalogue holding the loopback model; `file`: the model's path in the repository.
