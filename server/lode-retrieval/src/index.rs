@@ -185,7 +185,7 @@ impl VectorIndex {
     /// read, and a damaged page of one column leaves the others readable, so this reads it all
     /// (run after a failure, not on every use).
     pub fn check(&self) -> Result<(), RetrievalError> {
-        let folder = self.path.join(format!("{}.lance", self.name));
+        let folder = self.table_dir();
         if !folder.is_dir() {
             return Err(self.err(format!("{} is gone", folder.display())));
         }
@@ -214,6 +214,11 @@ impl VectorIndex {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The table's own folder (`<dir>/<name>.lance`).
+    pub fn table_dir(&self) -> PathBuf {
+        self.path.join(format!("{}.lance", self.name))
     }
 
     /// Runs one LanceDB operation, for at most `limit`. A damaged data file can panic inside

@@ -124,7 +124,7 @@ pub(super) fn start_vectors(
                             st.mended = Some(why.to_owned());
                             st.rebuilding = true;
                         }
-                        st.table = Some(serving.1.path().join(format!("{}.lance", serving.1.name())));
+                        st.table = Some(serving.1.table_dir());
                         st.model = Some(serving.0.id().to_owned());
                     }
                     *shared.lock() = Some(serving);
@@ -169,18 +169,18 @@ pub(super) fn start_vectors(
                     let mut st = shared_off.lock();
                     std::mem::take(&mut st.check_asked) || st.table.as_ref().is_some_and(|t| !t.is_dir())
                 };
-                tracing::debug!("vector pass {passes}: check the table first: {must_check}");
                 if must_check {
                     check_and_mend(&shared, &shared_off, &mut store, &model, &reporter);
                 }
                 let mut bar = Bar::new(&reporter, format!("lode/embed/{passes}"));
                 // A panic while embedding ends this pass only; the next kick retries.
-                let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> std::result::Result<(), String> {
+                // Whether the configured model's vectors are complete at the end of the pass.
+                let pass = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> std::result::Result<bool, String> {
                     let mut sync = match switching.as_ref() {
                         Some((_, index)) => lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?,
                         None => {
                             let guard = shared.lock();
-                            let Some((_, index)) = guard.as_ref() else { return Ok(()) };
+                            let Some((_, index)) = guard.as_ref() else { return Ok(false) };
                             lode_retrieval::Sync::start(&mut store, index, &model).map_err(|e| e.to_string())?
                         }
                     };
@@ -195,13 +195,13 @@ pub(super) fn start_vectors(
                             // The new model's own pair: questions go on with the serving one.
                             Some((embedder, index)) => {
                                 if closing.load(SeqCst) {
-                                    return Ok(());
+                                    return Ok(false);
                                 }
                                 sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                             }
                             None => {
                                 let mut guard = shared.lock();
-                                let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(()) };
+                                let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(false) };
                                 crate::isolation::fault("vectors");
                                 sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                             }
@@ -221,7 +221,7 @@ pub(super) fn start_vectors(
                     let complete = store.vector_freshness(&model).is_ok_and(|f| f.with_vectors >= f.passages);
                     if complete {
                         if let Some(new) = switching.take() {
-                            let table = new.1.path().join(format!("{}.lance", new.1.name()));
+                            let table = new.1.table_dir();
                             let old = shared.lock().replace(new);
                             let mut st = shared_off.lock();
                             st.model = Some(model.clone());
@@ -235,7 +235,7 @@ pub(super) fn start_vectors(
                     if let Some((_, index)) = switching.as_ref() {
                         // Still filling the new table: the pass ends on it, not on the serving one.
                         sync.finish(&mut store, index).map_err(|e| e.to_string())?;
-                        return Ok(());
+                        return Ok(false);
                     }
                     let guard = shared.lock();
                     if let Some((embedder, index)) = guard.as_ref() {
@@ -249,11 +249,10 @@ pub(super) fn start_vectors(
                             }
                         }
                     }
-                    Ok(())
+                    Ok(complete)
                 }));
                 let message = match pass {
-                    Ok(Ok(())) => {
-                        let complete = store.vector_freshness(&model).is_ok_and(|f| f.with_vectors >= f.passages);
+                    Ok(Ok(complete)) => {
                         if complete {
                             shared_off.lock().rebuilding = false;
                         }
