@@ -178,23 +178,37 @@ impl Hub {
     }
 }
 
-/// Checks a downloaded file against the listing: size, then SHA-256 (LFS) or the git blob id.
+/// Checks a downloaded file against the listing: size, then SHA-256 (LFS) or the git blob id,
+/// reading it in pieces (a reranker's weights are over a gigabyte).
 fn verify(path: &Path, file: &Listed) -> Result<()> {
-    let bytes = std::fs::read(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let len = std::fs::metadata(path).with_context(|| format!("cannot read {}", path.display()))?.len();
     if let Some(size) = file.size {
-        if bytes.len() as u64 != size {
-            bail!("{} is {} bytes, the hub lists {size}; nothing was installed", file.path, bytes.len());
+        if len != size {
+            bail!("{} is {len} bytes, the hub lists {size}; nothing was installed", file.path);
         }
     }
+    let each = |f: &mut dyn FnMut(&[u8])| -> Result<()> {
+        let mut r = std::fs::File::open(path).with_context(|| format!("cannot read {}", path.display()))?;
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            let n = r.read(&mut buf).with_context(|| format!("cannot read {}", path.display()))?;
+            if n == 0 {
+                return Ok(());
+            }
+            f(&buf[..n]);
+        }
+    };
     if let Some(want) = &file.sha256 {
-        let got = hex(&sha2::Sha256::digest(&bytes));
+        let mut h = sha2::Sha256::new();
+        each(&mut |b| h.update(b))?;
+        let got = hex(&h.finalize());
         if !got.eq_ignore_ascii_case(want) {
             bail!("{} has SHA-256 {got}, the hub lists {want} (a damaged or altered download); nothing was installed", file.path);
         }
     } else if let Some(want) = &file.blob {
         let mut h = sha1_smol::Sha1::new();
-        h.update(format!("blob {}\0", bytes.len()).as_bytes());
-        h.update(&bytes);
+        h.update(format!("blob {len}\0").as_bytes());
+        each(&mut |b| h.update(b))?;
         let got = h.digest().to_string();
         if !got.eq_ignore_ascii_case(want) {
             bail!("{} has git blob id {got}, the hub lists {want} (a damaged or altered download); nothing was installed", file.path);
