@@ -27,6 +27,19 @@ pub(crate) fn request_scan(client: Client, state: Arc<State>) {
         state.scan_again.store(true, Ordering::SeqCst);
         return;
     }
+    spawn_scan(client, state);
+}
+
+/// The first scan of a vault just opened. A `State` is born `scanning` (so `lode/status` never
+/// shows an empty index as finished between the open and the scan's start); this starts the
+/// scan that flag promises.
+pub(crate) fn first_scan(client: Client, state: Arc<State>) {
+    debug_assert!(state.scanning.load(Ordering::SeqCst));
+    spawn_scan(client, state);
+}
+
+/// Runs scans on a thread of their own while `scanning` is set (by the caller) and asked again.
+fn spawn_scan(client: Client, state: Arc<State>) {
     let handle = tokio::runtime::Handle::current();
     let spawned = std::thread::Builder::new().name("lode-scan".into()).spawn(move || loop {
         state.scan_again.store(false, Ordering::SeqCst);

@@ -184,8 +184,18 @@ async fn hover_goto_and_actions_from_fixtures() {
     let on_question = h.request("textDocument/codeAction", actions(2)).await;
     let titles: Vec<&str> = on_question["result"].as_array().unwrap().iter().map(|a| a["title"].as_str().unwrap()).collect();
     check(&format!("{titles:?}"), expect![[r#"["Ask lode", "Ask lode about this note"]"#]]);
+    let kinds: Vec<&str> = on_question["result"].as_array().unwrap().iter().map(|a| a["kind"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["refactor.rewrite.lode.ask"; 2], "standard kinds, so clients group them under Rewrite");
     let on_heading = h.request("textDocument/codeAction", actions(0)).await;
     assert!(on_heading["result"].is_null(), "{on_heading}");
+    // `only` is honoured: VS Code asks for `quickfix` on a diagnostic and drops (with a log line)
+    // any action of another kind; a parent kind covers its children.
+    for (only, n) in [(json!(["quickfix"]), 0), (json!(["refactor"]), 2), (json!(["refactor.rewrite.lode.ask"]), 2), (json!(["refactor.extract"]), 0), (json!(["refactor.rewrite.lode.a"]), 0)] {
+        let mut p = actions(2);
+        p["context"]["only"] = only.clone();
+        let r = h.request("textDocument/codeAction", p).await;
+        assert_eq!(r["result"].as_array().map_or(0, |a| a.len()), n, "only {only}: {r}");
+    }
 
     let syms = h.request("workspace/symbol", json!({"query": "failover"})).await;
     let names: Vec<String> = syms["result"].as_array().unwrap().iter().map(|s| format!("{} @{}", s["name"].as_str().unwrap(), s["containerName"].as_str().unwrap())).collect();

@@ -1715,7 +1715,9 @@ fn a_missing_model_is_told_and_status_says_why() {
     let m = lsp.wait_for(|m| m["method"] == "window/showMessage");
     let text = m["params"]["message"].as_str().unwrap_or_default();
     assert_eq!(m["params"]["type"], 2, "a warning: {m}");
-    assert!(text.contains("dense retrieval is off") && text.contains("no-such-model") && text.contains("lode setup"), "{text}");
+    assert!(text.contains("no-such-model") && text.contains("lexical search only"), "{text}");
+    // The fix comes first: a collapsed toast shows one line, and the model path is long.
+    assert!(text.starts_with("lode: run `lode setup`"), "{text}");
     // `lode/status` with no params member at all (as docs/lsp-extensions.md allows).
     lsp.raw(r#"{"jsonrpc":"2.0","id":991,"method":"lode/status"}"#);
     let st = lsp.response(json!(991));
@@ -1724,6 +1726,39 @@ fn a_missing_model_is_told_and_status_says_why() {
     assert!(dense.starts_with("off:") && dense.contains("lode setup"), "{st}");
     // Still answers, lexically.
     assert!(answers_with(&mut lsp, "How often are staging certificates rotated?", "60 days"));
+    drop(lsp);
+
+    // A client that prompts for `lode setup` itself (the VS Code extension, with a button) is not
+    // sent the server's warning as well; `lode/status` still says why.
+    let mut lsp = Lsp::start();
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "initializationOptions": {"setupPrompt": "client"}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let st = lsp.request("lode/status", json!({}));
+    assert!(st["result"]["dense"].as_str().unwrap_or_default().starts_with("off:"), "{st}");
+    std::thread::sleep(Duration::from_millis(500));
+    let told: Vec<&Value> = lsp.0.seen.iter().filter(|m| m["method"] == "window/showMessage").collect();
+    assert!(told.is_empty(), "{told:?}");
+}
+
+#[test]
+fn status_says_scanning_from_the_first_request() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    for round in 0..5 {
+        let _ = std::fs::remove_dir_all(vault.join(".lode"));
+        let mut lsp = Lsp::start();
+        // A client that registers file watchers (VS Code): the server asks it to, and the vault
+        // opens before the answer comes back.
+        let caps = json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}});
+        lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": caps}));
+        lsp.notify("initialized", json!({}));
+        // Right after start: either still scanning, or done with every note; never an empty
+        // index that looks finished ("0 notes" and no "scanning").
+        let st = lsp.request("lode/status", json!({}));
+        let (scanning, notes) = (st["result"]["scanning"].as_bool(), st["result"]["notes"].as_u64());
+        assert!(scanning == Some(true) || notes == Some(13), "round {round}: {st}");
+    }
 }
 
 #[test]

@@ -10,6 +10,20 @@ pub(super) struct AskParams {
     limit: Option<usize>,
 }
 
+/// The "Ask lode" actions' kind: a standard kind (clients group and filter by it), specific
+/// below it so `only: ["refactor.rewrite.lode.ask"]` picks them alone.
+pub(super) const ASK_KIND: &str = "refactor.rewrite.lode.ask";
+
+/// Whether `kind` is asked for by `only`: equal to one of them, or below one in the
+/// dot-separated hierarchy (LSP 3.17 `CodeActionContext.only`).
+pub(super) fn wanted_kind(only: &[CodeActionKind], kind: &CodeActionKind) -> bool {
+    let k = kind.as_str();
+    only.iter().any(|o| {
+        let o = o.as_str();
+        o.is_empty() || k == o || k.strip_prefix(o).is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
 pub(super) fn is_question_line(line: &str) -> bool {
     let t = line.trim();
     !t.is_empty() && t.ends_with('?')
@@ -294,7 +308,7 @@ impl Backend {
             for (title, pinned) in [("Ask lode", false), ("Ask lode about this note", true)] {
                 actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                     title: title.into(),
-                    kind: Some(CodeActionKind::new("lode.ask")),
+                    kind: Some(CodeActionKind::new(ASK_KIND)),
                     command: Some(Command {
                         title: title.into(),
                         command: "lode.ask".into(),
@@ -396,6 +410,14 @@ impl Backend {
             if let Some(url) = super::nav::off_loop(&text, move |t| super::externals::web_link_at(t, r.start)).await? {
                 actions.push(super::externals::mirror_action(&url, false, None));
             }
+        }
+        // `only` (e.g. VS Code asking for `quickfix` on a diagnostic): a kind is wanted when it
+        // is one of those or below one (`refactor` covers `refactor.rewrite.lode.ask`).
+        if let Some(only) = &params.context.only {
+            actions.retain(|a| match a {
+                CodeActionOrCommand::CodeAction(CodeAction { kind: Some(k), .. }) => wanted_kind(only, k),
+                _ => true,
+            });
         }
         Ok((!actions.is_empty()).then_some(actions))
     }

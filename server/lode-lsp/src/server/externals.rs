@@ -142,12 +142,15 @@ pub(super) fn external_hover(store: &Store, link: &lode_core::nav::NavLink, fres
     Ok(Some(md))
 }
 
+/// The kind of "Refresh snapshot" offered without a diagnostic (with one it is a quick fix).
+pub(super) const MIRROR_KIND: &str = "refactor.rewrite.lode.mirror";
+
 /// The mirror action for a web link diagnostic, or for a web link under the cursor.
 pub(super) fn mirror_action(url: &str, never: bool, diagnostic: Option<&Diagnostic>) -> CodeActionOrCommand {
     let title = if never { "Mirror this link" } else { "Refresh snapshot" };
     CodeActionOrCommand::CodeAction(CodeAction {
         title: title.into(),
-        kind: Some(if diagnostic.is_some() { CodeActionKind::QUICKFIX } else { CodeActionKind::new("lode.mirror") }),
+        kind: Some(if diagnostic.is_some() { CodeActionKind::QUICKFIX } else { CodeActionKind::new(MIRROR_KIND) }),
         diagnostics: diagnostic.map(|d| vec![d.clone()]),
         command: Some(Command { title: title.into(), command: MIRROR.into(), arguments: Some(vec![json!({"url": url})]) }),
         ..Default::default()

@@ -130,6 +130,8 @@ pub(crate) struct State {
     pub(crate) scan_again: AtomicBool,
     /// Scans started, for unique progress tokens.
     pub(crate) scans: std::sync::atomic::AtomicU64,
+    /// Set by the one [`start_opened`] that starts this vault (a folder added twice starts once).
+    started: AtomicBool,
     dense: Dense,
     /// The loaded model's id, or why dense retrieval is off (for `lode/status`).
     dense_off: vectors::DenseOff,
@@ -269,6 +271,9 @@ pub struct Backend {
     states: Arc<Mutex<HashMap<PathBuf, Arc<StateCell>>>>,
     /// Whether the client registers file watchers for us (else the server watches the vault).
     client_watches: AtomicBool,
+    /// Whether the client tells the user itself how to turn dense retrieval on
+    /// (`initializationOptions.setupPrompt = "client"`), so the server's warning is not sent.
+    client_prompts_setup: AtomicBool,
     /// Writes that asked for the open documents' diagnostics again (see `diagnostics_after_write`).
     writes_seen: std::sync::atomic::AtomicU64,
     /// Questions being answered; one more than [`MAX_ASKS`] is refused at once (see `answer`).
@@ -299,6 +304,7 @@ pub fn build(settings: SettingsFn, vault: Option<PathBuf>) -> (LspService<Backen
         folders: Mutex::new(None),
         states: Arc::new(Mutex::new(HashMap::new())),
         client_watches: AtomicBool::new(false),
+        client_prompts_setup: AtomicBool::new(false),
         writes_seen: std::sync::atomic::AtomicU64::new(0),
         asks: Arc::new(tokio::sync::Semaphore::new(MAX_ASKS)),
         published: Arc::default(),
@@ -376,9 +382,11 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 settings,
                 writer,
                 readers: crate::readers::Readers::new(settings_db, settings_store, read),
-                scanning: Arc::new(AtomicBool::new(false)),
+                // Until its first scan ends (see `files::first_scan`).
+                scanning: Arc::new(AtomicBool::new(true)),
                 scan_again: AtomicBool::new(false),
                 scans: std::sync::atomic::AtomicU64::new(0),
+                started: AtomicBool::new(false),
                 dense,
                 dense_off,
                 dense_loaded: Mutex::new(dense_loaded),
@@ -395,10 +403,22 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
     }
 }
 
+/// What the client does for itself, from `initialize`.
+#[derive(Clone, Copy)]
+struct ClientPrefs {
+    /// It registers file watchers for us.
+    watches: bool,
+    /// It tells the user how to turn dense retrieval on (its own prompt, with a button).
+    prompts_setup: bool,
+}
+
 /// Starts an open vault: progress and messages go to `client`, the vault is watched (unless the
 /// client watches for us: `client_watches`) and scanned, and deferred saves that land have their
 /// diagnostic cleared in `published`.
-async fn start_opened(client: Client, client_watches: bool, published: Published, state: Arc<State>) {
+async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, state: Arc<State>) {
+    if state.started.swap(true, Ordering::SeqCst) {
+        return;
+    }
     *state.reporter.lock() = Some((client.clone(), tokio::runtime::Handle::current()));
     if let Some(mut landed) = state.landed.lock().take() {
         let (client, published, st) = (client.clone(), published.clone(), state.clone());
@@ -419,7 +439,7 @@ async fn start_opened(client: Client, client_watches: bool, published: Published
             }
         });
     }
-    if !client_watches {
+    if !prefs.watches {
         crate::files::watch_vault(client.clone(), state.clone());
     }
     // Lexical-only answers are a silent downgrade unless the user is told, once.
@@ -428,6 +448,7 @@ async fn start_opened(client: Client, client_watches: bool, published: Published
         let root = state.root.clone();
         tokio::spawn(async move {
             let reason = match loaded.await {
+                Ok(vectors::Loaded::Off(_)) if prefs.prompts_setup => return,
                 Ok(vectors::Loaded::Off(reason)) => reason,
                 Ok(vectors::Loaded::Ready { mended: Some(why) }) => {
                     let msg = format!("lode: {why}; until it is rebuilt, answers in {} lean on lexical search.", root.display());
@@ -440,10 +461,10 @@ async fn start_opened(client: Client, client_watches: bool, published: Published
                 client
                     .show_message(
                         MessageType::WARNING,
+                        // The fix first: a collapsed toast shows one line.
                         format!(
-                            "lode: dense retrieval is off for {}: {reason}. Answers use lexical search only. \
-                             Fix: run `lode setup` (installs ONNX Runtime and the default model), then restart \
-                             the server; `lode doctor` shows what lode finds.",
+                            "lode: run `lode setup`, then restart the server, to turn on semantic search. \
+                             Until then answers in {} use lexical search only: {reason} (`lode doctor` shows what lode finds).",
                             root.display()
                         ),
                     )
@@ -451,7 +472,7 @@ async fn start_opened(client: Client, client_watches: bool, published: Published
             }
         });
     }
-    crate::files::request_scan(client.clone(), state);
+    crate::files::first_scan(client.clone(), state);
 }
 
 /// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
@@ -626,7 +647,11 @@ impl Backend {
     /// Opens a vault, watches it (unless the client watches for us) and scans it. A vault
     /// waiting for another process's lock starts once it opens (see [`Backend::state_of`]).
     async fn start_vault(&self, root: PathBuf) {
-        let (client, watches, published) = (self.client.clone(), self.client_watches.load(Ordering::SeqCst), self.published.clone());
+        let watches = ClientPrefs {
+            watches: self.client_watches.load(Ordering::SeqCst),
+            prompts_setup: self.client_prompts_setup.load(Ordering::SeqCst),
+        };
+        let (client, published) = (self.client.clone(), self.published.clone());
         match self.state_of(root.clone()).await {
             Ok(state) => start_opened(client, watches, published, state).await,
             Err(_) if self.waiting.lock().contains_key(&root) => {
@@ -708,6 +733,8 @@ impl LanguageServer for Backend {
             .and_then(|d| d.dynamic_registration)
             .unwrap_or(false);
         self.client_watches.store(watches, Ordering::SeqCst);
+        let prompts = params.initialization_options.as_ref().is_some_and(|o| o["setupPrompt"] == "client");
+        self.client_prompts_setup.store(prompts, Ordering::SeqCst);
         #[allow(deprecated)]
         let folders: Vec<PathBuf> = match &self.vault_override {
             Some(v) => vec![v.clone()],
@@ -739,7 +766,14 @@ impl LanguageServer for Backend {
                 })),
                 hover_provider: Some(HoverProviderCapability::Simple(true)),
                 definition_provider: Some(OneOf::Left(true)),
-                code_action_provider: Some(CodeActionProviderCapability::Simple(true)),
+                code_action_provider: Some(CodeActionProviderCapability::Options(CodeActionOptions {
+                    code_action_kinds: Some(vec![
+                        CodeActionKind::QUICKFIX,
+                        CodeActionKind::new(ask::ASK_KIND),
+                        CodeActionKind::new(externals::MIRROR_KIND),
+                    ]),
+                    ..Default::default()
+                })),
                 execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into(), externals::MIRROR.into()], ..Default::default() }),
                 workspace_symbol_provider: Some(OneOf::Left(true)),
                 references_provider: Some(OneOf::Left(true)),
