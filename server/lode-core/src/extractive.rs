@@ -16,6 +16,8 @@ pub struct Source<'a> {
     pub heading: &'a str,
     /// Prose (paragraphs, quotes) wraps lines softly; other kinds break sentences at newlines.
     pub prose: bool,
+    /// A heading passage: it names a section and answers nothing.
+    pub is_heading: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -86,7 +88,7 @@ pub fn plain(sentence: &str) -> String {
             break;
         }
     }
-    let no_links = crate::text::index_text(&wiki_as_text(s));
+    let no_links = crate::text::index_text(&reference_links_as_text(&wiki_as_text(s)));
     // Emphasis and code marks go; a `*` inside a word ("HLA-B*27") is part of it and stays.
     let chars: Vec<char> = no_links.chars().collect();
     let cleaned: String = chars
@@ -117,6 +119,187 @@ fn wiki_as_text(s: &str) -> String {
     out
 }
 
+/// `[label][ref]` → `[label]`: a reference link reads as its label (`index_text` reads the rest).
+fn reference_links_as_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(at) = rest.find("][") {
+        let Some(close) = rest[at + 2..].find(']') else { break };
+        out.push_str(&rest[..at + 1]);
+        rest = &rest[at + 2 + close + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The markdown shape of a sentence that cannot answer a question whatever words it shares with
+/// it: a heading, a link reference definition, a line made only of links (a label names a page;
+/// it states nothing), or an open task (work to do, not a fact) unless the question asks what is
+/// left to do. `None` when the shape allows an answer.
+pub fn label_shape(raw: &str, question_asks_tasks: bool) -> Option<&'static str> {
+    let s = raw.trim();
+    if s.starts_with('#') {
+        return Some("a heading");
+    }
+    // `[ref]: destination`
+    if s.starts_with('[') && !s.starts_with("[[") && s.find("]:").is_some_and(|i| !s[..i].contains(']')) {
+        return Some("a link reference definition");
+    }
+    let mut body = s;
+    loop {
+        let before = body;
+        body = body.trim_start_matches('>').trim_start();
+        for marker in ["- ", "* ", "+ "] {
+            body = body.strip_prefix(marker).unwrap_or(body);
+        }
+        let digits = body.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && (body[digits..].starts_with(". ") || body[digits..].starts_with(") ")) {
+            body = &body[digits + 2..];
+        }
+        if body == before {
+            break;
+        }
+    }
+    if let Some(rest) = body.strip_prefix("[ ]") {
+        if !question_asks_tasks {
+            return Some("an open task");
+        }
+        body = rest;
+    } else if let Some(rest) = body.strip_prefix("[x]").or_else(|| body.strip_prefix("[X]")) {
+        body = rest;
+    }
+    links_only(body).then_some("a link label")
+}
+
+/// Whether `s` holds nothing but links (inline, reference, wiki, embeds, autolinks), emphasis
+/// around them and separators.
+fn links_only(s: &str) -> bool {
+    let mut rest = s.trim();
+    let mut links = 0;
+    loop {
+        rest = rest.trim_start_matches(|c: char| c.is_whitespace() || "*_~,;:|·•—–-/&.?()".contains(c));
+        if rest.is_empty() {
+            return links > 0;
+        }
+        if let Some(r) = rest.strip_prefix('!').filter(|r| !r.starts_with('[')) {
+            rest = r;
+            continue;
+        }
+        let after = if let Some(r) = rest.strip_prefix("![[").or_else(|| rest.strip_prefix("[[")) {
+            r.find("]]").map(|i| &r[i + 2..])
+        } else if let Some(r) = rest.strip_prefix("![").or_else(|| rest.strip_prefix('[')) {
+            bracket_end(r).map(|i| {
+                let r = &r[i + 1..];
+                if let Some(d) = r.strip_prefix('(') {
+                    d.find(')').map_or("", |j| &d[j + 1..])
+                } else if let Some(d) = r.strip_prefix('[') {
+                    d.find(']').map_or("", |j| &d[j + 1..])
+                } else {
+                    r
+                }
+            })
+        } else if let Some(r) = rest.strip_prefix('<').filter(|r| r.starts_with("http://") || r.starts_with("https://")) {
+            r.find('>').map(|i| &r[i + 1..])
+        } else {
+            None
+        };
+        match after {
+            Some(a) => {
+                links += 1;
+                rest = a;
+            }
+            None => return false,
+        }
+    }
+}
+
+/// Index of the `]` closing a `[` already consumed, with nested brackets counted.
+fn bracket_end(s: &str) -> Option<usize> {
+    let mut depth = 0usize;
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' if depth == 0 => return Some(i),
+            ']' => depth -= 1,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The thing a "which …"/"what …" question asks for: the word after it ("Which airline is the
+/// flight booked with?" → "airline").
+fn wh_target(question: &str) -> Option<String> {
+    let words = crate::gate::tokens(question);
+    let at = words.iter().position(|w| w == "which" || w == "what")?;
+    words.get(at + 1).filter(|w| !query::is_stopword(w)).cloned()
+}
+
+/// Words that ask for open tasks rather than name what they are about.
+const TASK_WORDS: &[&str] = &[
+    "todo", "todos", "task", "tasks", "pending", "outstanding", "remaining", "unfinished", "undone", "left", "still",
+    "need", "open", "items", "next", "steps", "step",
+];
+
+/// Whether a sentence is an open task item (`- [ ] …`, `1. [ ] …`).
+fn is_open_task(raw: &str) -> bool {
+    label_shape(raw, false) == Some("an open task")
+}
+
+/// The header row of the table holding the row that starts at `start`, if it is one.
+fn table_header_before(text: &str, start: usize) -> Option<&str> {
+    let line_start = text[..start].rfind('\n').map_or(0, |i| i + 1);
+    if !text[line_start..].trim_start().starts_with('|') {
+        return None;
+    }
+    let mut lines: Vec<&str> = text[..line_start].lines().collect();
+    while let Some(l) = lines.pop() {
+        let t = l.trim();
+        if !t.starts_with('|') {
+            return None;
+        }
+        if t.contains('-') && t.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t')) {
+            return lines.pop().filter(|h| h.trim().starts_with('|'));
+        }
+    }
+    None
+}
+
+/// Whether the line ending at `end` is a table's header row: the next line is its delimiter
+/// row (`|---|:--:|`).
+fn is_table_header(text: &str, end: usize) -> bool {
+    let next = text[end..].trim_start_matches(['\r', '\n']);
+    let next = next.lines().next().unwrap_or("").trim();
+    next.contains('-') && next.contains('|') && next.chars().all(|c| matches!(c, '|' | '-' | ':' | ' ' | '\t'))
+}
+
+/// Whether a question asks what is left to do, so open tasks answer it.
+pub fn asks_for_tasks(question: &str) -> bool {
+    let q = question.to_lowercase();
+    let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
+    let has = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
+    words.iter().any(|w| matches!(*w, "todo" | "todos" | "task" | "tasks" | "pending" | "outstanding" | "remaining" | "unfinished" | "undone"))
+        || q.contains("to-do")
+        || has("still", "need")
+        || has("still", "have")
+        || has("left", "to")
+        || has("next", "steps")
+        || has("next", "step")
+        || has("open", "items")
+        || has("need", "to")
+        || has("have", "to")
+}
+
+/// Content words of a sentence the question does not already hold: a sentence without any
+/// restates the question ("Staging certificates are rotated." for "How often are staging
+/// certificates rotated?") and answers nothing.
+fn new_words(words: &[String], question_words: &[String]) -> usize {
+    words
+        .iter()
+        .filter(|w| !query::is_stopword(w) && !question_words.iter().any(|q| query::stem_match(w, q) || query::stem_match(q, w)))
+        .count()
+}
+
 /// What kind of answer a question asks for, from its wording.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AnswerType {
@@ -126,19 +309,45 @@ pub enum AnswerType {
     Time,
     /// "how many", "how much", "how long", "what size": a number.
     Quantity,
+    /// "why": a reason ("because …", "due to …").
+    Reason,
     Other,
+}
+
+/// Whether a question asks yes or no ("Did the failover complete?"): then a sentence that
+/// restates it, negated or not, is its answer.
+pub fn is_yes_no(question: &str) -> bool {
+    const AUX: &[&str] = &[
+        "do", "does", "did", "is", "are", "was", "were", "am", "can", "could", "will", "would", "should", "shall", "has",
+        "have", "had", "may", "might", "must", "isn", "aren", "wasn", "weren", "don", "doesn", "didn", "won", "can't",
+    ];
+    let q = question.trim().to_lowercase();
+    q.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).is_some_and(|w| AUX.contains(&w))
+}
+
+/// Whether the text asks something (a question mark, or a question word first) rather than
+/// states something to look up.
+pub fn is_question(text: &str) -> bool {
+    const WH: &[&str] = &["what", "which", "who", "whom", "whose", "when", "where", "why", "how"];
+    let t = text.trim().to_lowercase();
+    t.ends_with('?') || t.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).is_some_and(|w| WH.contains(&w)) || is_yes_no(text)
 }
 
 pub fn answer_type(question: &str) -> AnswerType {
     let q = question.to_lowercase();
     let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let has = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
-    if has("how", "often") || has("how", "frequently") {
+    if is_yes_no(question) {
+        // "Does cotton keep you warm when wet?" asks yes or no, not for a time.
+        AnswerType::Other
+    } else if has("how", "often") || has("how", "frequently") {
         AnswerType::Frequency
     } else if ["how", "what"].iter().any(|h| ["many", "much", "long", "big", "large", "size", "percentage", "number"].iter().any(|w| has(h, w))) {
         AnswerType::Quantity
     } else if words.first() == Some(&"when") || has("what", "date") || has("what", "time") || has("which", "day") || words.contains(&"when") {
         AnswerType::Time
+    } else if words.first() == Some(&"why") || has("what", "reason") || has("what", "reasons") {
+        AnswerType::Reason
     } else {
         AnswerType::Other
     }
@@ -151,30 +360,73 @@ const MONTHS: &[&str] = &[
 ];
 const FREQUENCY: &[&str] = &[
     "every", "daily", "weekly", "monthly", "yearly", "annually", "hourly", "nightly", "quarterly", "per", "once",
-    "twice", "times", "always", "never",
+    "twice", "times", "always", "never", "each", "biweekly", "fortnightly", "semiannually", "interval", "intervals",
+    "cycle", "cadence",
+];
+/// Units of time: with a number they say how often ("after 60 days") or when ("in 2 weeks").
+const TIME_UNITS: &[&str] = &[
+    "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year",
+    "years", "s", "min", "mins", "h", "hr", "hrs", "d", "wk", "wks",
+];
+/// Words that place an event in time without a date ("after the last frost", "two weeks ago").
+const WHEN: &[&str] = &[
+    "after", "before", "until", "since", "during", "ago", "tonight", "noon", "midnight", "morning", "evening", "night",
+    "weekend", "weekends", "spring", "summer", "autumn", "fall", "winter", "quarter", "daily", "weekly", "monthly",
+    "yearly", "annually", "every", "next", "end", "start", "beginning", "deadline", "due",
+];
+const NUMBER_WORDS: &[&str] = &[
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen",
+    "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion", "dozen", "half",
+    "single", "double", "twice", "none", "zero",
 ];
 
-/// Whether a sentence holds the kind of answer the question asks for.
+/// Whether a sentence holds the kind of answer the question asks for. A sentence of another
+/// kind is not an answer to a typed question, however many of its words it shares: "Rotation is
+/// handled by the cert-rotator job." does not say how often.
 pub fn fits_type(t: AnswerType, sentence: &str) -> bool {
     let words = crate::gate::tokens(sentence);
-    let number = words.iter().any(|w| w.bytes().any(|b| b.is_ascii_digit()));
+    // A number starts its word ("40", "$40", "2026-04-01", "3rd"); "v2.3" and "Q3" are names.
+    let number = sentence
+        .split_whitespace()
+        .map(|w| w.trim_start_matches(|c: char| !c.is_alphanumeric()))
+        .any(|w| w.starts_with(|c: char| c.is_ascii_digit()))
+        || words.iter().any(|w| NUMBER_WORDS.contains(&w.as_str()));
+    let unit = words.iter().any(|w| TIME_UNITS.contains(&w.as_str()));
     match t {
-        AnswerType::Frequency => words.iter().any(|w| FREQUENCY.contains(&w.as_str())),
+        AnswerType::Frequency => words.iter().any(|w| FREQUENCY.contains(&w.as_str())) || number && unit,
         AnswerType::Quantity => number,
         AnswerType::Time => {
-            words.iter().any(|w| MONTHS.contains(&w.as_str()))
+            words.iter().any(|w| MONTHS.contains(&w.as_str()) || WHEN.contains(&w.as_str()))
                 || words.iter().any(|w| w.len() == 4 && (w.starts_with("19") || w.starts_with("20")) && w.bytes().all(|b| b.is_ascii_digit()))
-                || sentence.contains(':') && number
+                || number && (unit || sentence.contains(':'))
+                // An ordinal day ("by the 3rd working day").
+                || words.iter().any(|w| ["st", "nd", "rd", "th"].iter().any(|x| w.strip_suffix(x).is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))))
+        }
+        AnswerType::Reason => {
+            words.iter().any(|w| REASON.contains(&w.as_str())) || sentence.contains("in order to") || sentence.contains("so that")
         }
         AnswerType::Other => false,
     }
 }
 
+/// Words that give a reason.
+const REASON: &[&str] = &[
+    "because", "since", "due", "reason", "reasons", "therefore", "hence", "thanks", "given", "instead", "avoid", "avoids",
+    "avoiding", "allows", "enables", "lets", "needed", "required", "requires", "cheaper", "faster", "simpler", "safer",
+    "better", "easier", "fewer", "less", "drop", "removes", "why", "motivation", "rationale", "so",
+];
+
 /// Picks the sentences that best answer `question` and returns them as self-quoting claims.
 /// `weights` gives each question term's weight (e.g. its inverse document frequency); terms
 /// without one weigh 1.
 pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String, f64>, cfg: &ExtractConfig) -> Vec<Claim> {
-    let terms = query::terms(question);
+    let tasks_wanted = asks_for_tasks(question);
+    let mut terms = query::terms(question);
+    if tasks_wanted {
+        // "What is left to do for the move?": the open tasks under "Move" answer it; "left"
+        // names what is asked for, like "how often".
+        terms.retain(|t| !TASK_WORDS.contains(&t.as_str()));
+    }
     if terms.is_empty() {
         return Vec::new();
     }
@@ -191,31 +443,64 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
         claim: String,
     }
     let wanted = answer_type(question);
+    let yes_no = is_yes_no(question);
+    // A statement to check ("Cotton keeps you warm when wet.") is answered by a sentence that
+    // restates it; only a question needs something beyond its own words and topic.
+    let asks = is_question(question) && !yes_no;
+    let question_words = crate::gate::tokens(question);
     let mut candidates: Vec<Candidate> = Vec::new();
     let mut fallback: Option<(usize, Candidate)> = None;
     for (rank, src) in sources.iter().take(cfg.max_sources).enumerate() {
+        if src.is_heading {
+            continue; // a heading names a section; it answers nothing
+        }
         let heading_words = crate::gate::tokens(src.heading);
+        // The question's topic here: its terms the heading path (note title included) already
+        // names. A sentence must hold a term beyond the topic, when the question has one:
+        // "Staging certificates live in Vault." under "Staging certificates" does not say how
+        // often they are rotated.
+        let beyond_topic: Vec<&String> = terms.iter().filter(|t| !heading_words.iter().any(|w| query::stem_match(w, t))).collect();
         for r in sentences(src.text, src.prose) {
+            if !src.prose && is_table_header(src.text, r.end) {
+                continue; // a table's header row names its columns; it states nothing
+            }
+            // A table row is read with its column names, as a sentence with its heading.
+            let header_words = if src.prose { Vec::new() } else { table_header_before(src.text, r.start).map(crate::gate::tokens).unwrap_or_default() };
+            let open_task = tasks_wanted && is_open_task(&src.text[r.clone()]);
             let quote = &src.text[r];
             if quote.trim_end().ends_with('?') {
                 continue; // a question states nothing
             }
+            if label_shape(quote, tasks_wanted).is_some() {
+                continue;
+            }
             let claim = plain(quote);
+            if claim.trim_end().ends_with('?') {
+                continue; // a question (in a link or emphasis) states nothing
+            }
             let words = crate::gate::tokens(&claim);
             if words.len() < 3 {
-                continue; // a heading or a fragment states nothing
+                continue; // a fragment states nothing
+            }
+            // Something beyond the question's own words, and of the kind it asks for.
+            if asks && new_words(&words, &question_words) == 0 || wanted != AnswerType::Other && !fits_type(wanted, quote) {
+                continue;
+            }
+            if asks && !beyond_topic.is_empty() && !beyond_topic.iter().any(|t| words.iter().any(|w| query::stem_match(w, t))) {
+                continue;
             }
             let mut own = 0.0;
             let mut context = 0.0;
             for t in &terms {
                 if words.iter().any(|w| query::stem_match(w, t)) {
                     own += weight(t);
-                } else if heading_words.iter().any(|w| query::stem_match(w, t)) {
+                } else if heading_words.iter().chain(&header_words).any(|w| query::stem_match(w, t)) {
                     context += weight(t) / 2.0;
                 }
             }
             let coverage = (own + context) / total;
-            if own == 0.0 {
+            // An open task answers "what is left to do for the move?" from its heading alone.
+            if own == 0.0 && !(open_task && context > 0.0) {
                 continue;
             }
             if coverage < cfg.min_coverage {
@@ -268,8 +553,8 @@ mod tests {
         let a = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin. The certificates use the DNS-01 challenge.";
         let b = "9. Post \"staging certs rotated\" in `#kestrel-staging` to close the announcement.";
         let sources = [
-            Source { version_id: "v2", text: b, heading: "Runbook › Steps", prose: false },
-            Source { version_id: "v1", text: a, heading: "Runbook", prose: true },
+            Source { version_id: "v2", text: b, heading: "Runbook › Steps", prose: false, is_heading: false },
+            Source { version_id: "v1", text: a, heading: "Runbook", prose: true, is_heading: false },
         ];
         let claims = extract("How often are staging certificates rotated?", &sources, &HashMap::new(), &ExtractConfig::default());
         assert!(claims[0].text.contains("every 60 days"), "{claims:?}");
@@ -295,7 +580,7 @@ mod tests {
 
     #[test]
     fn nothing_relevant_means_no_claims() {
-        let sources = [Source { version_id: "v", text: "Unrelated words about gardening and tomatoes.", heading: "", prose: true }];
+        let sources = [Source { version_id: "v", text: "Unrelated words about gardening and tomatoes.", heading: "", prose: true, is_heading: false }];
         assert!(extract("redis eviction policy", &sources, &HashMap::new(), &ExtractConfig::default()).is_empty());
     }
 
@@ -344,10 +629,16 @@ pub fn with_context<'b>(
             let candidate = if let Some(t) = ctx.table.as_ref().filter(|t| !t.in_header && t.row.len() >= 2 && !t.header.is_empty()) {
                 // The cell the question asks about: most question terms in its header or text;
                 // ties go to the rightmost (values usually follow their key).
+                // Then a cell of the kind the question asks for ("how often" → "every 3 months").
+                // Then the column "which airline" names.
+                let wanted = answer_type(question);
+                let target = wh_target(question);
                 let score = |c: usize| {
                     let h = t.header.get(c).map_or(String::new(), |u| u.text.to_lowercase());
                     let v = t.row[c].text.to_lowercase();
-                    q_terms.iter().filter(|w| h.contains(w.as_str()) || v.contains(w.as_str())).count()
+                    let held = q_terms.iter().filter(|w| h.contains(w.as_str()) || v.contains(w.as_str())).count();
+                    let named = target.as_ref().is_some_and(|w| crate::gate::tokens(&h).iter().any(|x| query::stem_match(x, w)));
+                    (held, named, wanted != AnswerType::Other && fits_type(wanted, &t.row[c].text))
                 };
                 let Some(col) = (1..t.row.len()).filter(|&c| !t.row[c].text.is_empty()).max_by_key(|&c| (score(c), c)) else { return claim };
                 let (key, header, cell) = (&t.row[0], t.header.get(col), &t.row[col]);

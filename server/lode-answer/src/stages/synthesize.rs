@@ -51,6 +51,7 @@ pub(crate) fn synthesize(
                 text: &i.text,
                 heading: &i.heading,
                 prose: matches!(i.kind.as_str(), "paragraph" | "quote"),
+                is_heading: i.kind == "heading",
             })
             .collect();
         let weights = store.term_weights(&lode_core::query::terms(question))?;
