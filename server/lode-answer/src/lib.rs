@@ -176,6 +176,9 @@ pub struct Citation {
     pub fetched_at: Option<i64>,
     pub note_id: i64,
     pub version_id: String,
+    /// The id written in citation links: `version_id`'s first 12 hex digits, longer only
+    /// where another version shares them (`Store::short_version_id`).
+    pub short_id: String,
     pub start: usize,
     pub end: usize,
     pub line: usize,
@@ -205,7 +208,7 @@ pub struct AnswerClaim {
     pub citations: Vec<Citation>,
     /// How the wording was verified; `None` for evidence only.
     pub verification: Option<Verification>,
-    /// "quoted & coupled", "entailed (0.93)", "evidence only — …".
+    /// "verified", "verified (entailed 0.93)", "evidence only — …".
     pub label: String,
     /// Evidence only: what the model wrote, kept for inspection, never displayed as an answer.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -229,6 +232,8 @@ pub struct DroppedClaim {
 pub struct Related {
     pub path: String,
     pub version_id: String,
+    /// As in [`Citation::short_id`].
+    pub short_id: String,
     pub start: usize,
     pub end: usize,
     pub line: usize,
@@ -573,7 +578,14 @@ pub fn answer_gathered(
     let w = stages::withhold::withhold(store, origin, cfg, rules, synth, &mut items)?;
     let visible: Vec<&ContextItem> = items.iter().filter(|i| !(w.remote && i.withheld.is_some())).collect();
     let synthesized = stages::synthesize::synthesize(store, question, cfg, rules, w.synth, &items, &visible, &w.bodies, w.remote, w.notice)?;
-    stages::ladder::gate_and_ladder(question, cfg, &items, &visible, w.bodies, w.withheld, w.remote, synthesized, scorer)
+    let mut answer = stages::ladder::gate_and_ladder(question, cfg, &items, &visible, w.bodies, w.withheld, w.remote, synthesized, scorer)?;
+    for c in answer.claims.iter_mut().flat_map(|c| c.citations.iter_mut()) {
+        c.short_id = store.short_version_id(&c.version_id)?;
+    }
+    for r in &mut answer.related {
+        r.short_id = store.short_version_id(&r.version_id)?;
+    }
+    Ok(answer)
 }
 
 

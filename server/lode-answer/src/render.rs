@@ -13,7 +13,7 @@ pub fn markdown(answer: &Answer, from: &str) -> String {
     if answer.abstained {
         out.push_str(&format!("> {}\n", plain_text(answer.abstain_reason.as_deref().unwrap_or("your notes don't answer this"))));
         for r in &answer.related {
-            let link = lode_core::citation::render(from, &r.path, r.line, &r.version_id, r.start..r.end);
+            let link = lode_core::citation::render(from, &r.path, r.line, &r.short_id, r.start..r.end);
             out.push_str(&format!("> - related: {link}\n"));
         }
     }
@@ -21,7 +21,7 @@ pub fn markdown(answer: &Answer, from: &str) -> String {
         let links: Vec<String> = c
             .citations
             .iter()
-            .map(|cit| lode_core::citation::render(from, &cit.path, cit.line, &cit.version_id, cit.start..cit.end))
+            .map(|cit| lode_core::citation::render(from, &cit.path, cit.line, &cit.short_id, cit.start..cit.end))
             .collect();
         let text = plain_text(c.text.trim());
         let shown = match c.rung {

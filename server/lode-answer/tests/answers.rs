@@ -101,7 +101,7 @@ fn extractive_answer_cites_the_exact_span() {
     assert!(!a.abstained, "{a:?}");
     let first = &a.claims[0];
     assert!(first.text.contains("every 60 days"), "{first:?}");
-    assert_eq!(first.label, "quoted & coupled");
+    assert_eq!(first.label, "verified");
     let c = &first.citations[0];
     assert_eq!(c.path, "runbooks/rotate-staging-certs.md");
     let body = std::fs::read_to_string(v.root.join(&c.path)).unwrap();

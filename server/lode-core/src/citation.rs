@@ -4,6 +4,9 @@
 
 use std::ops::Range;
 
+/// The shortest version id prefix a citation may carry.
+pub const MIN_ID: usize = 12;
+
 /// A citation found in a note's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CitationLink {
@@ -11,6 +14,7 @@ pub struct CitationLink {
     pub range: Range<usize>,
     /// The link destination as written (relative path, `#L` fragment included).
     pub target: String,
+    /// As written: the full id or a prefix of it (12 hex or more).
     pub version_id: String,
     /// Byte range of the quoted span in that version.
     pub span: Range<usize>,
@@ -52,7 +56,9 @@ pub fn find_all(text: &str) -> Vec<CitationLink> {
         let Some((vid, range)) = title.split_once(':') else { continue };
         let Some((s, e)) = range.split_once('-') else { continue };
         let (Ok(s), Ok(e)) = (s.parse::<usize>(), e.parse::<usize>()) else { continue };
-        if vid.len() != 64 || !vid.bytes().all(|b| b.is_ascii_hexdigit()) || s > e {
+        // A full id (64 hex) or a prefix of it of at least 12 (what lode writes): resolved
+        // against the store by whoever reads the citation.
+        if !(MIN_ID..=64).contains(&vid.len()) || !vid.bytes().all(|b| b.is_ascii_hexdigit()) || s > e {
             continue;
         }
         // Walk back to the link's `](` and its `[`, on the same line.

@@ -372,7 +372,9 @@ const TIME_UNITS: &[&str] = &[
 const WHEN: &[&str] = &[
     "after", "before", "until", "since", "during", "ago", "tonight", "noon", "midnight", "morning", "evening", "night",
     "weekend", "weekends", "spring", "summer", "autumn", "fall", "winter", "quarter", "daily", "weekly", "monthly",
-    "yearly", "annually", "every", "next", "end", "start", "beginning", "deadline", "due",
+    "yearly", "annually", "every", "next", "end", "start", "beginning", "deadline", "due", "dawn", "dusk", "sunrise",
+    "sunset", "midday", "afternoon", "today", "tomorrow", "yesterday", "early", "late", "soon", "later", "now", "then",
+    "hourly", "nightly", "clock", "am", "pm", "eve", "holidays", "christmas", "easter", "once", "when", "whenever",
 ];
 const NUMBER_WORDS: &[&str] = &[
     "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen",

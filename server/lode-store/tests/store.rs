@@ -632,3 +632,34 @@ fn two_writers_creating_the_same_notes_never_collide() {
     let store = Store::open(&db, StoreOptions::default()).unwrap();
     assert_eq!(store.notes().unwrap().len(), 300);
 }
+
+#[test]
+fn short_version_ids_grow_only_where_two_versions_share_a_prefix() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
+    let head = store.head_of("runbooks/redis-failover.md").unwrap().unwrap();
+    assert_eq!(store.short_version_id(&head).unwrap(), &head[..12]);
+    assert_eq!(store.versions_with_prefix(&head[..12], 2).unwrap(), [head.clone()]);
+    assert_eq!(store.versions_with_prefix(&head[..12].to_uppercase(), 2).unwrap(), [head.clone()], "any case");
+    assert!(store.versions_with_prefix("zz", 2).unwrap().is_empty(), "not hex");
+    assert!(store.versions_with_prefix("", 2).unwrap().is_empty());
+    drop(store);
+    // Two versions that share the first 17 hex digits (written by hand: SHA-256 gives none).
+    let twin_a = format!("{}0{}", &head[..17], "a".repeat(46));
+    let twin_b = format!("{}0{}", &head[..17], "b".repeat(46));
+    let conn = rusqlite::Connection::open(tmp.path().join("lode.db")).unwrap();
+    for id in [&twin_a, &twin_b] {
+        conn.execute("INSERT INTO versions (id, body, size, created_at) VALUES (?1, x'00', 1, 0)", [id]).unwrap();
+    }
+    drop(conn);
+    let store = open(tmp.path());
+    // The first 12, 16 and 20 digits are shared by three versions; 20 tell the real one apart
+    // when it differs at digit 18 (else 24, 28…).
+    let short = store.short_version_id(&head).unwrap();
+    assert!(short.len() > 17 && head.starts_with(&short), "{short}");
+    assert_eq!(store.versions_with_prefix(&short, 2).unwrap(), [head.clone()]);
+    assert_eq!(store.versions_with_prefix(&head[..12], 5).unwrap().len(), 3, "a 12-digit prefix is now ambiguous");
+    let a = store.short_version_id(&twin_a).unwrap();
+    assert!(a.len() >= 20 && store.versions_with_prefix(&a, 2).unwrap() == [twin_a.clone()], "{a}");
+}

@@ -450,7 +450,7 @@ fn the_gate_uses_a_configured_entailment_model() {
     let with = run(&["--nli", "tiny-nli"]);
     assert_eq!(with["verdict"], "entailed", "{with}");
     assert!((with["score"].as_f64().unwrap() - 0.9909).abs() < 0.001, "{with}");
-    assert_eq!(with["label"], "entailed (0.99)");
+    assert_eq!(with["label"], "verified (entailed 0.99)");
     // A reranker cannot serve as the entailment step: relevance is not entailment.
     let reranker = run(&["--nli", "tiny-cross-encoder"]);
     assert_eq!(reranker["verdict"], "dropped");

@@ -120,6 +120,9 @@ fn editor_round_trip_over_stdio() {
     let change = &edit["params"]["edit"]["changes"][q_uri.as_str()][0];
     let inserted = change["newText"].as_str().unwrap();
     assert!(inserted.contains("every 60 days") && inserted.contains("\"lode "), "{inserted}");
+    // Short ids keep a citation on one line: 12 hex digits, not 64.
+    let ids: Vec<&str> = inserted.split("\"lode ").skip(1).map(|t| t.split(':').next().unwrap()).collect();
+    assert!(!ids.is_empty() && ids.iter().all(|i| i.len() == 12 && i.bytes().all(|b| b.is_ascii_hexdigit())), "{inserted}");
     assert_eq!(change["range"]["start"]["line"], 3);
 
     // Apply it to our copy, as an editor would, and save.
@@ -138,6 +141,8 @@ fn editor_round_trip_over_stdio() {
     assert!(md.contains("every 60 days") && md.contains("runbooks/rotate-staging-certs.md"), "{h}");
     assert!(md.contains("current version"), "{md}");
     assert!(md.contains("verified: the claim on this line is carried by this quote"), "hover names the rung: {md}");
+    assert!(md.contains("quoted & coupled: the quote is in the cited version word for word"), "and the gate step: {md}");
+    assert!(inserted.contains("*(verified)*") && !inserted.contains("coupled"), "the note says a word a reader knows: {inserted}");
 
     // Goto resolves it to the span in the current head.
     let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
@@ -165,7 +170,7 @@ fn editor_round_trip_over_stdio() {
     let new_link = repin["edit"]["changes"][q_uri.as_str()][0]["newText"].as_str().unwrap().to_owned();
     let head_o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "--limit", "1", "Dario Fontana owner", "--vault"]).arg(&vault).output().unwrap();
     let head_hit: Value = serde_json::from_str(String::from_utf8_lossy(&head_o.stdout).lines().next().unwrap()).unwrap();
-    assert!(new_link.contains(head_hit["version_id"].as_str().unwrap()), "{new_link}");
+    assert!(new_link.contains(&format!("\"lode {}:", &head_hit["version_id"].as_str().unwrap()[..12])), "{new_link}");
 
     // The cited note changes so that the quote drifts: a warning on the citation.
     let body = std::fs::read_to_string(&runbook).unwrap().replace("rotated every 60 days", "rotated every 45 days");
@@ -1981,7 +1986,18 @@ fn a_vector_table_lost_under_a_running_server_is_found_told_and_rebuilt() {
     for loss in ["deleted", "deleted, then status", "damaged"] {
         match loss {
             "damaged" => assert!(lode_testing::damage_vector_tables(&vectors) > 0),
-            _ => std::fs::remove_dir_all(&vectors).unwrap(),
+            // The server may be writing into it meanwhile: "not empty" until the last file goes.
+            _ => {
+                let t = Instant::now();
+                while let Err(e) = std::fs::remove_dir_all(&vectors) {
+                    assert!(e.kind() != std::io::ErrorKind::NotFound || !vectors.exists(), "{e}");
+                    if !vectors.exists() {
+                        break;
+                    }
+                    assert!(t.elapsed() < Duration::from_secs(10), "cannot delete {}: {e}", vectors.display());
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
         }
         if loss.ends_with("status") {
             let (done, st) = complete(&mut lsp);

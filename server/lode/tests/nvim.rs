@@ -36,7 +36,7 @@ fn neovim_asks_and_hovers() {
     let lines: Vec<&str> = v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert_eq!(lines[2], "How often are staging certificates rotated?");
     let answer = lines[3..].join("\n");
-    assert!(answer.contains("every 60 days") && answer.contains("quoted & coupled"), "{answer}");
+    assert!(answer.contains("every 60 days") && answer.contains("*(verified)*"), "{answer}");
     let hover = v["hover"].as_str().unwrap_or_default();
     assert!(hover.contains("runbooks/rotate-staging-certs.md") && hover.contains("> "), "{hover}");
 

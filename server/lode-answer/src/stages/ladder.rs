@@ -63,6 +63,8 @@ pub(crate) fn gate_and_ladder(
             fetched_at: if snapshot { fetched_at } else { None },
             note_id,
             version_id: s.version_id.clone(),
+            // Set by `answer_gathered`, which has the store.
+            short_id: s.version_id.clone(),
             start: range.start,
             end: range.end,
             line: line_of(body.as_bytes(), range.start),
@@ -133,6 +135,7 @@ pub(crate) fn gate_and_ladder(
             .map(|i| Related {
                 path: i.path.clone(),
                 version_id: i.version_id.clone(),
+                short_id: i.version_id.clone(),
                 start: i.start,
                 end: i.end,
                 line: i.line,

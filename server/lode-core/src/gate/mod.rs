@@ -74,13 +74,29 @@ pub enum Verification {
 }
 
 impl Verification {
+    /// The label a reader sees after the claim: a word they understand; the gate step that
+    /// verified it is in the hover ([`Verification::step`]). Entailment keeps its score, which
+    /// the reader may want to weigh.
     pub fn label(&self) -> String {
         match self {
-            Verification::Coupled { .. } => "quoted & coupled".to_owned(),
-            Verification::Entailed { score } => format!("entailed ({score:.2})"),
+            Verification::Coupled { .. } => VERIFIED_LABEL.to_owned(),
+            Verification::Entailed { score } => format!("{VERIFIED_LABEL} (entailed {score:.2})"),
+        }
+    }
+
+    /// How the claim was verified, in a sentence (for the hover).
+    pub fn step(&self) -> String {
+        match self {
+            Verification::Coupled { .. } => COUPLED_STEP.to_owned(),
+            Verification::Entailed { score } => format!("entailed: an entailment model judged the quote to entail the claim ({score:.2})"),
         }
     }
 }
+
+/// The label of a verified claim.
+pub const VERIFIED_LABEL: &str = "verified";
+/// The gate step of a claim verified by its quote alone.
+pub const COUPLED_STEP: &str = "quoted & coupled: the quote is in the cited version word for word, and it holds every content word of the claim, with no negation or scope the claim leaves out";
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Verified {

@@ -338,7 +338,8 @@ impl Backend {
                     ) else {
                         continue;
                     };
-                    let link = lode_core::citation::render(from, path, line as usize, head, start as usize..end as usize);
+                    let cite_as = data["cite_as"].as_str().unwrap_or(head);
+                    let link = lode_core::citation::render(from, path, line as usize, cite_as, start as usize..end as usize);
                     actions.push(CodeActionOrCommand::CodeAction(CodeAction {
                         title: "Re-pin the citation to the note's current version".into(),
                         kind: Some(CodeActionKind::QUICKFIX),

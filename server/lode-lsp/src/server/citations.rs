@@ -114,8 +114,13 @@ impl Backend {
             // "evidence only — listed under “Myths”)*": the reason, up to the label's end.
             let why = line[at + lode_core::gate::EVIDENCE_ONLY_PREFIX.len()..].split(")*").next().unwrap_or("").replace('\\', "");
             format!("evidence only: this quote is real, but the note does not assert it as a fact ({})", why.trim())
-        } else if line.contains("quoted & coupled") || line.contains("*(entailed (") {
-            "verified: the claim on this line is carried by this quote".to_owned()
+        } else if let Some(at) = line.find("*(verified (entailed ").or_else(|| line.find("*(entailed (")) {
+            // "*(verified (entailed 0.93))*", or "*(entailed (0.93))*" as lode wrote it before.
+            let score: String = line[at..].chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let step = lode_core::gate::Verification::Entailed { score: score.parse().unwrap_or(0.0) }.step();
+            format!("verified: the claim on this line is carried by this quote — {step}")
+        } else if line.contains("*(verified)*") || line.contains("quoted & coupled") {
+            format!("verified: the claim on this line is carried by this quote — {}", lode_core::gate::COUPLED_STEP)
         } else {
             String::new()
         };
@@ -124,6 +129,10 @@ impl Backend {
         let md = blocking(move || {
             let store = readers.get()?;
             crate::isolation::fault("hover");
+            let c = match full_id(&store, &c)? {
+                Ok(c) => c,
+                Err(why) => return Ok(format!("**lode citation** — {why}")),
+            };
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Ok(format!("**lode citation** — version `{}` is not in this vault's history", &c.version_id[..12]));
             };
@@ -171,6 +180,7 @@ impl Backend {
         let docs = self.docs.clone();
         let loc = blocking(move || {
             let store = readers.get()?;
+            let c = full_id(&store, &c)??;
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
@@ -231,6 +241,19 @@ fn materialize(store: &Store, version_id: &str, body: &[u8]) -> std::result::Res
     Ok(file)
 }
 
+/// The citation with the full id of the version it names: lode writes the first 12 hex digits
+/// (more where two versions share them; a full id is read as well). `Ok(Err(why))` when the
+/// prefix names no version of this vault, or several.
+pub(super) fn full_id(store: &Store, c: &lode_core::citation::CitationLink) -> std::result::Result<std::result::Result<lode_core::citation::CitationLink, String>, String> {
+    let written = c.version_id.to_ascii_lowercase();
+    let found = store.versions_with_prefix(&written, 2).map_err(|e| e.to_string())?;
+    Ok(match found.as_slice() {
+        [one] => Ok(lode_core::citation::CitationLink { version_id: one.clone(), ..c.clone() }),
+        [] => Err(format!("cited version {written} is not in this vault's history")),
+        _ => Err(format!("cited version {written} is ambiguous: more than one version starts with it; write more of its digits")),
+    })
+}
+
 /// Version texts read for one publication, by id.
 #[derive(Default)]
 struct Bodies(HashMap<String, Option<Arc<Vec<u8>>>>);
@@ -250,15 +273,22 @@ impl Bodies {
 /// in its note's head version, else the drift or the move.
 fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies: &mut Bodies) -> std::result::Result<Option<Diagnostic>, String> {
     let range = Range::default();
-    let Ok(Some(body)) = bodies.get(store, &c.version_id) else {
-        return Ok(Some(Diagnostic {
+    let unknown = |message: String| {
+        Some(Diagnostic {
             range,
             severity: Some(DiagnosticSeverity::WARNING),
             code: Some(NumberOrString::String("lode.unknown-version".into())),
             source: Some("lode".into()),
-            message: format!("cited version {} is not in this vault's history", &c.version_id[..12]),
+            message,
             ..Default::default()
-        }));
+        })
+    };
+    let c = &match full_id(store, c)? {
+        Ok(c) => c,
+        Err(why) => return Ok(unknown(why)),
+    };
+    let Ok(Some(body)) = bodies.get(store, &c.version_id) else {
+        return Ok(unknown(format!("cited version {} is not in this vault's history", &c.version_id[..12])));
     };
     let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
     let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
@@ -285,7 +315,7 @@ fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies
             code: Some(NumberOrString::String("lode.older-version".into())),
             source: Some("lode".into()),
             message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
-            data: Some(json!({"head": head, "start": r.start, "end": r.end, "path": path,
+            data: Some(json!({"head": head, "cite_as": store.short_version_id(&head).map_err(|e| e.to_string())?, "start": r.start, "end": r.end, "path": path,
                               "line": lode_core::text::line_of(&head_body, r.start)})),
             ..Default::default()
         },

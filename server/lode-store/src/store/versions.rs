@@ -196,6 +196,26 @@ impl Store {
         Ok(self.head_of(path)?.is_some())
     }
 
+    /// Full ids of the versions whose id starts with `prefix` (hex, any case), at most `limit`.
+    pub fn versions_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<String>, StoreError> {
+        let p = prefix.to_ascii_lowercase();
+        if p.is_empty() || !p.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(Vec::new());
+        }
+        // Ids are lowercase hex: every id with the prefix sorts in [p, p + "g").
+        self.rows("SELECT id FROM versions WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT ?2", rusqlite::params![p, limit as i64], |r| r.get(0))
+    }
+
+    /// The id to write in a citation: the first [`SHORT_ID`] hex digits, longer (4 at a time)
+    /// while another version shares them. Resolved back with [`Store::versions_with_prefix`].
+    pub fn short_version_id(&self, id: &str) -> Result<String, StoreError> {
+        let mut len = SHORT_ID.min(id.len());
+        while len < id.len() && self.versions_with_prefix(&id[..len], 2)?.len() > 1 {
+            len = (len + 4).min(id.len());
+        }
+        Ok(id[..len].to_owned())
+    }
+
     /// The stored bytes of a version.
     pub fn version_body(&self, version_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
         self.conn
@@ -324,3 +344,7 @@ mod tests {
         assert_eq!(super::format_utc(1_796_000_000_000), "2026-11-30 00:53 UTC");
     }
 }
+
+/// Hex digits of a version id written in citations (and printed by the CLI): 48 bits, so a
+/// vault needs ~16 million versions before two are likely to share them; longer when they do.
+pub const SHORT_ID: usize = 12;
