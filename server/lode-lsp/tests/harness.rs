@@ -260,11 +260,19 @@ async fn navigation_from_fixtures() {
         let r = h.request("textDocument/definition", at(&h, n)).await;
         out += &format!("definition ‸{n}: {}\n", locations(&r["result"], &vault));
     }
-    for n in [11, 12, 10, 7] {
+    // ‸14: `#project` reaches the tags nested under it (`#project/alpha`).
+    for n in [11, 12, 10, 7, 14] {
         let mut p = at(&h, n);
         p["context"] = json!({"includeDeclaration": false});
         let r = h.request("textDocument/references", p).await;
         out += &format!("references ‸{n}: {}\n", locations(&r["result"], &vault));
+    }
+    // With the declaration: a link to a heading lists the heading (first); to a note, its title.
+    for n in [2, 1, 7] {
+        let mut p = at(&h, n);
+        p["context"] = json!({"includeDeclaration": true});
+        let r = h.request("textDocument/references", p).await;
+        out += &format!("references with declaration ‸{n}: {}\n", locations(&r["result"], &vault));
     }
     for n in [1, 8, 9, 10] {
         let r = h.request("textDocument/hover", at(&h, n)).await;
@@ -295,7 +303,7 @@ async fn navigation_from_fixtures() {
 
     // Completion while typing in a new note.
     let scratch = h.uri("scratch.md");
-    for (i, typed) in ["See [[gar", "See [[garden#", "See [[Ho", "Tag #pro", "A [link](gui", "See [[#Lo"].iter().enumerate() {
+    for (i, typed) in ["See [[gar", "See [[garden#", "See [[Ho", "Tag #pro", "Tag #ta", "A [link](gui", "See [[#Lo"].iter().enumerate() {
         let text = format!("# Scratch\n\n{typed}\n\n## Local one\n");
         h.notify("textDocument/didOpen", json!({"textDocument": {"uri": scratch, "languageId": "markdown", "version": i + 1, "text": text}})).await;
         let r = h.request("textDocument/completion", json!({"textDocument": {"uri": scratch}, "position": {"line": 2, "character": typed.chars().count()}})).await;
@@ -362,6 +370,10 @@ async fn navigation_from_fixtures() {
             references ‸12: guides/Guide%20One.md:4:32 index.md:6:19 index.md:6:4 index.md:8:29
             references ‸10: garden.md:4:26 index.md:9:7
             references ‸7: index.md:7:88
+            references ‸14: garden.md:4:26 garden.md:8:19 index.md:9:7
+            references with declaration ‸2: garden.md:2:0 guides/Guide%20One.md:4:32 index.md:6:19
+            references with declaration ‸1: garden.md:0:0 guides/Guide%20One.md:4:32 index.md:6:19 index.md:6:4 index.md:8:29
+            references with declaration ‸7: index.md:24:0 index.md:7:88
             hover ‸1: `garden.md`
             hover ‸8: **Unresolved link**: no note `No Such Note` in this vault
             hover ‸9: `garden.md` — **no heading** `No Such Heading` in this note
@@ -376,7 +388,8 @@ async fn navigation_from_fixtures() {
             complete "See [[gar": garden→garden]], notes/garden→notes/garden]]
             complete "See [[garden#": Garden→Garden]], Tomatoes→Tomatoes]], Beans→Beans]]
             complete "See [[Ho": Home→index|Home]]
-            complete "Tag #pro": project/alpha→project/alpha
+            complete "Tag #pro": project/alpha→project/alpha, project→project
+            complete "Tag #ta": project/alpha→project/alpha, anotherTag→anotherTag
             complete "A [link](gui": guides/Guide%20One.md→guides/Guide%20One.md
             complete "See [[#Lo": Local one→Local one]]
             outline: Index |   Local part |   Local part

@@ -321,7 +321,7 @@ impl Backend {
                 }
                 Some(NavItem::Link { link, .. }) => {
                     if let Some(tag) = tag_name(&link) {
-                        for (path, vid, s, e) in store.tagged(&tag, 5000).map_err(|e| e.to_string())? {
+                        for (path, vid, s, e) in store.tagged_under(&tag, 5000).map_err(|e| e.to_string())? {
                             let Some(body) = store.version_body(&vid).map_err(|e| e.to_string())? else { continue };
                             out.extend(loc(&root, &path, &String::from_utf8_lossy(&body), s..e, enc));
                         }
@@ -345,6 +345,17 @@ impl Backend {
                         let heading = fragment.and_then(|f| section(&body, &f));
                         for (src, b, r) in backlinks(&store, &docs, &root, &path, heading.as_ref()) {
                             out.extend(loc(&root, &src, &b, r, enc));
+                        }
+                        // The declaration: the heading linked to, or the note's title (its first
+                        // top-level heading; else its start).
+                        if include_decl {
+                            let decl = match &heading {
+                                Some(h) => Some(h.heading.clone()),
+                                None => nav::outline(&body).into_iter().find(|s| s.level == 1).map(|s| s.heading).or(Some(0..0)),
+                            };
+                            if let Some(r) = decl {
+                                out.splice(0..0, loc(&root, &path, &body, r, enc));
+                            }
                         }
                     }
                 }
@@ -519,7 +530,7 @@ impl Backend {
                     }
                 }
                 nav::CompletionKind::Tag => {
-                    for (tag, n) in store.tags_with_prefix(&ctx.prefix, 50).map_err(|e| e.to_string())? {
+                    for (tag, n) in store.tags_matching(&ctx.prefix, 50).map_err(|e| e.to_string())? {
                         items.push(item(tag.clone(), tag, CompletionItemKind::KEYWORD, Some(format!("{n} notes"))));
                     }
                 }

@@ -51,6 +51,18 @@ impl Store {
         )
     }
 
+    /// Occurrences of `tag` and of tags nested under it (`#project` → `#project/alpha`), as
+    /// Obsidian and markdown-oxide read nested tags: by path, then position.
+    pub fn tagged_under(&self, tag: &str, limit: usize) -> Result<Vec<(String, String, usize, usize)>, StoreError> {
+        self.rows(
+            "SELECT n.path, n.head_version, t.start, t.end FROM tags t JOIN notes n ON n.id = t.note_id
+              WHERE (t.folded = ?1 OR (t.folded >= ?1 || '/' AND t.folded < ?1 || '0')) AND n.head_version IS NOT NULL
+              ORDER BY n.path, t.start LIMIT ?2",
+            params![tag.to_lowercase(), limit as i64],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as usize, r.get::<_, i64>(3)? as usize)),
+        )
+    }
+
     /// Live notes carrying `tag` or a tag nested under it (`tag/…`), case-insensitive, by path.
     pub fn notes_tagged_under(&self, tag: &str) -> Result<Vec<String>, StoreError> {
         self.rows(
@@ -62,12 +74,23 @@ impl Store {
         )
     }
 
-    /// Tags in use that start with `prefix` (case-insensitive), most used first: `(tag, notes)`.
-    pub fn tags_with_prefix(&self, prefix: &str, limit: usize) -> Result<Vec<(String, usize)>, StoreError> {
+    /// Tags in use whose letters include `typed`'s in order (a subsequence, as marksman
+    /// matches: `ta` → `task`, `anotherTag`), case-insensitive: those starting with it first,
+    /// then the most used: `(tag, notes)`.
+    pub fn tags_matching(&self, typed: &str, limit: usize) -> Result<Vec<(String, usize)>, StoreError> {
+        let folded = typed.to_lowercase();
+        let mut pattern = String::from("%");
+        for c in folded.chars() {
+            if matches!(c, '%' | '_' | '\\') {
+                pattern.push('\\');
+            }
+            pattern.push(c);
+            pattern.push('%');
+        }
         self.rows(
-            "SELECT min(tag), count(DISTINCT note_id) AS n FROM tags
-              WHERE folded >= ?1 AND folded < ?1 || char(1114111) GROUP BY folded ORDER BY n DESC, folded LIMIT ?2",
-            params![prefix.to_lowercase(), limit as i64],
+            "SELECT min(tag), count(DISTINCT note_id) AS n, (folded >= ?1 AND folded < ?1 || char(1114111)) AS starts FROM tags
+              WHERE folded LIKE ?2 ESCAPE '\\' GROUP BY folded ORDER BY starts DESC, n DESC, folded LIMIT ?3",
+            params![folded, pattern, limit as i64],
             |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)),
         )
     }
