@@ -70,6 +70,10 @@ pub enum FetchError {
     TooLarge(u64),
     #[error("content type {0:?} is not text lode can read (HTML, plain text or markdown)")]
     NotText(String),
+    /// The declared type is text, the bytes are not (NUL bytes): the type is `""` when none
+    /// was declared.
+    #[error("the page's bytes are binary, not text{}", if .0.is_empty() { " (no content type was given)".to_owned() } else { format!(", though it is served as {:?}", .0) })]
+    Binary(String),
     #[error(transparent)]
     TooComplex(#[from] html::TooComplex),
     #[error("timed out after {0} s")]
@@ -291,7 +295,7 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
     }
     let text = decode(&bytes, &header, &media);
     if text.contains('\0') {
-        return Err(FetchError::NotText(if media.is_empty() { "binary (no content type)".to_owned() } else { media }));
+        return Err(FetchError::Binary(media));
     }
     let html_like = media.contains("html") || (media.is_empty() && text.trim_start().starts_with('<'));
     let (title, markdown) = if html_like {

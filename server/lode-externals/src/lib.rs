@@ -98,7 +98,10 @@ impl Freshness {
 /// A human age: "3 hours", "12 days".
 pub fn describe_age(days: f64) -> String {
     let plural = |n: u64, unit: &str| format!("{n} {unit}{}", if n == 1 { "" } else { "s" });
-    if days < 1.0 / 24.0 {
+    if days < 1.0 / 1440.0 {
+        // "fetched 4 seconds ago", not "1 minute".
+        plural((days * 86_400.0).round() as u64, "second")
+    } else if days < 1.0 / 24.0 {
         plural((days * 1440.0).round().max(1.0) as u64, "minute")
     } else if days < 1.0 {
         plural((days * 24.0).round() as u64, "hour")
@@ -218,5 +221,21 @@ mod tests {
         let note = "---\nannotates: https://x.example/guide\n---\n# Notes\n\n> The cluster keeps three replicas.\n\n```\n> not a quote\n```\n\n> Gone sentence.\n";
         let got: Vec<(String, bool)> = check(note.as_bytes(), page).into_iter().map(|(q, a)| (q.text, a != Anchor::Orphaned)).collect();
         assert_eq!(got, [("The cluster keeps three replicas.".to_owned(), true), ("Gone sentence.".to_owned(), false)]);
+    }
+}
+
+#[cfg(test)]
+mod age_tests {
+    use super::describe_age;
+
+    #[test]
+    fn ages_read_as_a_person_would_say_them() {
+        let s = 1.0 / 86_400.0;
+        assert_eq!(describe_age(4.0 * s), "4 seconds");
+        assert_eq!(describe_age(1.0 * s), "1 second");
+        assert_eq!(describe_age(59.0 * s), "59 seconds");
+        assert_eq!(describe_age(90.0 * s), "2 minutes");
+        assert_eq!(describe_age(3.0 / 24.0), "3 hours");
+        assert_eq!(describe_age(2.5), "2 days");
     }
 }

@@ -464,9 +464,19 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     // The gradient orders evidence of comparable relevance: a passage holding every word of
     // the question (AND-mode) is not put behind notes that hold only some of them because a
     // page or an annotation said it.
-    let position: HashMap<i64, usize> = hits.iter().enumerate().map(|(i, h)| (h.hit.passage_id, i)).collect();
+    // Passages promoted for holding every word keep their retrieval slots, but take them in
+    // trust order: an annotation quoting a page's sentence before the page's snapshot holding
+    // it, whichever BM25 put first.
+    let all_words = |h: &RetrievedHit| h.hit.mode == lode_store::MatchMode::All && h.lexical_rank.is_some();
+    let mut position: HashMap<i64, usize> = hits.iter().enumerate().map(|(i, h)| (h.hit.passage_id, i)).collect();
+    let slots: Vec<usize> = (0..hits.len()).filter(|&i| all_words(&hits[i])).collect();
+    let mut promoted = slots.clone();
+    promoted.sort_by_key(|&i| (hits[i].trust, i));
+    for (slot, i) in slots.iter().zip(promoted) {
+        position.insert(hits[i].hit.passage_id, *slot);
+    }
     context_order(&mut hits, |h| {
-        let tier = if h.hit.mode == lode_store::MatchMode::All && h.lexical_rank.is_some() { Trust::Note } else { h.trust };
+        let tier = if all_words(h) { Trust::Note } else { h.trust };
         (h.origin, tier, -(position[&h.hit.passage_id] as f64))
     });
     out.hits = hits;

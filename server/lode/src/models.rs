@@ -6,6 +6,7 @@ use lode_retrieval::VectorIndex;
 
 use crate::cmd::Vault;
 
+#[derive(Default)]
 pub struct Loaded {
     pub embedder: Option<Embedder>,
     pub index: Option<VectorIndex>,

@@ -588,6 +588,12 @@ fn externals_refresh_list_show_search_and_annotations() {
     let hit: serde_json::Value = serde_json::from_str(stdout(&o).lines().find(|l| l.contains("snapshot")).unwrap_or_else(|| panic!("{}", stdout(&o)))).unwrap();
     assert_eq!((hit["kind"].as_str(), hit["url"].as_str(), hit["path"].as_str()), (Some("snapshot"), Some(guide.as_str()), Some(guide.as_str())));
     assert!(hit["fetched_at"].as_i64().is_some());
+    // One trust order on every surface: the annotation quoting the page's sentence ranks above
+    // the snapshot holding the same sentence, in `lode search` as in `lode ask`.
+    let o = lode(&["search", "--json", "The osprey cluster keeps three replicas"], &vault);
+    let order: Vec<String> = stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["path"].as_str().unwrap().to_owned()).collect();
+    let (note, page) = (order.iter().position(|p| p == "guide-notes.md"), order.iter().position(|p| p == guide.as_str()));
+    assert!(note.is_some() && page.is_some() && note < page, "{order:?}");
     let notes: Vec<serde_json::Value> = stdout(&lode(&["search", "--json", "measured two"], &vault)).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(notes[0]["kind"], "note");
 
@@ -610,6 +616,22 @@ fn externals_refresh_list_show_search_and_annotations() {
     let o = lode(&["externals", "show", "https://nowhere.example/"], &vault);
     assert!(!o.status.success() && stderr(&o).contains("not an external of this vault"), "{}", stderr(&o));
     let o = lode(&["externals", "refresh", "file:///etc/passwd"], &vault);
-    assert!(!o.status.success() && stderr(&o).contains("only http and https"), "{}", stderr(&o));
+    assert!(!o.status.success() && stdout(&o).contains("only http and https"), "{}", stdout(&o));
+    // URLs that cannot be fetched stop nothing: each is reported, the rest are refreshed.
+    let o = lode(&["externals", "refresh", "not a url", guide.as_str(), "ftp://example.com/x"], &vault);
+    let out = stdout(&o);
+    assert!(!o.status.success(), "{out}");
+    assert!(out.contains(&format!("unchanged     {guide}")), "{out}");
+    assert!(out.contains("failed        not a url: ") && out.contains("failed        ftp://example.com/x: "), "{out}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("2 failed"), "{}", String::from_utf8_lossy(&o.stderr));
+    // Stale under a fractional threshold (0.1 s): the age says so too, never 0.0.
+    let cfg = std::fs::read_to_string(vault.join(".lode/config.toml")).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), format!("{cfg}stale_days = 0.000001\n")).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = lode(&["externals", "list"], &vault);
+    assert!(stdout(&o).contains("stale"), "{}", stdout(&o));
+    let o = lode(&["externals", "list", "--json"], &vault);
+    let g: serde_json::Value = stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|e| e["url"] == guide.as_str()).unwrap();
+    assert!(g["age_days"].as_f64().unwrap() > 0.000001, "{g}");
     assert!(lode(&["stats", "--check"], &vault).status.success());
 }

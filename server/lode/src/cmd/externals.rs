@@ -64,16 +64,34 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&a.vault)?;
     let mut store = vault.open_existing()?;
     let freshness = vault.config.externals.freshness();
+    // A URL given that lode cannot fetch is reported with the others' results; it stops none
+    // of them (and is not recorded: it names no page).
+    let mut invalid: Vec<(String, String)> = Vec::new();
     let mut urls: Vec<String> = if a.urls.is_empty() {
         store.linked_urls()?
     } else {
         let mut v = Vec::new();
         for u in &a.urls {
-            lode_externals::fetch::check_url(u)?;
-            v.push(u.trim().to_owned());
+            match lode_externals::fetch::check_url(u) {
+                Ok(_) => v.push(u.trim().to_owned()),
+                Err(e) => invalid.push((u.clone(), e.to_string())),
+            }
         }
         v
     };
+    let report_invalid = |json: bool| -> Result<()> {
+        let stdout = std::io::stdout();
+        let mut out = stdout.lock();
+        for (url, why) in &invalid {
+            if json {
+                writeln!(out, "{}", serde_json::json!({"url": url, "ok": false, "error": why, "status": null}))?;
+            } else {
+                writeln!(out, "failed        {url}: {why}")?;
+            }
+        }
+        Ok(())
+    };
+    report_invalid(a.vault.json)?;
     if a.urls.is_empty() {
         // A page linked only from notes that may not leave the machine is not fetched: the
         // request would carry the link, and whatever words of the note are in it, out.
@@ -104,13 +122,17 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
             .collect();
     }
     if urls.is_empty() {
+        if !invalid.is_empty() {
+            eprintln!("0 fetched: {} failed", invalid.len());
+            return Ok(ExitCode::FAILURE);
+        }
         eprintln!("no linked pages to fetch");
         return Ok(ExitCode::SUCCESS);
     }
     let opts = vault.config.externals.fetch_options();
     let results = fetch_all(&urls, &opts, a.parallel.max(1));
     let mut progress = Progress::new(!a.vault.json);
-    let (mut changed, mut unchanged, mut failed) = (0usize, 0usize, 0usize);
+    let (mut changed, mut unchanged, mut failed) = (0usize, 0usize, invalid.len());
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for (done, (url, fetched)) in results.enumerate() {
@@ -199,7 +221,8 @@ pub fn to_json(e: &ExternalInfo, now: i64, no_egress: bool) -> serde_json::Value
         "title": e.title,
         "fetched_at": e.fetched_at,
         "seen_at": e.seen_at,
-        "age_days": e.age_days(now).map(|d| (d * 100.0).round() / 100.0),
+        // Unrounded: a snapshot stale under a fractional `stale_days` never reads 0.0.
+        "age_days": e.age_days(now),
         "status": e.status,
         "content_type": e.content_type,
         "final_url": e.final_url,

@@ -35,42 +35,36 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
         opts.limit = n;
     }
     let question = args.query.join(" ");
-    let hits: Vec<lode_store::Hit> = if args.mode == lode_retrieval::Mode::Lexical {
-        let started = std::time::Instant::now();
-        let hits = store.search(&question, &opts)?.hits;
-        if args.timings {
-            eprintln!("lexical: {:.2} ms", started.elapsed().as_secs_f64() * 1000.0);
-        }
-        hits
-    } else {
-        let mut loaded = crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank);
-        let models = lode_retrieval::Models {
-            embedder: loaded.embedder.as_mut(),
-            index: loaded.index.as_ref(),
-            reranker: loaded.reranker.as_mut(),
-        };
-        let cfg = lode_retrieval::RetrievalConfig { limit: opts.limit, graph_limit: 0, search: opts.clone(), ..Default::default() };
-        let r = lode_retrieval::retrieve(&store, &question, args.mode, models, &cfg)?;
-        if args.timings {
-            // Model loading is not a stage: it happens once per process (the server keeps them).
-            for st in &r.stages {
-                match &st.note {
-                    Some(n) => eprintln!("{}: {:.2} ms ({n})", st.name, st.ms),
-                    None => eprintln!("{}: {:.2} ms", st.name, st.ms),
-                }
+    // Every mode goes through the retrieval pipeline, so `lode search` ranks in the trust order
+    // `lode ask` and the editor use (the user's notes, then annotations, then snapshots).
+    let lexical = args.mode == lode_retrieval::Mode::Lexical;
+    let mut loaded = if lexical { crate::models::Loaded::default() } else { crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank) };
+    let models = lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: loaded.reranker.as_mut() };
+    let cfg = lode_retrieval::RetrievalConfig {
+        limit: opts.limit,
+        graph_limit: 0,
+        search: opts.clone(),
+        stale_days: vault.config.externals.stale_days,
+        ..Default::default()
+    };
+    let r = lode_retrieval::retrieve(&store, &question, args.mode, models, &cfg)?;
+    if args.timings {
+        // Model loading is not a stage: it happens once per process (the server keeps them).
+        for st in &r.stages {
+            match &st.note {
+                Some(n) => eprintln!("{}: {:.2} ms ({n})", st.name, st.ms),
+                None => eprintln!("{}: {:.2} ms", st.name, st.ms),
             }
         }
-        for w in &r.warnings {
-            eprintln!("warning: {w}");
-        }
-        for p in loaded.problems.iter().take(1) {
-            eprintln!("warning: {p}");
-        }
-        r.hits
-            .into_iter()
-            .map(|h| lode_store::Hit { score: h.rerank.map(f64::from).unwrap_or(h.fused), ..h.hit })
-            .collect()
-    };
+    }
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    for p in loaded.problems.iter().take(1) {
+        eprintln!("warning: {p}");
+    }
+    let hits: Vec<lode_store::Hit> =
+        r.hits.into_iter().map(|h| lode_store::Hit { score: h.rerank.map(f64::from).unwrap_or(h.fused), ..h.hit }).collect();
     let result = lode_store::SearchResult { terms: Vec::new(), or_terms: Vec::new(), hits };
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
