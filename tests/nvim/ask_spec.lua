@@ -76,6 +76,16 @@ local ok, err = pcall(function()
     return false
   end, 50)
   assert(echoed, ':LodeStatus echoed a line')
+  -- The status line for each state lode/status reports (docs/lsp-extensions.md).
+  local fmt = require('lode').format_status
+  out.status_forms = {
+    loading = fmt({ notes = 3, passages = 10, dense = 'loading the embedding model', scanning = true }),
+    embedding = fmt({ notes = 3, passages = 10, dense = { model = 'm', with_vectors = 4 } }),
+    complete = fmt({ notes = 3, passages = 10, dense = { model = 'm', with_vectors = 10 } }),
+    switching = fmt({ notes = 3, passages = 10, dense = { model = 'm', with_vectors = 10, switching = { to = 'n', with_vectors = 5 } } }),
+    off = fmt({ notes = 3, passages = 10, dense = 'off: no ONNX Runtime' }),
+    mended = fmt({ notes = 3, passages = 10, dense = { model = 'm', with_vectors = 0, lexical_only = 'the vector table is being rebuilt' } }),
+  }
 
   -- :checkhealth lode opens its report in a new buffer, which becomes the current one.
   vim.cmd('checkhealth lode')

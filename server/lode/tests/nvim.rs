@@ -44,8 +44,18 @@ fn neovim_asks_and_hovers() {
     let notes = v["status_notes"].as_u64().expect("lode/status answered");
     assert!(notes >= 14, "the fixture vault and questions.md are indexed: {notes}");
     let message = v["status_message"].as_str().unwrap_or_default();
-    assert!(message.starts_with(&format!("lode: {notes} notes · ")), "{message}");
-    assert!(message.contains("vectors ") || message.contains("lexical only"), "{message}");
+    assert!(message == format!("lode: {notes} notes") || message.starts_with(&format!("lode: {notes} notes · ")), "{message}");
+    let forms = &v["status_forms"];
+    for (state, want) in [
+        ("loading", "lode: 3 notes · loading model · scanning"),
+        ("embedding", "lode: 3 notes · embedding 40%"),
+        ("complete", "lode: 3 notes"),
+        ("switching", "lode: 3 notes · embedding 50% (new model)"),
+        ("off", "lode: 3 notes · lexical only (off: no ONNX Runtime)"),
+        ("mended", "lode: 3 notes · lexical only (the vector table is being rebuilt)"),
+    ] {
+        assert_eq!(forms[state].as_str(), Some(want), "{state}: {forms}");
+    }
 
     // :checkhealth lode: the section, the binary found, doctor's view of the vault, the client.
     let health: Vec<&str> = v["health"].as_array().expect("the health report").iter().map(|l| l.as_str().unwrap()).collect();

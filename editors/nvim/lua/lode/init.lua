@@ -141,19 +141,29 @@ local function thousands(n)
   return (out:gsub('^,', ''))
 end
 
--- One line for a `lode/status` reply: "lode: 5,183 notes · vectors 87% · scanning", or, when
--- dense retrieval is off, "lode: 5,183 notes · lexical only (<why>)".
+-- One line for a `lode/status` reply: "lode: 5,183 notes · embedding 87% · scanning", "… · loading
+-- model" while the embedder loads, "… · lexical only (<why>)" only when dense retrieval is off or
+-- the vector table cannot serve now; nothing about vectors once every passage has one.
 function M.format_status(st)
   local parts = { 'lode: ' .. thousands(st.notes) .. ' notes' }
+  local function pct(with)
+    -- Rounded down: 100% only when every passage has a vector.
+    local p = st.passages > 0 and math.floor(100 * with / st.passages) or 100
+    return math.min(p, 100)
+  end
   if type(st.dense) == 'table' then
     local with = st.dense.with_vectors
-    if type(with) ~= 'number' then
+    if st.dense.lexical_only then
+      table.insert(parts, 'lexical only (' .. tostring(st.dense.lexical_only) .. ')')
+    elseif type(st.dense.switching) == 'table' and type(st.dense.switching.with_vectors) == 'number' then
+      table.insert(parts, 'embedding ' .. pct(st.dense.switching.with_vectors) .. '% (new model)')
+    elseif type(with) ~= 'number' then
       table.insert(parts, 'vectors ?')
-    else
-      -- Rounded down: 100% only when every passage has a vector.
-      local pct = st.passages > 0 and math.floor(100 * with / st.passages) or 100
-      table.insert(parts, 'vectors ' .. math.min(pct, 100) .. '%')
+    elseif pct(with) < 100 then
+      table.insert(parts, 'embedding ' .. pct(with) .. '%')
     end
+  elseif tostring(st.dense):sub(1, 7) == 'loading' then
+    table.insert(parts, 'loading model')
   else
     table.insert(parts, 'lexical only (' .. tostring(st.dense) .. ')')
   end
