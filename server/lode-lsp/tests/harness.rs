@@ -73,6 +73,7 @@ impl Harness {
                 reranker: None,
                 nli: None,
                 externals: lode_lsp::ExternalSettings::default(),
+                unload_after: None,
             })
         });
         let (service, socket) = lode_lsp::build(settings, Some(vault.clone()));

@@ -134,6 +134,9 @@ pub struct ModelsSection {
     /// Embedding window size in model tokens: consecutive passages of a section are embedded
     /// together up to this length (citations still point at single passages).
     pub window_tokens: usize,
+    /// `lode serve` releases a model unused for this many seconds (its memory goes back to the
+    /// system) and loads it again on next use, which costs a second or so; 0 keeps models loaded.
+    pub unload_after_secs: f64,
 }
 
 impl Default for ModelsSection {
@@ -147,6 +150,7 @@ impl Default for ModelsSection {
             mirror: None,
             threads: lode_models::default_threads(),
             window_tokens: lode_retrieval::WINDOW_TOKENS,
+            unload_after_secs: 300.0,
         }
     }
 }

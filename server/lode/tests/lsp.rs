@@ -1047,6 +1047,60 @@ fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
     assert_eq!(st["result"]["nli"]["id"], "tiny-nli", "{st}");
 }
 
+/// `[models] unload_after_secs`: the embedder, the cross-encoder and the entailment model are
+/// released once unused that long (their memory goes back to the system, `lode/status` says so)
+/// and loaded again by the next question, which is answered exactly as before (dense, reranked).
+#[test]
+fn models_unused_for_a_while_are_released_and_loaded_again_on_use() {
+    let tmp = tempfile::tempdir().unwrap();
+    let v = tmp.path().join("vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join("a.md"), "# Orchard report\n\nThe orchard report is due in May, and the orchard report lists apples.\n").unwrap();
+    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n").unwrap();
+    let models = lode_testing::models();
+    let (embedder, rerank) = (models.join("all-MiniLM-L6-v2"), models.join("tiny-cross-encoder"));
+    std::fs::write(
+        v.join(".lode/config.toml"),
+        format!("[models]\nembedder = {:?}\nreranker = {:?}\nunload_after_secs = 3\n", embedder.display().to_string(), rerank.display().to_string()),
+    )
+    .unwrap();
+    let mut lsp = start_on(&v, json!({}));
+    let orchard = "What does the orchard report say?";
+    let status_until = |lsp: &mut Lsp, what: &str, ok: &dyn Fn(&Value) -> bool| -> Value {
+        let t = Instant::now();
+        loop {
+            let st = lsp.request("lode/status", json!(null));
+            if ok(&st["result"]) {
+                return st["result"].clone();
+            }
+            assert!(t.elapsed() < Duration::from_secs(60), "{what}: {st}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    status_until(&mut lsp, "vectors complete", &|r| r["dense"]["with_vectors"].as_u64().is_some() && r["dense"]["with_vectors"] == r["passages"]);
+    let first = lsp.request("lode/ask", json!({"question": orchard}));
+    assert!(first["result"]["notice"].is_null(), "dense and reranked, nothing to say: {first}");
+    let st = status_until(&mut lsp, "loaded", &|r| r["reranker"]["state"].as_str().is_some_and(|s| s.starts_with("loaded")));
+    assert_eq!(st["dense"]["resident"], true, "{st}");
+    let loaded_mib = lsp.0.rss_mib().unwrap();
+
+    // Unused for 3 s: both released, and the memory is given back.
+    let st = status_until(&mut lsp, "released", &|r| {
+        r["dense"]["resident"] == false && r["reranker"]["state"].as_str().is_some_and(|s| s.starts_with("released"))
+    });
+    assert!(st["dense"]["with_vectors"] == st["passages"], "the vectors stay: {st}");
+    let released_mib = lsp.0.rss_mib().unwrap();
+    assert!(released_mib < loaded_mib - 40.0, "{loaded_mib:.0} MiB loaded, {released_mib:.0} MiB released");
+
+    // The next question loads them again and is answered as the first was.
+    let again = lsp.request("lode/ask", json!({"question": orchard}));
+    assert_eq!(again["result"]["claims"], first["result"]["claims"], "{again}");
+    assert!(again["result"]["notice"].is_null(), "{again}");
+    let st = lsp.request("lode/status", json!(null));
+    assert_eq!(st["result"]["dense"]["resident"], true, "{st}");
+    assert!(st["result"]["reranker"]["state"].as_str().is_some_and(|s| s.starts_with("loaded")), "{st}");
+}
+
 /// `[models] embedder` changed to another model: the server embeds every passage again into the
 /// new model's own table in the background while the old model and its vectors go on answering
 /// (dense answers, not lexical ones), says so in `lode/status`, resumes after a kill -9 where it

@@ -164,12 +164,22 @@ impl Backend {
             });
             let (items, dense_failed) = {
                 let mut dense = st.dense.try_lock();
+                // An embedder released for idleness is loaded again here; one that cannot be
+                // leaves this answer lexical, and says why.
+                let mut reload_failed = None;
                 let mut models = match dense.as_mut().and_then(|g| g.as_mut()).filter(|_| unusable.is_none()) {
-                    Some((e, i)) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
+                    Some((r, i)) => match r.get() {
+                        Ok(e) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
+                        Err(why) => {
+                            reload_failed = Some(why);
+                            lode_retrieval::Models::default()
+                        }
+                    },
                     None => lode_retrieval::Models::default(),
                 };
                 models.reranker = reranker.as_deref_mut();
-                lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?
+                let (items, failed) = lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
+                (items, failed.or(reload_failed))
             };
             drop(reranker);
             // The entailment model is taken only if a claim reaches the gate's third step.

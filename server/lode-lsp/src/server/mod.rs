@@ -60,6 +60,8 @@ pub struct Settings {
     pub nli: Option<ModelSettings>,
     /// Fetching linked pages, and when their snapshots are stale.
     pub externals: ExternalSettings,
+    /// Models unused this long are released (loaded again on next use); `None`: kept loaded.
+    pub unload_after: Option<std::time::Duration>,
 }
 
 #[derive(Clone)]
@@ -196,6 +198,27 @@ impl State {
         let (rules, _, _) = self.rules_now();
         marks.local.is_some()
             || (!key.contains("://") && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
+    }
+
+    /// Releases the models unused for `after` (the embedder, idle copies of the cross-encoder
+    /// and the entailment model): they are loaded again on next use. Never waits for a model
+    /// in use. Blocking (dropping an ONNX session frees its memory).
+    pub(crate) fn release_idle_models(&self, after: std::time::Duration) {
+        let mut released = false;
+        if let Some(mut guard) = self.dense.try_lock() {
+            if let Some((resident, _)) = guard.as_mut() {
+                released |= resident.release_if_idle(after);
+            }
+        }
+        for pool in self.reranker.iter() {
+            released |= pool.release_idle(after);
+        }
+        for pool in self.nli.iter() {
+            released |= pool.release_idle(after);
+        }
+        if released {
+            crate::memory::trim();
+        }
     }
 
     /// Stops the vector thread's work and drops the embedding model: the round in progress
@@ -471,6 +494,23 @@ async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, 
                     .await;
             }
         });
+    }
+    // Models unused for a while are released; checked every few seconds, on a thread that
+    // ends with the vault (it holds no reference to it).
+    if let Some(after) = state.settings.unload_after {
+        let weak = Arc::downgrade(&state);
+        let every = (after / 4).clamp(std::time::Duration::from_millis(250), std::time::Duration::from_secs(15));
+        let spawned = std::thread::Builder::new().name("lode-idle".into()).spawn(move || loop {
+            std::thread::sleep(every);
+            let Some(st) = weak.upgrade() else { return };
+            if st.closing.load(Ordering::SeqCst) {
+                return;
+            }
+            st.release_idle_models(after);
+        });
+        if let Err(e) = spawned {
+            tracing::warn!("models will stay loaded: cannot start the idle thread: {e}");
+        }
     }
     crate::files::first_scan(client.clone(), state);
 }

@@ -55,12 +55,15 @@ pub(crate) struct Pool<T> {
 }
 
 struct PoolState<T> {
-    idle: Vec<T>,
+    /// Copies not lent, with when each came back.
+    idle: Vec<(T, std::time::Instant)>,
     /// Copies loaded (or loading), lent or idle.
     made: usize,
     id: Option<String>,
     failed: Option<String>,
     closed: bool,
+    /// Copies released for idleness so far (for `lode/status`).
+    released: usize,
 }
 
 /// One copy, lent to one ask; back to the pool when dropped.
@@ -89,7 +92,7 @@ impl<T> Drop for Lease<'_, T> {
         if st.closed {
             st.made -= 1;
         } else {
-            st.idle.push(item);
+            st.idle.push((item, std::time::Instant::now()));
         }
         drop(st);
         self.pool.returned.notify_one();
@@ -104,7 +107,7 @@ impl lode_core::gate::EntailmentScorer for Lease<'_, lode_models::NliModel> {
 
 impl<T: Pooled> Pool<T> {
     pub(crate) fn new(settings: ModelSettings) -> Pool<T> {
-        Pool { settings, state: Mutex::new(PoolState { idle: Vec::new(), made: 0, id: None, failed: None, closed: false }), returned: Condvar::new() }
+        Pool { settings, state: Mutex::new(PoolState { idle: Vec::new(), made: 0, id: None, failed: None, closed: false, released: 0 }), returned: Condvar::new() }
     }
 
     /// A copy for one ask: an idle one, else a new one (loaded here, blocking: call it off the
@@ -118,7 +121,7 @@ impl<T: Pooled> Pool<T> {
             if let Some(e) = &st.failed {
                 return Err(e.clone());
             }
-            if let Some(item) = st.idle.pop() {
+            if let Some((item, _)) = st.idle.pop() {
                 return Ok(Lease { pool: self, item: Some(item) });
             }
             if st.made < COPIES {
@@ -150,6 +153,7 @@ impl<T: Pooled> Pool<T> {
         let st = self.state.lock();
         let state = match (&st.failed, st.made) {
             (Some(e), _) => format!("failed: {e}"),
+            (None, 0) if st.released > 0 => "released while unused; loaded again on next use".to_owned(),
             (None, 0) => "configured; loaded on first use".to_owned(),
             (None, n) => format!("loaded ({n} cop{})", if n == 1 { "y" } else { "ies" }),
         };
@@ -165,5 +169,22 @@ impl<T: Pooled> Pool<T> {
         drop(st);
         drop(idle);
         self.returned.notify_all();
+    }
+
+    /// Drops the copies unused for `after` (loaded again by the next ask that needs one):
+    /// whether any was dropped.
+    pub(crate) fn release_idle(&self, after: std::time::Duration) -> bool {
+        let mut st = self.state.lock();
+        let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.idle).into_iter().partition(|(_, at)| at.elapsed() >= after);
+        st.idle = keep;
+        st.made -= old.len();
+        st.released += old.len();
+        drop(st);
+        let any = !old.is_empty();
+        if any {
+            tracing::info!("{} released after {} s unused", self.settings.dir.display(), after.as_secs());
+        }
+        drop(old);
+        any
     }
 }

@@ -49,6 +49,10 @@ impl Backend {
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => {
                         let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});
+                        // Whether the embedder is in memory now (released while unused, it is
+                        // loaded again by the next question or save). Unknown while the vector
+                        // thread holds it: then it is loaded.
+                        d["resident"] = json!(st.dense.try_lock().map_or(true, |g| g.as_ref().is_some_and(|(r, _)| r.is_loaded())));
                         if let Some(why) = &dense.mended {
                             d["mended"] = json!(why);
                         }

@@ -4,7 +4,64 @@ use super::*;
 
 /// The embedder and vector index, shared by the vector thread (which keeps vectors fresh after
 /// saves) and readers (which embed questions).
-pub(super) type Dense = Arc<Mutex<Option<(lode_models::Embedder, lode_retrieval::VectorIndex)>>>;
+pub(super) type Dense = Arc<Mutex<Option<(Resident, lode_retrieval::VectorIndex)>>>;
+
+/// The embedding model, loaded while it is used and released after `[models] unload_after_secs`
+/// without use (its ONNX session is most of the server's memory): the next question or
+/// embedding pass loads it again. Its id and dimensions are known throughout.
+pub(crate) struct Resident {
+    dir: PathBuf,
+    runtime: Option<PathBuf>,
+    threads: usize,
+    id: String,
+    dims: usize,
+    model: Option<lode_models::Embedder>,
+    used: std::time::Instant,
+}
+
+impl Resident {
+    pub(crate) fn new(model: lode_models::Embedder, dir: PathBuf, runtime: Option<PathBuf>, threads: usize) -> Resident {
+        Resident { dir, runtime, threads, id: model.id().to_owned(), dims: model.dimensions(), model: Some(model), used: std::time::Instant::now() }
+    }
+
+    pub(crate) fn id(&self) -> &str {
+        &self.id
+    }
+
+    pub(crate) fn dimensions(&self) -> usize {
+        self.dims
+    }
+
+    pub(crate) fn is_loaded(&self) -> bool {
+        self.model.is_some()
+    }
+
+    /// The model, loaded again if it was released (blocking: off the message loop). A model
+    /// that no longer loads, or is another model now (its folder replaced), is an error: the
+    /// caller goes on lexically, as with any failed dense leg.
+    pub(crate) fn get(&mut self) -> std::result::Result<&mut lode_models::Embedder, String> {
+        self.used = std::time::Instant::now();
+        if self.model.is_none() {
+            let m = lode_models::Embedder::load(&self.dir, self.runtime.as_deref(), self.threads).map_err(|e| format!("loading the embedder again: {e}"))?;
+            if m.id() != self.id || m.dimensions() != self.dims {
+                return Err(format!("{} is now {} ({} dimensions), not {}: restart the server", self.dir.display(), m.id(), m.dimensions(), self.id));
+            }
+            tracing::info!("embedder {} loaded again", self.id);
+            self.model = Some(m);
+        }
+        Ok(self.model.as_mut().expect("loaded above"))
+    }
+
+    /// Releases the model if it has not been used for `after`: whether it did.
+    pub(crate) fn release_if_idle(&mut self, after: std::time::Duration) -> bool {
+        if self.model.is_some() && self.used.elapsed() >= after {
+            self.model = None;
+            tracing::info!("embedder {} released after {} s unused", self.id, after.as_secs());
+            return true;
+        }
+        false
+    }
+}
 
 /// What `lode/status` says of dense retrieval without waiting for the vector thread (which
 /// holds the models while it embeds): the loaded model's id, or why loading failed.
@@ -127,7 +184,8 @@ pub(super) fn start_vectors(
                         st.table = Some(serving.1.table_dir());
                         st.model = Some(serving.0.id().to_owned());
                     }
-                    *shared.lock() = Some(serving);
+                    let (dir, runtime) = if serving.0.id() == id { (vs.embedder.clone(), vs.runtime.clone()) } else { (previous_dir(&vs).unwrap_or_else(|| vs.embedder.clone()), vs.runtime.clone()) };
+                    *shared.lock() = Some((Resident::new(serving.0, dir, runtime, vs.threads), serving.1));
                     let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
                 }
@@ -201,8 +259,9 @@ pub(super) fn start_vectors(
                             }
                             None => {
                                 let mut guard = shared.lock();
-                                let Some((embedder, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(false) };
+                                let Some((resident, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(false) };
                                 crate::isolation::fault("vectors");
+                                let embedder = resident.get()?;
                                 sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                             }
                         };
@@ -222,6 +281,7 @@ pub(super) fn start_vectors(
                     if complete {
                         if let Some(new) = switching.take() {
                             let table = new.1.table_dir();
+                            let new = (Resident::new(new.0, vs.embedder.clone(), vs.runtime.clone(), vs.threads), new.1);
                             let old = shared.lock().replace(new);
                             let mut st = shared_off.lock();
                             st.model = Some(model.clone());
@@ -290,6 +350,12 @@ pub(super) fn start_vectors(
 /// with its table, if the configured model `id`'s table is not complete while that one's is —
 /// it answers questions until the new table is complete. `None` when there is no switch to
 /// bridge (no record, the same model, the new table complete, the old model or table gone).
+/// The folder of the model recorded as serving (`serving.json`), to load it again after an idle
+/// release while it bridges a switch.
+fn previous_dir(vs: &VectorSettings) -> Option<PathBuf> {
+    lode_retrieval::Serving::read(&vs.dir).map(|r| r.path)
+}
+
 fn previous(vs: &VectorSettings, db: &Path, opts: &StoreOptions, id: &str) -> Option<(lode_models::Embedder, lode_retrieval::VectorIndex)> {
     let rec = lode_retrieval::Serving::read(&vs.dir).filter(|r| r.id != id)?;
     let store = Store::open(db, StoreOptions { read_only: true, ..opts.clone() }).ok()?;

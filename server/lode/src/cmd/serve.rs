@@ -87,6 +87,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 fetch: config.externals.fetch_options(),
                 freshness: config.externals.freshness(),
             },
+            unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::from_secs_f64(m.unload_after_secs)),
         })
     });
     let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));
