@@ -139,8 +139,8 @@ fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<
             lode_answer::Rung::EvidenceOnly => writeln!(out, "{}. “{}”  ({})", i + 1, text, c.label)?,
         }
         for cit in &c.citations {
-            let vid = &cit.version_id[..lode_core::text::floor_char_boundary(&cit.version_id, 12)];
-            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, vid, lode_core::text::normalize_whitespace(&cit.quoted_span))?;
+            // The id a citation link carries: 12 hex digits, longer where two versions share them.
+            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, cit.short_id, lode_core::text::normalize_whitespace(&cit.quoted_span))?;
             if !cit.context.is_empty() {
                 let ctx: String = cit.context.chars().filter(|ch| !ch.is_control()).collect();
                 writeln!(out, "      in: {ctx}")?;
