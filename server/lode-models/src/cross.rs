@@ -6,7 +6,7 @@
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 
-use ort::session::{Session, SessionInputValue};
+use ort::session::{RunOptions, Session, SessionInputValue};
 use ort::value::Tensor;
 use tokenizers::{EncodeInput, PaddingParams, PaddingStrategy, Tokenizer, TruncationParams};
 
@@ -25,6 +25,8 @@ pub(crate) struct OnnxModel {
     inputs: Vec<String>,
     output: String,
     path: PathBuf,
+    /// The next run hands the arena's unused memory back (see [`OnnxModel::release_scratch`]).
+    shrink: bool,
 }
 
 impl OnnxModel {
@@ -37,15 +39,25 @@ impl OnnxModel {
             }
         }
         let env = crate::environment(runtime)?;
-        // ONNX Runtime's defaults (its arena and memory patterns) with small batches
-        // (`embedder::BATCH_TOKENS`): the arena then stays small because the largest batch is,
-        // and reusing it is faster than allocating per call. Measured on 600 SciFact notes:
-        // arena off, 16 inputs per batch: 63 s and 906 MB peak; arena on, at most 256 padded
-        // tokens per batch: 34 s and 323 MB (docs/benchmarks.md).
+        let file = std::fs::read(&model_path).map_err(|e| ModelError::model(&model_path, format!("cannot read it: {e}")))?;
+        let prepared = crate::graph::prepare(&file);
+        // ONNX Runtime's arena with small batches (`embedder::BATCH_TOKENS`): the arena stays
+        // small because the largest batch is, and reusing it is faster than allocating per call
+        // (600 SciFact notes: arena off, 16 inputs per batch, 63 s and 906 MB peak; arena on, at
+        // most 256 padded tokens per batch, 34 s and 323 MB). Memory patterns are off: they plan
+        // per input shape, and every batch has its own. An int8 model that dequantizes by `Cast`
+        // is loaded without constant folding, which would keep an fp32 copy of every weight
+        // (4x the model) for the session's life; its lookups are rewritten to dequantize only
+        // the rows a batch uses (`graph`). docs/benchmarks.md, "Memory with models loaded".
         let session = Session::builder(env)
             .and_then(|b| Ok(b.with_intra_threads(threads.max(1))?))
-            .and_then(|mut b| b.commit_from_file(&model_path))
+            .and_then(|b| Ok(b.with_memory_pattern(false)?))
+            .and_then(|b| {
+                Ok(if prepared.cast_dequantized > 0 { b.with_disabled_optimizers("ConstantFolding")? } else { b })
+            })
+            .and_then(|mut b| b.commit_from_memory(prepared.bytes.as_deref().unwrap_or(&file)))
             .map_err(|e| ModelError::model(&model_path, format!("ONNX Runtime cannot load it: {e}")))?;
+        drop((file, prepared.bytes));
         let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();
         for required in ["input_ids", "attention_mask"] {
             if !inputs.iter().any(|i| i == required) {
@@ -75,7 +87,7 @@ impl OnnxModel {
             .with_truncation(Some(TruncationParams { max_length: manifest.max_length, ..Default::default() }))
             .map_err(|e| ModelError::model(&tok_path, e))?;
         tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
-        Ok(OnnxModel { manifest, session, tokenizer, counter, inputs, output, path: model_path })
+        Ok(OnnxModel { manifest, session, tokenizer, counter, inputs, output, path: model_path, shrink: false })
     }
 
     /// Tokens of each text, special tokens excluded, before truncation.
@@ -97,6 +109,15 @@ impl OnnxModel {
             .encode((first.to_owned(), second.to_owned()), true)
             .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
         Ok(enc.get_ids().len())
+    }
+
+    /// Hands the memory ONNX Runtime's arena holds beyond what one small input needs back to the
+    /// allocator: after a bulk pass, whose largest batch grew the arena, it would otherwise stay
+    /// that size for the session's life. Runs a one-word input (the arena shrinks at the end of a
+    /// run that asks for it).
+    pub fn release_scratch(&mut self) -> Result<(), ModelError> {
+        self.shrink = true;
+        self.run(vec!["lode".into()]).map(|_| ())
     }
 
     /// Runs a batch; returns the output's shape and data and each row's attention mask.
@@ -129,9 +150,16 @@ impl OnnxModel {
         }
         let masks: Vec<Vec<u32>> = enc.iter().map(|e| e.get_attention_mask().to_vec()).collect();
         let id = self.manifest.id.clone();
-        let outputs = self
-            .session
-            .run(feeds)
+        let shrink_options;
+        let outputs = if std::mem::take(&mut self.shrink) {
+            let mut o = RunOptions::new().map_err(|e| err(e.to_string()))?;
+            o.set("memory.enable_memory_arena_shrinkage", "cpu:0").map_err(|e| err(e.to_string()))?;
+            shrink_options = o;
+            self.session.run_with_options(feeds, &shrink_options)
+        } else {
+            self.session.run(feeds)
+        };
+        let outputs = outputs
             .map_err(|e| ModelError::Inference { model: id.clone(), detail: format!("{} ({})", e, self.path.display()) })?;
         let value = outputs
             .get(&self.output)

@@ -7,6 +7,7 @@
 
 mod cross;
 mod embedder;
+mod graph;
 mod manifest;
 mod runtime;
 
@@ -14,6 +15,7 @@ use std::path::PathBuf;
 
 pub use cross::{CrossEncoder, NliModel};
 pub use embedder::{Embedder, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
+pub use graph::{prepare as prepare_graph, Prepared as PreparedGraph};
 pub use manifest::{Manifest, ModelKind, Pooling};
 pub use runtime::{environment, loaded_runtime, runtime_candidates, user_data_dir};
 

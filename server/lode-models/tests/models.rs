@@ -169,3 +169,51 @@ fn a_reranker_is_not_an_nli_model() {
     };
     assert!(e.contains("not an NLI model") && e.contains("kind = \"nli\""), "{e}");
 }
+
+/// The int8 MiniLM's embedding lookups, rewritten to dequantize only the rows a batch uses
+/// (`lode_models::prepare_graph`), give the very same token states as the model as published,
+/// run the way ONNX Runtime runs it by default (constant folding on): bit for bit on the
+/// lookups, and within float rounding overall (no folding changes the order of a few sums).
+#[test]
+fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
+    use ort::session::Session;
+    use ort::value::Tensor;
+    let path = models().join("all-MiniLM-L6-v2/model.onnx");
+    let bytes = std::fs::read(&path).unwrap();
+    let prepared = lode_models::prepare_graph(&bytes);
+    assert_eq!(prepared.lookups, 2, "word and position embeddings");
+    assert!(prepared.cast_dequantized >= 36, "every weight is dequantized by a Cast: {}", prepared.cast_dequantized);
+    let rewritten = prepared.bytes.expect("rewritten");
+    // Rewriting again finds nothing more: the lookups are already gathered first.
+    assert_eq!(lode_models::prepare_graph(&rewritten).lookups, 0);
+
+    let env = lode_models::environment(None).unwrap();
+    let session = |model: &[u8], fold: bool| {
+        let b = Session::builder(env).unwrap();
+        let mut b = if fold { b } else { b.with_disabled_optimizers("ConstantFolding").unwrap() };
+        b.commit_from_memory(model).unwrap()
+    };
+    let run = |s: &mut Session| -> Vec<f32> {
+        // Two rows of 7 tokens, the second padded: [CLS] ... [SEP] ids from the vocabulary.
+        let ids: Vec<i64> = vec![101, 7025, 1997, 1996, 3056, 2003, 102, 101, 2054, 102, 0, 0, 0, 0];
+        let mask: Vec<i64> = ids.iter().map(|&i| i64::from(i != 0)).collect();
+        let mut feeds: Vec<(String, ort::session::SessionInputValue)> = Vec::new();
+        for i in s.inputs().iter().map(|i| i.name().to_owned()).collect::<Vec<_>>() {
+            let data = match i.as_str() {
+                "input_ids" => ids.clone(),
+                "attention_mask" => mask.clone(),
+                _ => vec![0; ids.len()],
+            };
+            feeds.push((i, Tensor::from_array((vec![2i64, 7], data)).unwrap().into()));
+        }
+        let out = s.run(feeds).unwrap();
+        out[0].try_extract_tensor::<f32>().unwrap().1.to_vec()
+    };
+    let unfolded = run(&mut session(&bytes, false));
+    let gathered = run(&mut session(&rewritten, false));
+    assert_eq!(gathered.len(), 2 * 7 * 384);
+    assert!(unfolded == gathered, "the rewrite changed the output");
+    let stock = run(&mut session(&bytes, true));
+    let worst = stock.iter().zip(&gathered).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    assert!(worst < 1e-4, "differs from the stock session by {worst}");
+}

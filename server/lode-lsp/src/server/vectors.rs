@@ -52,6 +52,16 @@ impl Resident {
         Ok(self.model.as_mut().expect("loaded above"))
     }
 
+    /// After a bulk pass: the loaded model hands back the inference memory its largest batch
+    /// grew (a released model has none to give).
+    pub(crate) fn release_scratch(&mut self) {
+        if let Some(m) = self.model.as_mut() {
+            if let Err(e) = m.release_scratch() {
+                tracing::warn!("releasing the embedder's scratch memory: {e}");
+            }
+        }
+    }
+
     /// Releases the model if it has not been used for `after`: whether it did.
     pub(crate) fn release_if_idle(&mut self, after: std::time::Duration) -> bool {
         if self.model.is_some() && self.used.elapsed() >= after {
@@ -297,9 +307,15 @@ pub(super) fn start_vectors(
                         sync.finish(&mut store, index).map_err(|e| e.to_string())?;
                         return Ok(false);
                     }
-                    let guard = shared.lock();
-                    if let Some((embedder, index)) = guard.as_ref() {
-                        sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                    let mut guard = shared.lock();
+                    if let Some((embedder, index)) = guard.as_mut() {
+                        let report = sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                        // A pass of more than one round grew the inference arena past what a
+                        // question needs: handed back now, while the pass still holds the model
+                        // (a question never finds it busy for this).
+                        if report.rounds > 1 {
+                            embedder.release_scratch();
+                        }
                         if complete && embedder.id() == model {
                             let rec = lode_retrieval::Serving { id: model.clone(), path: vs.embedder.clone(), dims: embedder.dimensions() };
                             if lode_retrieval::Serving::read(&vs.dir).as_ref() != Some(&rec) {

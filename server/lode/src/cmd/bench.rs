@@ -22,6 +22,12 @@ pub enum BenchCommand {
     Dense(DenseArgs),
     /// The language server: initialize, cold scan, restart to searchable, didSave, hover, RSS
     Lsp(LspArgs),
+    /// The cold index's cost per note from 5k notes up, beside plain SQLite FTS5 on the same
+    /// paragraphs (the floor)
+    Scale(super::bench_scale::ScaleArgs),
+    /// The language server's RSS with the embedder: peak while embedding a generated vault,
+    /// serving questions after a restart, and with no embedder
+    Memory(super::bench_memory::MemoryArgs),
     /// Snapshot ingest (100 KB pages from loopback) and snapshot diagnostics on 10,000 links
     Externals(super::bench_externals::ExternalsArgs),
 }
@@ -127,6 +133,8 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Dense(a) => return dense(a),
         BenchCommand::Lsp(a) => return lsp(a),
         BenchCommand::Externals(a) => return super::bench_externals::run(a),
+        BenchCommand::Memory(a) => return super::bench_memory::run(a),
+        BenchCommand::Scale(a) => return super::bench_scale::run(a),
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");

@@ -4,6 +4,8 @@ pub mod ask;
 pub mod bench;
 pub mod bench_externals;
 pub mod bench_lsp;
+pub mod bench_memory;
+pub mod bench_scale;
 pub mod doctor;
 pub mod eval;
 pub mod externals;

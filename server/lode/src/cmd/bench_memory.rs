@@ -1,0 +1,148 @@
+//! `lode bench memory`: the language server's resident memory with the embedder, read from
+//! `/proc/<pid>/status` of the real `lode serve` over stdio — peak while it embeds a generated
+//! vault, after that pass, serving questions after a restart (embedder loaded), and the same
+//! server with no embedder configured.
+
+use std::ffi::OsStr;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use lode_lsp::stdio_client::StdioClient;
+use serde_json::{json, Value};
+
+#[derive(Args)]
+pub struct MemoryArgs {
+    /// Generated notes in the vault (about six passages each)
+    #[arg(long, default_value_t = 1500)]
+    pub notes: usize,
+    #[arg(long, value_name = "DIR")]
+    pub work: Option<std::path::PathBuf>,
+    /// Questions asked of the restarted server before its RSS is read (LanceDB's caches fill
+    /// over the first few dozen searches, then stay)
+    #[arg(long, default_value_t = 40)]
+    pub questions: usize,
+}
+
+fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
+    let log = if std::env::var_os("LODE_LOG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() };
+    let args = [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()];
+    let mut c = StdioClient::spawn_with(exe, args, std::iter::empty::<(String, String)>(), log)?;
+    c.timeout = Duration::from_secs(3600);
+    c.request("initialize", json!({"processId": null, "rootUri": format!("file://{}", vault.display()), "capabilities": {}}))?;
+    c.notify("initialized", json!({}))?;
+    Ok(c)
+}
+
+/// Polls `lode/status` until `done` holds of it (or the server says dense retrieval is off).
+fn status_until(c: &mut StdioClient, what: &str, done: impl Fn(&Value) -> bool) -> Result<Value> {
+    let t = Instant::now();
+    loop {
+        let st = c.request("lode/status", json!(null))?["result"].clone();
+        if let Some(off) = st["dense"].as_str().filter(|s| s.starts_with("off")) {
+            bail!("dense retrieval is {off}: this bench needs the embedder (run `lode setup`)");
+        }
+        if done(&st) {
+            return Ok(st);
+        }
+        if t.elapsed() > Duration::from_secs(4 * 3600) {
+            bail!("waited 4 hours for {what}: {st}");
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+fn round(mib: Option<f64>) -> Value {
+    mib.map_or(Value::Null, |m| json!(m.round()))
+}
+
+pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
+    if cfg!(debug_assertions) {
+        eprintln!("warning: this is a debug build (its code pages add ~100 MB to every figure); build with --release");
+    }
+    let exe = std::env::current_exe()?;
+    let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("lode-bench-memory-{}", a.notes)));
+    let vault = super::bench_lsp::vault_of(&work);
+    let mut progress = crate::progress::Progress::new(true);
+    super::synth::write_vault(&vault, a.notes, 1, |d, t| progress.update("writing notes", d, t, ""))?;
+    drop(progress);
+    let vault = vault.canonicalize()?;
+    let state = vault.join(".lode");
+    if state.exists() {
+        std::fs::remove_dir_all(&state).with_context(|| format!("removing {}", state.display()))?;
+    }
+    std::fs::create_dir_all(&state)?;
+
+    // 1. From nothing: the scan, then every passage embedded.
+    let t = Instant::now();
+    let mut c = spawn(&exe, &vault)?;
+    let st = status_until(&mut c, "every passage to have a vector", |st| {
+        st["scanning"] == false && st["dense"]["with_vectors"].as_u64().is_some_and(|n| n > 0 && Some(n) == st["passages"].as_u64())
+    })?;
+    let embed_s = t.elapsed().as_secs_f64();
+    // The pass's end (scratch handed back, malloc_trim) follows its last vector closely.
+    std::thread::sleep(Duration::from_secs(2));
+    let peak_embedding = c.peak_rss_mib();
+    let after_embedding = c.rss_mib();
+    eprintln!("embedded {} passages in {embed_s:.0} s; peak {peak_embedding:?} MiB", st["passages"]);
+    c.stop()?;
+
+    // 2. Restarted: questions, each embedded by the loaded model.
+    let questions: Vec<String> = (0..a.questions)
+        .map(|i| ["What did the team agree about the budget review?", "Which certificate rotation is next?", "When is the database migration planned?", "What is the latency threshold for the alert?"][i % 4].to_owned())
+        .collect();
+    let mut c = spawn(&exe, &vault)?;
+    status_until(&mut c, "the restart's scan", |st| st["scanning"] == false && st["dense"]["model"].is_string())?;
+    let idle_restarted = c.rss_mib();
+    let mut ms = Vec::new();
+    for (i, q) in questions.iter().enumerate() {
+        let t = Instant::now();
+        let r = c.request("lode/ask", json!({"question": q}))?;
+        if r.get("error").is_some() {
+            bail!("lode/ask failed: {r}");
+        }
+        ms.push(t.elapsed().as_secs_f64() * 1000.0);
+        if i == 0 && r["result"]["notice"].as_str().is_some_and(|n| n.contains("lexical")) {
+            bail!("the restarted server answered lexically: {r}");
+        }
+    }
+    let serving = c.rss_mib();
+    let serving_peak = c.peak_rss_mib();
+    c.stop()?;
+
+    // 3. The same server with no embedder.
+    std::fs::write(state.join("config.toml"), "[models]\nembedder = \"\"\n")?;
+    let mut c = spawn(&exe, &vault)?;
+    let t = Instant::now();
+    loop {
+        let st = c.request("lode/status", json!(null))?["result"].clone();
+        if st["scanning"] == false || t.elapsed() > Duration::from_secs(600) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    for q in &questions {
+        c.request("lode/ask", json!({"question": q}))?;
+    }
+    let no_model = c.rss_mib();
+    c.stop()?;
+    std::fs::remove_file(state.join("config.toml"))?;
+
+    let v = json!({
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "notes": a.notes,
+        "passages": st["passages"],
+        "embedding": {"seconds": (embed_s * 10.0).round() / 10.0, "peak_rss_mib": round(peak_embedding), "rss_after_mib": round(after_embedding)},
+        "serving": {
+            "rss_restarted_mib": round(idle_restarted),
+            "rss_after_questions_mib": round(serving),
+            "peak_rss_mib": round(serving_peak),
+            "questions": a.questions,
+            "ask_ms": super::bench::stats(ms),
+        },
+        "no_embedder": {"rss_after_questions_mib": round(no_model)},
+    });
+    println!("{}", serde_json::to_string_pretty(&v)?);
+    Ok(std::process::ExitCode::SUCCESS)
+}
