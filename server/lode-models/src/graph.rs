@@ -2,7 +2,8 @@
 //! int8 models so that only the rows a batch asks for are dequantized.
 //!
 //! Int8 exports that dequantize with plain operators (all-MiniLM-L6-v2 int8 does) look tokens
-//! up in a dequantized table: `Gather(Mul(Cast(W_q), scale), ids)`. ONNX Runtime either folds
+//! up in a dequantized table: `Gather(Mul(Cast(W_q), scale), ids)`, where the `Cast` is to a
+//! float type and the scale is one value for all or one per row. ONNX Runtime either folds
 //! that table into fp32 at load (four times the int8 bytes, resident for the session's life) or,
 //! with folding off, casts the whole table on every run. Gathering first —
 //! `Mul(Cast(Gather(W_q, ids)), Gather(scale, ids))` — applies the same float operations to the
@@ -34,6 +35,7 @@ pub fn prepare(model: &[u8]) -> Prepared {
 
 // ONNX protobuf field numbers.
 const MODEL_GRAPH: u64 = 7;
+const MODEL_OPSET_IMPORT: u64 = 8;
 const GRAPH_NODE: u64 = 1;
 const GRAPH_INITIALIZER: u64 = 5;
 const GRAPH_INPUT: u64 = 11;
@@ -57,6 +59,8 @@ const TENSOR_DATA_LOCATION: u64 = 14;
 const VALUE_INFO_NAME: u64 = 1;
 const TYPE_UINT8: u64 = 2;
 const TYPE_INT8: u64 = 3;
+/// FLOAT, FLOAT16, DOUBLE, BFLOAT16: a dequantizing Cast's targets.
+const FLOAT_TYPES: [u64; 4] = [1, 10, 11, 16];
 
 #[derive(Clone, Copy, Debug)]
 enum Value<'a> {
@@ -121,6 +125,11 @@ fn fields(buf: &[u8]) -> Option<Vec<Field<'_>>> {
     Some(out)
 }
 
+/// The value of a singular field: protobuf keeps the last of several.
+fn last<'f, 'a>(fields: &'f [Field<'a>], number: u64) -> Option<&'f Field<'a>> {
+    fields.iter().rev().find(|f| f.number == number)
+}
+
 fn bytes_of<'a>(f: &Field<'a>) -> Option<&'a [u8]> {
     match f.value {
         Value::Bytes(b) => Some(b),
@@ -154,13 +163,15 @@ struct Node<'a> {
     domain: &'a str,
     /// Each attribute field, whole (tag included), to copy into a new node.
     attributes: Vec<&'a [u8]>,
-    /// `axis` when the node sets it.
+    /// `axis` when the node sets it (`i64::MAX` when it is not an integer).
     axis: Option<i64>,
+    /// `to` (a Cast's target type) when the node sets it.
+    to: Option<u64>,
     has_subgraph: bool,
 }
 
 fn node(buf: &[u8]) -> Option<Node<'_>> {
-    let mut n = Node { inputs: vec![], outputs: vec![], op: "", domain: "", attributes: vec![], axis: None, has_subgraph: false };
+    let mut n = Node { inputs: vec![], outputs: vec![], op: "", domain: "", attributes: vec![], axis: None, to: None, has_subgraph: false };
     for f in fields(buf)? {
         match f.number {
             NODE_INPUT => n.inputs.push(str_of(&f)?),
@@ -170,11 +181,12 @@ fn node(buf: &[u8]) -> Option<Node<'_>> {
             NODE_ATTRIBUTE => {
                 n.attributes.push(f.raw);
                 let attr = fields(bytes_of(&f)?)?;
-                let name = attr.iter().find(|a| a.number == ATTR_NAME).and_then(str_of);
-                if let (Some("axis"), Some(Value::Varint(i))) =
-                    (name, attr.iter().find(|a| a.number == ATTR_INT).map(|a| a.value))
-                {
-                    n.axis = Some(i as i64);
+                let name = last(&attr, ATTR_NAME).map(str_of).unwrap_or(Some(""))?;
+                match (name, last(&attr, ATTR_INT).map(|a| a.value)) {
+                    ("axis", Some(Value::Varint(i))) => n.axis = Some(i as i64),
+                    ("axis", _) => n.axis = Some(i64::MAX),
+                    ("to", Some(Value::Varint(t))) => n.to = Some(t),
+                    _ => {}
                 }
                 n.has_subgraph |= attr.iter().any(|a| matches!(a.number, ATTR_GRAPH | ATTR_GRAPHS));
             }
@@ -251,6 +263,8 @@ struct Lookup<'a> {
 
 fn rewrite(model: &[u8]) -> Option<Prepared> {
     let model_fields = fields(model)?;
+    // A model without an operator set is not one ONNX Runtime loads: nothing to rewrite.
+    last(&model_fields, MODEL_OPSET_IMPORT)?;
     let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
     let graph_field = graphs.next()?;
     if graphs.next().is_some() {
@@ -270,7 +284,7 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
                 inits.insert(name, t);
             }
             GRAPH_INPUT | GRAPH_OUTPUT => {
-                let name = fields(bytes_of(f)?)?.iter().find(|v| v.number == VALUE_INFO_NAME).and_then(str_of)?;
+                let name = last(&fields(bytes_of(f)?)?, VALUE_INFO_NAME).and_then(str_of)?;
                 if f.number == GRAPH_INPUT { graph_inputs.insert(name) } else { graph_outputs.insert(name) };
             }
             _ => {}
@@ -317,13 +331,20 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
         let Some(cast_at) = cast_at else { continue };
         let c = producer[mul.inputs[cast_at]];
         let cast = &nodes[c];
-        if !is_onnx_domain(cast.domain) || cast.inputs.len() != 1 || !quantized(cast.inputs[0]) || !only_use(mul.inputs[cast_at]) {
+        if !is_onnx_domain(cast.domain)
+            || cast.inputs.len() != 1
+            || !cast.to.is_some_and(|t| FLOAT_TYPES.contains(&t))
+            || !quantized(cast.inputs[0])
+            || !only_use(mul.inputs[cast_at])
+        {
             continue;
         }
         let scale = mul.inputs[1 - cast_at];
         let (Some(table), Some(s)) = (constant(cast.inputs[0]), constant(scale)) else { continue };
         let per_row = match (table.dims.as_slice(), s.dims.as_slice()) {
-            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() <= table.dims.len() => false,
+            // One value for all, of a rank the gathered rows (rank >= the table's - 1, whatever
+            // the ids' rank) broadcast to without growing: [] or [1] on a rank-2 table.
+            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() < table.dims.len() => false,
             ([rows, _], [scale_rows, 1]) if rows == scale_rows => true,
             _ => continue,
         };
@@ -383,7 +404,7 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
                 put_bytes(&mut graph, GRAPH_NODE, &mul);
             }
             GRAPH_VALUE_INFO => {
-                let name = fields(bytes_of(f)?)?.iter().find(|v| v.number == VALUE_INFO_NAME).and_then(str_of);
+                let name = last(&fields(bytes_of(f)?)?, VALUE_INFO_NAME).and_then(str_of);
                 if !name.is_some_and(|n| removed_values.contains(n)) {
                     graph.extend_from_slice(f.raw);
                 }
@@ -451,6 +472,7 @@ mod tests {
         put_varint(&mut m, 1 << 3); // ir_version
         put_varint(&mut m, 10);
         put_bytes(&mut m, MODEL_GRAPH, &g);
+        put_bytes(&mut m, MODEL_OPSET_IMPORT, &[0x10, 17]); // version 17 of the default domain
         m
     }
 
@@ -510,7 +532,8 @@ mod tests {
     #[test]
     fn malformed_bytes_never_panic_and_are_left_alone() {
         let good = model(&[10, 1], false, 0);
-        // Cut anywhere, the graph's length runs past the end (or there is no graph).
+        // Cut anywhere, the graph's length runs past the end, or there is no graph or no
+        // operator set.
         for end in 0..good.len() {
             assert!(prepare(&good[..end]).bytes.is_none(), "cut at {end}");
         }
