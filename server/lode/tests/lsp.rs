@@ -1090,7 +1090,9 @@ fn models_unused_for_a_while_are_released_and_loaded_again_on_use() {
     });
     assert!(st["dense"]["with_vectors"] == st["passages"], "the vectors stay: {st}");
     let released_mib = lsp.0.rss_mib().unwrap();
-    assert!(released_mib < loaded_mib - 40.0, "{loaded_mib:.0} MiB loaded, {released_mib:.0} MiB released");
+    // The int8 MiniLM holds ~22 MB of weights (kept int8), its tokenizer ~12 MB: most of it
+    // must go (before the weights were kept int8, a loaded copy was ~100 MB more).
+    assert!(released_mib < loaded_mib - 20.0, "{loaded_mib:.0} MiB loaded, {released_mib:.0} MiB released");
 
     // The next question loads them again and is answered as the first was.
     let again = lsp.request("lode/ask", json!({"question": orchard}));
