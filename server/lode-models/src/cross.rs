@@ -55,7 +55,12 @@ impl OnnxModel {
             .and_then(|b| {
                 Ok(if prepared.cast_dequantized > 0 { b.with_disabled_optimizers("ConstantFolding")? } else { b })
             })
-            .and_then(|mut b| b.commit_from_memory(prepared.bytes.as_deref().unwrap_or(&file)))
+            // Not rewritten: loaded from its file, so weights kept beside it (external data)
+            // are found.
+            .and_then(|mut b| match prepared.bytes.as_deref() {
+                Some(rewritten) => b.commit_from_memory(rewritten),
+                None => b.commit_from_file(&model_path),
+            })
             .map_err(|e| ModelError::model(&model_path, format!("ONNX Runtime cannot load it: {e}")))?;
         drop((file, prepared.bytes));
         let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();

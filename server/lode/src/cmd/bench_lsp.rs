@@ -18,7 +18,7 @@ const SAVE_GAP: Duration = Duration::from_millis(200);
 /// The stdio client, with answers the bench can wait up to 10 minutes for. The server's log
 /// goes to the bench's stderr when `LODE_LOG` asks for one (e.g. `LODE_LOG=lode_lsp=debug`
 /// times every request and writer job).
-fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
+pub(super) fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
     let log = if std::env::var_os("LODE_LOG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() };
     let args = [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()];
     let mut c = StdioClient::spawn_with(exe, args, std::iter::empty::<(String, String)>(), log)?;
@@ -72,7 +72,7 @@ fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
-fn init(c: &mut StdioClient, vault: &Path) -> Result<()> {
+pub(super) fn init(c: &mut StdioClient, vault: &Path) -> Result<()> {
     c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": {}}))?;
     Ok(c.notify("initialized", json!({}))?)
 }

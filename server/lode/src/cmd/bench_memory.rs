@@ -3,7 +3,6 @@
 //! vault, after that pass, serving questions after a restart (embedder loaded), and the same
 //! server with no embedder configured.
 
-use std::ffi::OsStr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
@@ -25,22 +24,21 @@ pub struct MemoryArgs {
     pub questions: usize,
 }
 
+/// `lode serve` on the vault, initialized, with answers waited for up to an hour.
 fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
-    let log = if std::env::var_os("LODE_LOG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() };
-    let args = [OsStr::new("serve"), OsStr::new("--vault"), vault.as_os_str()];
-    let mut c = StdioClient::spawn_with(exe, args, std::iter::empty::<(String, String)>(), log)?;
+    let mut c = super::bench_lsp::spawn(exe, vault)?;
     c.timeout = Duration::from_secs(3600);
-    c.request("initialize", json!({"processId": null, "rootUri": format!("file://{}", vault.display()), "capabilities": {}}))?;
-    c.notify("initialized", json!({}))?;
+    super::bench_lsp::init(&mut c, vault)?;
     Ok(c)
 }
 
-/// Polls `lode/status` until `done` holds of it (or the server says dense retrieval is off).
-fn status_until(c: &mut StdioClient, what: &str, done: impl Fn(&Value) -> bool) -> Result<Value> {
+/// Polls `lode/status` until `done` holds of it (or, when the embedder is `needed`, the server
+/// says dense retrieval is off).
+fn status_until(c: &mut StdioClient, what: &str, needed: bool, done: impl Fn(&Value) -> bool) -> Result<Value> {
     let t = Instant::now();
     loop {
         let st = c.request("lode/status", json!(null))?["result"].clone();
-        if let Some(off) = st["dense"].as_str().filter(|s| s.starts_with("off")) {
+        if let Some(off) = st["dense"].as_str().filter(|s| needed && s.starts_with("off")) {
             bail!("dense retrieval is {off}: this bench needs the embedder (run `lode setup`)");
         }
         if done(&st) {
@@ -77,7 +75,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     // 1. From nothing: the scan, then every passage embedded.
     let t = Instant::now();
     let mut c = spawn(&exe, &vault)?;
-    let st = status_until(&mut c, "every passage to have a vector", |st| {
+    let st = status_until(&mut c, "every passage to have a vector", true, |st| {
         st["scanning"] == false && st["dense"]["with_vectors"].as_u64().is_some_and(|n| n > 0 && Some(n) == st["passages"].as_u64())
     })?;
     let embed_s = t.elapsed().as_secs_f64();
@@ -93,7 +91,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
         .map(|i| ["What did the team agree about the budget review?", "Which certificate rotation is next?", "When is the database migration planned?", "What is the latency threshold for the alert?"][i % 4].to_owned())
         .collect();
     let mut c = spawn(&exe, &vault)?;
-    status_until(&mut c, "the restart's scan", |st| st["scanning"] == false && st["dense"]["model"].is_string())?;
+    status_until(&mut c, "the restart's scan", true, |st| st["scanning"] == false && st["dense"]["model"].is_string())?;
     let idle_restarted = c.rss_mib();
     let mut ms = Vec::new();
     for (i, q) in questions.iter().enumerate() {
@@ -114,14 +112,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     // 3. The same server with no embedder.
     std::fs::write(state.join("config.toml"), "[models]\nembedder = \"\"\n")?;
     let mut c = spawn(&exe, &vault)?;
-    let t = Instant::now();
-    loop {
-        let st = c.request("lode/status", json!(null))?["result"].clone();
-        if st["scanning"] == false || t.elapsed() > Duration::from_secs(600) {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(250));
-    }
+    status_until(&mut c, "the scan without an embedder", false, |st| st["scanning"] == false)?;
     for q in &questions {
         c.request("lode/ask", json!({"question": q}))?;
     }

@@ -51,20 +51,6 @@ fn fts5_floor(vault: &Path, files: &[std::path::PathBuf], db: &Path) -> Result<(
     Ok((t.elapsed().as_secs_f64(), rows))
 }
 
-fn markdown_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<()> {
-    for e in std::fs::read_dir(dir).with_context(|| format!("reading {}", dir.display()))? {
-        let p = e?.path();
-        if p.is_dir() {
-            if p.file_name().is_some_and(|n| n != ".lode") {
-                markdown_files(&p, out)?;
-            }
-        } else if p.extension().is_some_and(|x| x == "md") {
-            out.push(p);
-        }
-    }
-    Ok(())
-}
-
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
@@ -82,9 +68,8 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
         let mut progress = crate::progress::Progress::new(true);
         let bytes = super::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
         drop(progress);
-        let mut files = Vec::new();
-        markdown_files(&vault, &mut files)?;
-        files.sort();
+        // The notes lode indexes, by its own rule (sorted).
+        let (files, _) = lode_store::vault::walk(&vault);
 
         // The floor first: it also brings the files into the page cache for both.
         let (floor_s, paragraphs) = fts5_floor(&vault, &files, &work.join("fts5-floor.db"))?;
