@@ -309,13 +309,8 @@ pub(super) fn start_vectors(
                     }
                     let mut guard = shared.lock();
                     if let Some((embedder, index)) = guard.as_mut() {
-                        let report = sync.finish(&mut store, index).map_err(|e| e.to_string())?;
-                        // A pass of more than one round grew the inference arena past what a
-                        // question needs: handed back now, while the pass still holds the model
-                        // (a question never finds it busy for this).
-                        if report.rounds > 1 {
-                            embedder.release_scratch();
-                        }
+                        // Recorded before `finish` drops the old model's table: a kill between
+                        // the two leaves a record naming a complete table, never a missing one.
                         if complete && embedder.id() == model {
                             let rec = lode_retrieval::Serving { id: model.clone(), path: vs.embedder.clone(), dims: embedder.dimensions() };
                             if lode_retrieval::Serving::read(&vs.dir).as_ref() != Some(&rec) {
@@ -323,6 +318,13 @@ pub(super) fn start_vectors(
                                     tracing::warn!("recording the serving model: {e}");
                                 }
                             }
+                        }
+                        let report = sync.finish(&mut store, index).map_err(|e| e.to_string())?;
+                        // A pass of more than one round grew the inference arena past what a
+                        // question needs: handed back now, while the pass still holds the model
+                        // (a question never finds it busy for this).
+                        if report.rounds > 1 {
+                            embedder.release_scratch();
                         }
                     }
                     Ok(complete)
