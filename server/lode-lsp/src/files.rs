@@ -135,8 +135,19 @@ fn scan_steps(state: &State, mut reading: impl FnMut(usize, usize), mut progress
     report.rechunked = rechunked;
     let total = plan.steps.len();
     let (mut done, mut last) = (0, Instant::now());
-    for batch in plan.steps.chunks(BATCH) {
-        match wait(state.writer.background(Background::Steps(batch.to_vec())))? {
+    // While the writer applies a batch, this thread reads and chunks the next one: a save takes
+    // a prepared chunking only for exactly the bytes it saves, so what is indexed is the same.
+    let cfg = state.settings.store.chunk;
+    let batches: Vec<&[vault::Step]> = plan.steps.chunks(BATCH).collect();
+    if let Some(first) = batches.first() {
+        vault::prepare_ahead(&state.prechunked, &state.root, &state.settings.index, &cfg, first);
+    }
+    for (i, batch) in batches.iter().enumerate() {
+        let applying = state.writer.background(Background::Steps(batch.to_vec()));
+        if let Some(next) = batches.get(i + 1) {
+            vault::prepare_ahead(&state.prechunked, &state.root, &state.settings.index, &cfg, next);
+        }
+        match wait(applying)? {
             Done::Steps(applied) => {
                 for (step, a) in batch.iter().zip(applied) {
                     vault::tally(&mut report, step, a);

@@ -20,11 +20,19 @@ const KEEP: usize = 16;
 pub const MAX_BYTES: usize = 64 * 1024;
 
 /// Shared between the thread that prepares chunkings and the store that saves (cheap to clone).
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct Prechunked {
     entries: Arc<Mutex<VecDeque<Entry>>>,
     /// Saves that used a prepared chunking.
     used: Arc<AtomicUsize>,
+    /// Entries kept; the oldest goes first.
+    keep: usize,
+}
+
+impl Default for Prechunked {
+    fn default() -> Self {
+        Prechunked::with_capacity(KEEP)
+    }
 }
 
 struct Entry {
@@ -36,6 +44,22 @@ struct Entry {
 }
 
 impl Prechunked {
+    /// Keeps up to `keep` prepared chunkings (a bulk scan prepares a batch ahead of its writer).
+    pub fn with_capacity(keep: usize) -> Prechunked {
+        Prechunked { entries: Arc::default(), used: Arc::default(), keep: keep.max(1) }
+    }
+
+    /// Keeps a chunking made elsewhere from bytes whose version id is `version_id` (a scan's
+    /// reader thread chunks the files its writer is about to save). `buffer` names the file.
+    pub fn insert(&self, buffer: &str, version_id: String, cfg: &ChunkConfig, chunked: Arc<ChunkedNote>) {
+        let mut q = self.lock();
+        q.retain(|e| e.buffer != buffer);
+        q.push_back(Entry { buffer: buffer.to_owned(), version_id, cfg: *cfg, chunked });
+        while q.len() > self.keep {
+            q.pop_front();
+        }
+    }
+
     /// Chunks `bytes`, the current text of `buffer`, with `cfg` for a later save of exactly
     /// these bytes. Replaces what was prepared for `buffer` before; does nothing for a buffer
     /// over [`MAX_BYTES`].
@@ -47,13 +71,7 @@ impl Prechunked {
         if self.lock().iter().any(|e| e.buffer == buffer && e.version_id == version_id && e.cfg == *cfg) {
             return;
         }
-        let chunked = Arc::new(chunk_note(bytes, cfg));
-        let mut q = self.lock();
-        q.retain(|e| e.buffer != buffer);
-        q.push_back(Entry { buffer: buffer.to_owned(), version_id, cfg: *cfg, chunked });
-        while q.len() > KEEP {
-            q.pop_front();
-        }
+        self.insert(buffer, version_id, cfg, Arc::new(chunk_note(bytes, cfg)));
     }
 
     /// Removes and returns the chunking of the bytes whose version id is `version_id`, if one

@@ -586,13 +586,106 @@ pub fn index_vault(
     }
     let Plan { steps, mut report, .. } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
+    // The notes to save are read and chunked on a thread of their own, a batch or two ahead of
+    // the writer (parsing is about half of a save): the writer takes a chunking only for
+    // exactly the bytes it saves (keyed by version id), so what is indexed is the same.
+    let ahead = crate::Prechunked::with_capacity(2 * BATCH);
+    let before = store.replace_prechunked(Some(ahead.clone()));
+    let cfg = store.options().chunk;
+    let result = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Option<Prepared>>(2 * BATCH);
+        let saves: Vec<&str> = steps.iter().filter_map(|s| if let Step::Save { rel } = s { Some(rel.as_str()) } else { None }).collect();
+        let max = opts.max_file_bytes;
+        scope.spawn(move || {
+            // A panic here costs only the head start: the writer chunks what it is not given.
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                for rel in saves {
+                    if tx.send(prepare(root, rel, max, &cfg)).is_err() {
+                        return;
+                    }
+                }
+            }));
+        });
+        // Steps up to here have had their chunking handed over (a batch cut short by a failed
+        // write starts the next batch at a step already handed over).
+        let mut fed = 0;
+        apply_steps(store, root, opts, &steps, &mut report, &mut progress, |start, batch| {
+            for (i, step) in batch.iter().enumerate() {
+                if start + i < fed {
+                    continue;
+                }
+                fed = start + i + 1;
+                if matches!(step, Step::Save { .. }) {
+                    match rx.recv() {
+                        Ok(Some(p)) => ahead.insert(&p.rel, p.version_id, &cfg, p.chunked),
+                        Ok(None) => {}
+                        Err(_) => return,
+                    }
+                }
+            }
+        })
+    });
+    store.replace_prechunked(before);
+    result?;
+    finish(store, &report)?;
+    Ok(report)
+}
+
+/// Reads and chunks the notes `steps` will save, for a writer that applies them next (the
+/// language server's scan prepares a batch while the writer applies the one before): each
+/// chunking goes into `into`, used only by a save of exactly the bytes it was made from.
+pub fn prepare_ahead(into: &crate::Prechunked, root: &Path, opts: &IndexOptions, cfg: &lode_core::chunk::ChunkConfig, steps: &[Step]) {
+    for step in steps {
+        if let Step::Save { rel } = step {
+            if let Some(p) = prepare(root, rel, opts.max_file_bytes, cfg) {
+                into.insert(&p.rel, p.version_id, cfg, p.chunked);
+            }
+        }
+    }
+}
+
+/// A note read and chunked ahead of its save.
+struct Prepared {
+    rel: String,
+    version_id: String,
+    chunked: std::sync::Arc<lode_core::chunk::ChunkedNote>,
+}
+
+/// Reads and chunks the note at `rel` for [`index_vault`]'s writer; `None` when it cannot be
+/// read or is larger than a prepared chunking is kept for (the save chunks it itself).
+fn prepare(root: &Path, rel: &str, max: u64, cfg: &lode_core::chunk::ChunkConfig) -> Option<Prepared> {
+    let limit = max.min(crate::PRECHUNK_MAX_BYTES as u64);
+    let abs = root.join(rel);
+    if std::fs::metadata(&abs).ok()?.len() > limit {
+        return None;
+    }
+    let bytes = std::fs::read(&abs).ok()?;
+    Some(Prepared {
+        rel: rel.to_owned(),
+        version_id: crate::version_id(&bytes),
+        chunked: std::sync::Arc::new(lode_core::chunk::chunk_note(&bytes, cfg)),
+    })
+}
+
+/// Applies `steps` in batches, counting each into `report`; `before` sees each batch (and the
+/// index of its first step) first.
+fn apply_steps(
+    store: &mut Store,
+    root: &Path,
+    opts: &IndexOptions,
+    steps: &[Step],
+    report: &mut IndexReport,
+    progress: &mut impl FnMut(Progress<'_>),
+    mut before: impl FnMut(usize, &[Step]),
+) -> Result<(), StoreError> {
     let total = steps.len();
     let mut done = 0;
     while done < total {
         let batch = &steps[done..(done + BATCH).min(total)];
+        before(done, batch);
         let results = apply_batch(store, batch, |store, step| apply(store, root, opts, step), || false);
         for (step, r) in batch.iter().zip(results) {
-            tally(&mut report, step, r?);
+            tally(report, step, r?);
             done += 1;
             let path = match step {
                 Step::Save { rel } | Step::Delete { rel } => rel,
@@ -601,8 +694,7 @@ pub fn index_vault(
             progress(Progress { phase: "indexing", done, total, path });
         }
     }
-    finish(store, &report)?;
-    Ok(report)
+    Ok(())
 }
 
 #[cfg(test)]

@@ -95,6 +95,17 @@ pub struct ChunkedNote {
     pub links: Vec<Link>,
     /// The bytes were not valid UTF-8 and were decoded with replacements.
     pub lossy: bool,
+    /// The note's tags as [`crate::nav::links`] finds them, read from the chunker's own parse;
+    /// `None` when they were not (bytes that are not UTF-8, a text the grammar could not parse):
+    /// then whoever needs them parses the bytes themselves.
+    pub tags: Option<Vec<Tag>>,
+}
+
+/// A tag of a note: its name as written (without `#`) and the whole item's byte range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tag {
+    pub name: String,
+    pub range: Range<usize>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -170,6 +181,7 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
         frontmatter: None,
     };
     let mut links = Vec::new();
+    let mut tags = None;
     match parse_blocks(text) {
         Some(tree) => {
             let root = tree.root_node();
@@ -185,6 +197,17 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
                 walker.leaf(end..text.len(), PassageKind::Paragraph, &[], 0..text.len(), true);
             }
             links = links::extract(text, &tree);
+            // Tags need the text's own byte ranges: only for bytes that are the text.
+            if !decoded.is_lossy() {
+                tags = Some(if crate::nav::may_have_tags(text) {
+                    crate::nav::tags_in(text, &tree)
+                        .into_iter()
+                        .filter_map(|l| l.label.map(|label| Tag { name: label.text, range: l.range }))
+                        .collect()
+                } else {
+                    Vec::new()
+                });
+            }
         }
         None => walker.leaf(0..text.len(), PassageKind::Paragraph, &[], 0..text.len(), true),
     }
@@ -218,6 +241,7 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
             .collect(),
         links: links.into_iter().map(|l| Link { range: to_raw(l.range), ..l }).collect(),
         lossy: decoded.is_lossy(),
+        tags,
     }
 }
 

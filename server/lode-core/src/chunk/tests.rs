@@ -218,3 +218,47 @@ fn inserted_lode_answers_are_never_passages() {
     assert!(got.iter().any(|(k, t)| k == "quote" && t.contains("A quote the user wrote")), "{got:?}");
     assert!(got.iter().any(|(_, t)| t == "After."), "{got:?}");
 }
+
+/// The tags the chunker reads from its own parse are exactly what navigation's own parse finds
+/// (the index stores the former, `workspace/symbol`-style navigation reads the latter), over
+/// every note of the example vault and the navigation fixtures, and over inputs where the two
+/// could part: a byte-order mark, CRLF, tags in code and frontmatter, headings that look like
+/// tags, NUL bytes, invalid UTF-8 (no tags read: the bytes are not the text).
+#[test]
+fn tags_from_the_chunkers_parse_are_navigations_tags() {
+    let mut files = Vec::new();
+    markdown_files(&vault_dir(), &mut files);
+    markdown_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/nav"), &mut files);
+    let mut inputs: Vec<(String, Vec<u8>)> = files.iter().map(|p| (p.display().to_string(), std::fs::read(p).unwrap())).collect();
+    let crafted: &[&[u8]] = &[
+        b"\xEF\xBB\xBF---\ntags: [alpha, beta]\n---\n# Title #notatag\n\nText #gamma and `#code` #delta.\n",
+        b"# A\r\n\r\nLine with #crlf-tag\r\n\r\n```\n#in-fence\n```\r\n",
+        b"#heading-like\n\n#real-tag at start of a paragraph\n\n    #indented-code\n",
+        b"text\0with #after-nul and #more\n",
+        b"invalid \xff bytes #tag-after\n",
+        b"+++\ntags = [\"toml-tag\"]\n+++\nBody #x/y/z #1234 #a-b_c\n",
+        b"| a | #cell-tag |\n|---|---|\n| #row | [#not](#x) |\n",
+        b"<div>#html-tag</div>\n\n[link #inside](x.md) #after-link\n",
+        b"",
+        b"#",
+        b"# \n#\n##tag\n",
+    ];
+    inputs.extend(crafted.iter().enumerate().map(|(i, b)| (format!("crafted {i}"), b.to_vec())));
+    let mut failed = Vec::new();
+    for (name, raw) in &inputs {
+        let note = chunk_note(raw, &ChunkConfig::default());
+        let want: Option<Vec<Tag>> = std::str::from_utf8(raw).ok().map(|text| {
+            crate::nav::links(text)
+                .into_iter()
+                .filter(|l| matches!(l.kind, crate::nav::NavKind::Tag | crate::nav::NavKind::FrontmatterTag))
+                .filter_map(|l| l.label.map(|label| Tag { name: label.text, range: l.range }))
+                .collect()
+        });
+        match (&note.tags, &want) {
+            (Some(got), Some(want)) if got == want => {}
+            (None, None) => {}
+            (got, want) => failed.push(format!("{name}: chunker {got:?}, navigation {want:?}")),
+        }
+    }
+    assert!(failed.is_empty(), "{}", failed.join("\n"));
+}

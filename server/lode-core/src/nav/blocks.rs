@@ -79,8 +79,15 @@ fn node_range(text: &str, node: Node) -> Range<usize> {
 
 /// Analyses the block structure. A text the grammar cannot parse has no blocks at all.
 pub(crate) fn analyse(text: &str) -> Blocks {
+    match parse(text) {
+        Some(tree) => analyse_tree(text, &tree),
+        None => Blocks::default(),
+    }
+}
+
+/// [`analyse`] of a block tree already parsed from exactly `text` (the chunker's).
+pub(crate) fn analyse_tree(text: &str, tree: &Tree) -> Blocks {
     let mut out = Blocks::default();
-    let Some(tree) = parse(text) else { return out };
     // (node, at document level): headings count for the outline only at document level.
     let mut stack: Vec<(Node, bool)> = vec![(tree.root_node(), true)];
     while let Some((node, top)) = stack.pop() {

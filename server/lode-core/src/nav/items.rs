@@ -202,6 +202,16 @@ pub fn links(text: &str) -> Vec<NavLink> {
     links_in(text, &blocks)
 }
 
+/// The tags (inline and frontmatter) of `text`, as [`links`] finds them, from a block tree
+/// already parsed from exactly `text`: what an index stores of a note's tags without a
+/// second parse.
+pub fn tags_in(text: &str, tree: &tree_sitter::Tree) -> Vec<NavLink> {
+    let blocks = blocks::analyse_tree(text, tree);
+    let mut out = links_in(text, &blocks);
+    out.retain(|l| matches!(l.kind, NavKind::Tag | NavKind::FrontmatterTag));
+    out
+}
+
 pub(crate) fn links_in(text: &str, blocks: &Blocks) -> Vec<NavLink> {
     let mut out = Vec::new();
     if let Some(fm) = &blocks.frontmatter {

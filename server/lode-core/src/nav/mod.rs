@@ -29,7 +29,7 @@ mod tests;
 pub use complete::{completion_context, CompletionContext, CompletionKind};
 pub use fold::{folding_ranges, Fold, FoldKind};
 pub use inline::may_have_tags;
-pub use items::{at, links, normalize_label, Dest, Focus, NavItem, NavKind, NavLink, Part};
+pub use items::{at, links, normalize_label, tags_in, Dest, Focus, NavItem, NavKind, NavLink, Part};
 pub use outline::{find_section, outline, Section};
 pub use resolve::{percent_decode, resolve_markdown, resolve_wiki, MatchKind, NoteKey, Resolution};
 pub use slug::{slug, Slugger};

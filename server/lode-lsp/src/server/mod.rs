@@ -142,8 +142,9 @@ pub(crate) struct State {
     kick: Option<Mutex<std::sync::mpsc::Sender<vectors::Kick>>>,
     /// The client, for the vector thread's progress (set when the vault starts).
     reporter: vectors::Reporter,
-    /// Open buffers chunked while the user pauses, for the writer's next save of those bytes.
-    prechunked: lode_store::Prechunked,
+    /// Open buffers chunked while the user pauses, and the scan's next batch chunked while the
+    /// writer applies the one before, for the writer's next save of those bytes.
+    pub(crate) prechunked: lode_store::Prechunked,
     /// The vault is going (the client exited, or its folder was removed): the vector thread
     /// installs no model and starts no round (see [`State::release_models`]).
     closing: Arc<AtomicBool>,
@@ -365,7 +366,8 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 None => (settings.rules.clone(), settings.synthesizer.clone()),
             };
             let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
-            let prechunked = lode_store::Prechunked::default();
+            // The editor's buffers, plus two batches of a scan.
+            let prechunked = lode_store::Prechunked::with_capacity(16 + 2 * lode_store::vault::BATCH);
             write.set_prechunked(prechunked.clone());
             let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
             let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());

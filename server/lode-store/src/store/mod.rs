@@ -166,6 +166,11 @@ impl Store {
         self.prechunked = Some(p);
     }
 
+    /// Puts `p` in place of the prepared chunkings this store uses; returns what it used.
+    pub fn replace_prechunked(&mut self, p: Option<crate::Prechunked>) -> Option<crate::Prechunked> {
+        std::mem::replace(&mut self.prechunked, p)
+    }
+
     pub fn options(&self) -> &StoreOptions {
         &self.opts
     }

@@ -267,16 +267,27 @@ pub(super) fn resolve_incoming(conn: &Connection, id: i64, path: &str) -> rusqli
 pub(super) fn write_nav(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
     tx.prepare_cached("DELETE FROM tags WHERE note_id = ?1")?.execute([id])?;
     tx.prepare_cached("DELETE FROM aliases WHERE note_id = ?1")?.execute([id])?;
-    if let Ok(text) = std::str::from_utf8(bytes) {
-        // The full parse only where a tag may be: most notes' only `#` starts a heading.
-        if lode_core::nav::may_have_tags(text) {
-            let mut ins = tx.prepare_cached("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (?1, ?2, ?3, ?4, ?5)")?;
-            for l in lode_core::nav::links(text) {
-                if !matches!(l.kind, lode_core::nav::NavKind::Tag | lode_core::nav::NavKind::FrontmatterTag) {
-                    continue;
+    let mut ins = tx.prepare_cached("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (?1, ?2, ?3, ?4, ?5)")?;
+    let mut put = |name: &str, range: &std::ops::Range<usize>| ins.execute(params![id, name, name.to_lowercase(), range.start as i64, range.end as i64]);
+    match &note.tags {
+        // Read from the chunker's parse of these bytes.
+        Some(tags) => {
+            for t in tags {
+                put(&t.name, &t.range)?;
+            }
+        }
+        None => {
+            if let Ok(text) = std::str::from_utf8(bytes) {
+                // The full parse only where a tag may be: most notes' only `#` starts a heading.
+                if lode_core::nav::may_have_tags(text) {
+                    for l in lode_core::nav::links(text) {
+                        if !matches!(l.kind, lode_core::nav::NavKind::Tag | lode_core::nav::NavKind::FrontmatterTag) {
+                            continue;
+                        }
+                        let Some(label) = &l.label else { continue };
+                        put(&label.text, &l.range)?;
+                    }
                 }
-                let Some(label) = &l.label else { continue };
-                ins.execute(params![id, label.text, label.text.to_lowercase(), l.range.start as i64, l.range.end as i64])?;
             }
         }
     }

@@ -167,6 +167,9 @@ impl Store {
         }
         // Damaged pages surface as SQLITE_CORRUPT on first use (mapped to `Corrupt`); a full
         // check reads the whole file, so it is `verify` (`lode stats --check`), not every open.
+        // A save runs some thirty distinct statements; the default cache (16) would prepare
+        // most of them again on every note.
+        conn.set_prepared_statement_cache_capacity(64);
         Ok(Store { conn, path: path.to_path_buf(), opts, prechunked: None })
     }
 

@@ -96,27 +96,32 @@ pub(crate) fn write_note(
     // Whether the note exists is decided here, inside the write transaction: what the caller
     // read before taking the write lock may be stale (another process — `lode index` beside
     // `lode serve` — created or removed the row meanwhile).
-    let existed: bool = tx.query_row("SELECT EXISTS (SELECT 1 FROM notes WHERE path = ?1)", [path], |r| r.get(0))?;
+    let existed: bool = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM notes WHERE path = ?1)")?.query_row([path], |r| r.get(0))?;
     let (id, created, snapshot) = if existed {
-        let (id, kind): (i64, String) = tx.query_row(
+        let (id, kind): (i64, String) = tx.prepare_cached(
             "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5,
                     disk_size = CASE WHEN ?6 THEN NULL ELSE disk_size END,
                     disk_mtime = CASE WHEN ?6 THEN NULL ELSE disk_mtime END
              WHERE path = ?1 RETURNING id, kind",
+        )?
+        .query_row(
             params![path, vid, title, meta, now, new_version],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
-        let was_deleted: bool = tx.query_row(
-            "SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)",
+        let was_deleted: bool = tx
+            .prepare_cached("SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)")?
+            .query_row(
             [id],
             |r| r.get(0),
         )?;
         (id, was_deleted, kind == "snapshot")
     } else {
         let (stem, kind) = if snapshot { (String::new(), "snapshot") } else { (stem_of(path), "note") };
-        let id: i64 = tx.query_row(
+        let id: i64 = tx.prepare_cached(
             "INSERT INTO notes (path, stem, title, head_version, meta, created_at, updated_at, kind)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) RETURNING id",
+        )?
+        .query_row(
             params![path, stem, title, vid, meta, now, kind],
             |r| r.get(0),
         )?;

@@ -44,8 +44,8 @@ impl Store {
         let vid = crate::version_id(bytes);
         let existing: Option<(i64, Option<String>)> = self
             .conn
-            .query_row("SELECT id, head_version FROM notes WHERE path = ?1", [path], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()
+            .prepare_cached("SELECT id, head_version FROM notes WHERE path = ?1")
+            .and_then(|mut st| st.query_row([path], |r| Ok((r.get(0)?, r.get(1)?))).optional())
             .map_err(|e| self.err(e))?;
         if let Some((id, Some(head))) = &existing {
             if *head == vid {
