@@ -897,3 +897,74 @@ mod tests {
         assert!(matches!(&p.steps[..], [Step::Save { rel }] if rel == "fresh.md"), "{:?}", p.steps);
     }
 }
+
+#[cfg(test)]
+mod ahead_tests {
+    use super::*;
+    use crate::StoreOptions;
+
+    /// A note read and chunked ahead of its save, then changed on disk before the writer gets to
+    /// it: the save indexes the bytes on disk now (with their own chunking), never the prepared
+    /// ones; an unchanged note uses its prepared chunking; `index_vault` (which prepares on a
+    /// thread of its own) indexes a vault exactly as saving each note alone does.
+    #[test]
+    fn a_chunking_made_ahead_is_used_only_for_the_bytes_it_was_made_from() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("a.md"), "# A\n\nThe launch moves to March.\n").unwrap();
+        std::fs::write(root.join("b.md"), "# B\n\nThe vendor is late. #risk\n").unwrap();
+        let opts = IndexOptions::default();
+        let mut store = Store::open(&tmp.path().join("lode.db"), StoreOptions::default()).unwrap();
+        let ahead = crate::Prechunked::with_capacity(8);
+        store.set_prechunked(ahead.clone());
+        let cfg = store.options().chunk;
+        let Plan { steps, .. } = plan(&store, &root, &opts, |_| {}).unwrap();
+        prepare_ahead(&ahead, &root, &opts, &cfg, &steps);
+        std::fs::write(root.join("a.md"), "# A\n\nThe launch moves to April.\n\nA second paragraph.\n").unwrap();
+        for step in &steps {
+            apply(&mut store, &root, &opts, step).unwrap();
+        }
+        assert_eq!(ahead.used(), 1, "only b.md's prepared chunking matched its bytes");
+        let a: Vec<String> = store.passages_of("a.md").unwrap().into_iter().map(|p| p.text).collect();
+        assert!(a.iter().any(|t| t.contains("April")) && a.iter().any(|t| t.contains("second")), "{a:?}");
+        assert!(!a.iter().any(|t| t.contains("March")), "{a:?}");
+
+        // The whole scan, prepared on its own thread, against notes saved one by one.
+        let many = tmp.path().join("many");
+        std::fs::create_dir_all(&many).unwrap();
+        for i in 0..300 {
+            let tag = if i % 3 == 0 { format!(" #t{i}") } else { String::new() };
+            std::fs::write(many.join(format!("n{i:03}.md")), format!("# Note {i}\n\nBody of note {i}{tag}.\n\n- item [[n{:03}]]\n", (i + 1) % 300)).unwrap();
+        }
+        let mut bulk = Store::open(&tmp.path().join("bulk.db"), StoreOptions::default()).unwrap();
+        let report = index_vault(&mut bulk, &many, &opts, |_| {}).unwrap();
+        assert_eq!(report.created, 300);
+        let mut one = Store::open(&tmp.path().join("one.db"), StoreOptions::default()).unwrap();
+        for i in 0..300 {
+            let rel = format!("n{i:03}.md");
+            one.save_note(&rel, &std::fs::read(many.join(&rel)).unwrap()).unwrap();
+        }
+        one.resolve_links().unwrap();
+        let dump = |s: &Store| {
+            let c = &s.conn;
+            let q = |sql: &str| -> Vec<String> {
+                let mut st = c.prepare(sql).unwrap();
+                st.query_map([], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+            };
+            (
+                q("SELECT n.path || '|' || p.ordinal || '|' || p.heading || '|' || p.text FROM passages p JOIN notes n ON n.id = p.note_id ORDER BY n.path, p.ordinal"),
+                q("SELECT n.path || '|' || t.tag || '|' || t.start FROM tags t JOIN notes n ON n.id = t.note_id ORDER BY n.path, t.start"),
+                q("SELECT n.path || '|' || l.target || '|' || coalesce(m.path, '-') FROM links l JOIN notes n ON n.id = l.src_note LEFT JOIN notes m ON m.id = l.target_note ORDER BY n.path, l.start"),
+            )
+        };
+        let (bp, bt, bl) = dump(&bulk);
+        let (op, ot, ol) = dump(&one);
+        assert_eq!(bp.len(), op.len());
+        assert_eq!(bp, op);
+        assert_eq!(bt.len(), 100);
+        assert_eq!(bt, ot);
+        assert_eq!(bl, ol);
+        assert!(bl.iter().all(|l| !l.ends_with("|-")), "every link resolved: {bl:?}");
+    }
+}
