@@ -125,6 +125,11 @@ impl OnnxModel {
         self.run(vec!["lode".into()]).map(|_| ())
     }
 
+    /// The next run hands its arena back at its end (see [`OnnxModel::release_scratch`]).
+    pub(crate) fn shrink_after_next_run(&mut self) {
+        self.shrink = true;
+    }
+
     /// Runs a batch; returns the output's shape and data and each row's attention mask.
     #[allow(clippy::type_complexity)]
     pub fn run(&mut self, batch: Vec<EncodeInput>) -> Result<(Vec<i64>, Vec<f32>, Vec<Vec<u32>>), ModelError> {

@@ -118,6 +118,9 @@ impl Embedder {
     /// when a question is embedded like a document).
     pub fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, ModelError> {
         let q = format!("{}{text}", self.model.manifest.query_prefix);
+        // A question comes now and then: the arena its run grows is handed back at the run's
+        // end rather than held between questions (the next one grows it again, ~1 ms).
+        self.model.shrink_after_next_run();
         Ok(self.embed(vec![q])?.pop().unwrap_or_default())
     }
 
