@@ -4,6 +4,7 @@
 //! message it sees.
 
 use std::ffi::OsStr;
+use std::path::Path;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
@@ -165,6 +166,40 @@ impl StdioClient {
     /// Peak resident memory of the server process so far in MiB (Linux).
     pub fn peak_rss_mib(&self) -> Option<f64> {
         self.status_mib("VmHWM:")
+    }
+
+    /// Resident memory in MiB by where it is mapped from (Linux `/proc/<pid>/smaps`): the
+    /// server's own binary, each shared library by file name, `[heap]`, and anonymous mappings
+    /// (thread stacks and arenas, large blocks); largest first.
+    pub fn rss_by_mapping(&self) -> Vec<(String, f64)> {
+        let Ok(s) = std::fs::read_to_string(format!("/proc/{}/smaps", self.child.id())) else {
+            return Vec::new();
+        };
+        let exe = std::fs::read_link(format!("/proc/{}/exe", self.child.id())).ok();
+        let mut by: std::collections::BTreeMap<String, f64> = Default::default();
+        let mut current = String::from("anonymous");
+        for l in s.lines() {
+            let mut words = l.split_whitespace();
+            let first = words.next().unwrap_or("");
+            if first.contains('-') && first.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+                let path = words.nth(4).unwrap_or("");
+                current = if path.is_empty() {
+                    "anonymous".into()
+                } else if exe.as_deref().is_some_and(|e| Path::new(path) == e) {
+                    "the binary".into()
+                } else if path.starts_with('[') {
+                    path.into()
+                } else {
+                    Path::new(path).file_name().map_or(path.into(), |f| f.to_string_lossy().into_owned())
+                };
+            } else if first == "Rss:" {
+                let kb = words.next().and_then(|w| w.parse::<f64>().ok()).unwrap_or(0.0);
+                *by.entry(current.clone()).or_default() += kb / 1024.0;
+            }
+        }
+        let mut v: Vec<(String, f64)> = by.into_iter().filter(|(_, m)| *m >= 0.5).collect();
+        v.sort_by(|a, b| b.1.total_cmp(&a.1));
+        v
     }
 
     fn status_mib(&self, field: &str) -> Option<f64> {

@@ -19,9 +19,10 @@ const BATCH: usize = 8;
 pub(crate) struct OnnxModel {
     pub manifest: Manifest,
     session: Session,
+    /// Truncates to the model's input length and pads a batch to its longest input. Counts of
+    /// tokens before truncation read the truncated-off pieces (`overflowing`) rather than a
+    /// second, untruncated copy: a copy of the vocabulary is ~4 MB held for the model's life.
     tokenizer: Tokenizer,
-    /// The same tokenizer without truncation or padding: counts tokens.
-    counter: Tokenizer,
     inputs: Vec<String>,
     output: String,
     path: PathBuf,
@@ -85,35 +86,33 @@ impl OnnxModel {
         };
         let mut tokenizer = Tokenizer::from_file(&tok_path)
             .map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
-        let mut counter = tokenizer.clone();
-        counter.with_truncation(None).map_err(|e| ModelError::model(&tok_path, e))?;
-        counter.with_padding(None);
+        // Stride 0: the pieces truncation cuts off do not overlap, so they add up to the
+        // untruncated input (`token_counts`).
         tokenizer
             .with_truncation(Some(TruncationParams { max_length: manifest.max_length, ..Default::default() }))
             .map_err(|e| ModelError::model(&tok_path, e))?;
         tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
-        Ok(OnnxModel { manifest, session, tokenizer, counter, inputs, output, path: model_path, shrink: false })
+        Ok(OnnxModel { manifest, session, tokenizer, inputs, output, path: model_path, shrink: false })
     }
 
-    /// Tokens of each text, special tokens excluded, before truncation.
+    /// Tokens of each text, special tokens excluded, before truncation: what the model kept
+    /// plus what truncation cut off, padding excluded.
     pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
         let inputs: Vec<EncodeInput> = texts.iter().map(|t| (*t).into()).collect();
         let enc = self
-            .counter
+            .tokenizer
             .encode_batch(inputs, false)
             .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
-        Ok(enc.iter().map(|e| e.get_ids().len()).collect())
+        let real = |e: &tokenizers::Encoding| e.get_attention_mask().iter().filter(|&&m| m != 0).count();
+        Ok(enc.iter().map(|e| real(e) + e.get_overflowing().iter().map(real).sum::<usize>()).collect())
     }
 
-    /// Tokens of a (first, second) pair before truncation, special tokens included.
+    /// Tokens of a (first, second) pair before truncation, special tokens included: each
+    /// side's tokens (a pair is tokenized side by side) and what the post-processor adds.
     pub fn untruncated_len(&self, first: &str, second: &str) -> Result<usize, ModelError> {
-        let mut t = self.tokenizer.clone();
-        t.with_truncation(None).map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: e.to_string() })?;
-        t.with_padding(None);
-        let enc = t
-            .encode((first.to_owned(), second.to_owned()), true)
-            .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
-        Ok(enc.get_ids().len())
+        use tokenizers::PostProcessor;
+        let sides: usize = self.token_counts(&[first, second])?.into_iter().sum();
+        Ok(sides + self.tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(true)))
     }
 
     /// Hands the memory ONNX Runtime's arena holds beyond what one small input needs back to the
@@ -286,5 +285,28 @@ impl lode_core::gate::EntailmentScorer for NliModel {
     fn entailment(&mut self, premise: &str, hypothesis: &str) -> Result<f32, String> {
         let probs = self.classify(premise, hypothesis).map_err(|e| e.to_string())?;
         Ok(probs[self.entailment])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pair's length before truncation, special tokens included, without a second copy of
+    /// the tokenizer: the same as an untruncated tokenizer's pair encoding.
+    #[test]
+    fn untruncated_pair_length_matches_a_plain_tokenizer() {
+        for name in ["tiny-nli", "all-MiniLM-L6-v2"] {
+            let dir = lode_testing::models().join(name);
+            let m = OnnxModel::load(&dir, Manifest::load(&dir).unwrap(), None, 1).unwrap();
+            let mut plain = Tokenizer::from_file(dir.join("tokenizer.json")).unwrap();
+            plain.with_truncation(None).unwrap();
+            plain.with_padding(None);
+            let long = "keys rotate every ninety days ".repeat(200);
+            for (a, b) in [("", ""), ("Keys rotate.", "Do keys rotate every 60 days?"), (long.as_str(), "short"), ("x", long.as_str())] {
+                let want = plain.encode((a.to_owned(), b.to_owned()), true).unwrap().get_ids().len();
+                assert_eq!(m.untruncated_len(a, b).unwrap(), want, "{name}: {a:.20} / {b:.20}");
+            }
+        }
     }
 }

@@ -217,3 +217,19 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     let worst = stock.iter().zip(&gathered).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(worst < 1e-4, "differs from the stock session by {worst}");
 }
+
+/// Counts before truncation come from one tokenizer (what it kept plus the pieces it cut off):
+/// they equal a plain untruncated tokenization for short, empty, padded-in-batch and far too
+/// long texts.
+#[test]
+fn token_counts_see_past_truncation() {
+    let e = minilm();
+    let long = "The certificate rotation happens every ninety days, unless audited. ".repeat(120);
+    let texts = ["", "one", "Rotate the keys.", long.as_str(), &long[..700], "naïve café — 東京 ✓"];
+    let mut plain = tokenizers::Tokenizer::from_file(models().join("all-MiniLM-L6-v2").join("tokenizer.json")).unwrap();
+    plain.with_truncation(None).unwrap();
+    plain.with_padding(None);
+    let want: Vec<usize> = texts.iter().map(|t| plain.encode(*t, false).unwrap().get_ids().len()).collect();
+    assert!(want[3] > 4 * e.max_length(), "the long text is far over the model's input length: {}", want[3]);
+    assert_eq!(e.token_counts(&texts).unwrap(), want);
+}

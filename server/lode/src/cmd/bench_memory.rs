@@ -22,6 +22,10 @@ pub struct MemoryArgs {
     /// over the first few dozen searches, then stay)
     #[arg(long, default_value_t = 40)]
     pub questions: usize,
+    /// Keep the vault's index and vectors from an earlier run of the same size: the embedding
+    /// pass is skipped (its figures are then null), the serving figures are measured as usual
+    #[arg(long)]
+    pub keep_index: bool,
 }
 
 /// `lode serve` on the vault, initialized, with answers waited for up to an hour.
@@ -51,6 +55,17 @@ fn status_until(c: &mut StdioClient, what: &str, needed: bool, done: impl Fn(&Va
     }
 }
 
+/// The largest parts of a process's resident memory (MiB, one decimal), the rest summed.
+fn parts(by: &[(String, f64)]) -> Value {
+    let mut m = serde_json::Map::new();
+    for (name, mib) in by.iter().take(8) {
+        m.insert(name.clone(), json!((mib * 10.0).round() / 10.0));
+    }
+    let rest: f64 = by.iter().skip(8).map(|p| p.1).sum();
+    m.insert("the rest".into(), json!((rest * 10.0).round() / 10.0));
+    Value::Object(m)
+}
+
 fn round(mib: Option<f64>) -> Value {
     mib.map_or(Value::Null, |m| json!(m.round()))
 }
@@ -67,12 +82,14 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     drop(progress);
     let vault = vault.canonicalize()?;
     let state = vault.join(".lode");
-    if state.exists() {
+    let kept = a.keep_index && state.join("lode.db").exists();
+    if state.exists() && !kept {
         std::fs::remove_dir_all(&state).with_context(|| format!("removing {}", state.display()))?;
     }
     std::fs::create_dir_all(&state)?;
 
-    // 1. From nothing: the scan, then every passage embedded.
+    // 1. From nothing: the scan, then every passage embedded (with --keep-index, only the
+    //    rest of a pass an earlier run left unfinished).
     let t = Instant::now();
     let mut c = spawn(&exe, &vault)?;
     let st = status_until(&mut c, "every passage to have a vector", true, |st| {
@@ -81,8 +98,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     let embed_s = t.elapsed().as_secs_f64();
     // The pass's end (scratch handed back, malloc_trim) follows its last vector closely.
     std::thread::sleep(Duration::from_secs(2));
-    let peak_embedding = c.peak_rss_mib();
-    let after_embedding = c.rss_mib();
+    let (peak_embedding, after_embedding) = if kept { (None, None) } else { (c.peak_rss_mib(), c.rss_mib()) };
     eprintln!("embedded {} passages in {embed_s:.0} s; peak {peak_embedding:?} MiB", st["passages"]);
     c.stop()?;
 
@@ -93,6 +109,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     let mut c = spawn(&exe, &vault)?;
     status_until(&mut c, "the restart's scan", true, |st| st["scanning"] == false && st["dense"]["model"].is_string())?;
     let idle_restarted = c.rss_mib();
+    let restarted_parts = c.rss_by_mapping();
     let mut ms = Vec::new();
     for (i, q) in questions.iter().enumerate() {
         let t = Instant::now();
@@ -107,6 +124,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     }
     let serving = c.rss_mib();
     let serving_peak = c.peak_rss_mib();
+    let serving_parts = c.rss_by_mapping();
     c.stop()?;
 
     // 3. The same server with no embedder.
@@ -117,6 +135,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
         c.request("lode/ask", json!({"question": q}))?;
     }
     let no_model = c.rss_mib();
+    let no_model_parts = c.rss_by_mapping();
     c.stop()?;
     std::fs::remove_file(state.join("config.toml"))?;
 
@@ -127,12 +146,14 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
         "embedding": {"seconds": (embed_s * 10.0).round() / 10.0, "peak_rss_mib": round(peak_embedding), "rss_after_mib": round(after_embedding)},
         "serving": {
             "rss_restarted_mib": round(idle_restarted),
+            "restarted_by_mapping": parts(&restarted_parts),
             "rss_after_questions_mib": round(serving),
             "peak_rss_mib": round(serving_peak),
+            "after_questions_by_mapping": parts(&serving_parts),
             "questions": a.questions,
             "ask_ms": super::bench::stats(ms),
         },
-        "no_embedder": {"rss_after_questions_mib": round(no_model)},
+        "no_embedder": {"rss_after_questions_mib": round(no_model), "by_mapping": parts(&no_model_parts)},
     });
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(std::process::ExitCode::SUCCESS)
