@@ -120,7 +120,11 @@ fn fields(buf: &[u8]) -> Option<Vec<Field<'_>>> {
             // Groups (3, 4) are not used by ONNX; anything else is not protobuf.
             _ => return None,
         };
-        out.push(Field { number, value, raw: &buf[start..pos] });
+        out.push(Field {
+            number,
+            value,
+            raw: &buf[start..pos],
+        });
     }
     Some(out)
 }
@@ -171,7 +175,16 @@ struct Node<'a> {
 }
 
 fn node(buf: &[u8]) -> Option<Node<'_>> {
-    let mut n = Node { inputs: vec![], outputs: vec![], op: "", domain: "", attributes: vec![], axis: None, to: None, has_subgraph: false };
+    let mut n = Node {
+        inputs: vec![],
+        outputs: vec![],
+        op: "",
+        domain: "",
+        attributes: vec![],
+        axis: None,
+        to: None,
+        has_subgraph: false,
+    };
     for f in fields(buf)? {
         match f.number {
             NODE_INPUT => n.inputs.push(str_of(&f)?),
@@ -188,7 +201,9 @@ fn node(buf: &[u8]) -> Option<Node<'_>> {
                     ("to", Some(Value::Varint(t))) => n.to = Some(t),
                     _ => {}
                 }
-                n.has_subgraph |= attr.iter().any(|a| matches!(a.number, ATTR_GRAPH | ATTR_GRAPHS));
+                n.has_subgraph |= attr
+                    .iter()
+                    .any(|a| matches!(a.number, ATTR_GRAPH | ATTR_GRAPHS));
             }
             _ => {}
         }
@@ -196,7 +211,14 @@ fn node(buf: &[u8]) -> Option<Node<'_>> {
     Some(n)
 }
 
-fn encode_node(inputs: &[&str], outputs: &[&str], name: &str, op: &str, domain: &str, attributes: &[&[u8]]) -> Vec<u8> {
+fn encode_node(
+    inputs: &[&str],
+    outputs: &[&str],
+    name: &str,
+    op: &str,
+    domain: &str,
+    attributes: &[&[u8]],
+) -> Vec<u8> {
     let mut out = Vec::new();
     for i in inputs {
         put_bytes(&mut out, NODE_INPUT, i.as_bytes());
@@ -223,7 +245,10 @@ struct Initializer {
 
 fn initializer(buf: &[u8]) -> Option<(&str, Initializer)> {
     let mut name = None;
-    let mut t = Initializer { dims: vec![], data_type: 0 };
+    let mut t = Initializer {
+        dims: vec![],
+        data_type: 0,
+    };
     for f in fields(buf)? {
         match (f.number, f.value) {
             (TENSOR_DIMS, Value::Varint(d)) => t.dims.push(d as i64),
@@ -285,17 +310,25 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
             }
             GRAPH_INPUT | GRAPH_OUTPUT => {
                 let name = last(&fields(bytes_of(f)?)?, VALUE_INFO_NAME).and_then(str_of)?;
-                if f.number == GRAPH_INPUT { graph_inputs.insert(name) } else { graph_outputs.insert(name) };
+                if f.number == GRAPH_INPUT {
+                    graph_inputs.insert(name)
+                } else {
+                    graph_outputs.insert(name)
+                };
             }
             _ => {}
         }
     }
     // A constant is an initializer no graph input can override.
     let constant = |name: &str| inits.get(name).filter(|_| !graph_inputs.contains(name));
-    let quantized = |name: &str| constant(name).is_some_and(|t| matches!(t.data_type, TYPE_INT8 | TYPE_UINT8));
+    let quantized =
+        |name: &str| constant(name).is_some_and(|t| matches!(t.data_type, TYPE_INT8 | TYPE_UINT8));
 
     let mut prepared = Prepared {
-        cast_dequantized: nodes.iter().filter(|n| n.op == "Cast" && n.inputs.len() == 1 && quantized(n.inputs[0])).count(),
+        cast_dequantized: nodes
+            .iter()
+            .filter(|n| n.op == "Cast" && n.inputs.len() == 1 && quantized(n.inputs[0]))
+            .count(),
         ..Prepared::default()
     };
     // Outer names a subgraph may read cannot be counted reliably: leave such models as they are.
@@ -305,7 +338,11 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
 
     let mut producer = HashMap::new();
     let mut uses: HashMap<&str, usize> = HashMap::new();
-    let mut names: HashSet<&str> = inits.keys().copied().chain(graph_inputs.iter().copied()).collect();
+    let mut names: HashSet<&str> = inits
+        .keys()
+        .copied()
+        .chain(graph_inputs.iter().copied())
+        .collect();
     for (i, n) in nodes.iter().enumerate() {
         for o in &n.outputs {
             producer.insert(*o, i);
@@ -319,15 +356,29 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
 
     let mut lookups = Vec::new();
     for (g, n) in nodes.iter().enumerate() {
-        if n.op != "Gather" || !is_onnx_domain(n.domain) || n.inputs.len() != 2 || n.outputs.len() != 1 || n.axis.unwrap_or(0) != 0 {
+        if n.op != "Gather"
+            || !is_onnx_domain(n.domain)
+            || n.inputs.len() != 2
+            || n.outputs.len() != 1
+            || n.axis.unwrap_or(0) != 0
+        {
             continue;
         }
-        let Some(&m) = producer.get(n.inputs[0]) else { continue };
+        let Some(&m) = producer.get(n.inputs[0]) else {
+            continue;
+        };
         let mul = &nodes[m];
-        if mul.op != "Mul" || !is_onnx_domain(mul.domain) || mul.inputs.len() != 2 || !only_use(n.inputs[0]) {
+        if mul.op != "Mul"
+            || !is_onnx_domain(mul.domain)
+            || mul.inputs.len() != 2
+            || !only_use(n.inputs[0])
+        {
             continue;
         }
-        let cast_at = mul.inputs.iter().position(|i| producer.get(i).is_some_and(|&c| nodes[c].op == "Cast"));
+        let cast_at = mul
+            .inputs
+            .iter()
+            .position(|i| producer.get(i).is_some_and(|&c| nodes[c].op == "Cast"));
         let Some(cast_at) = cast_at else { continue };
         let c = producer[mul.inputs[cast_at]];
         let cast = &nodes[c];
@@ -340,15 +391,27 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
             continue;
         }
         let scale = mul.inputs[1 - cast_at];
-        let (Some(table), Some(s)) = (constant(cast.inputs[0]), constant(scale)) else { continue };
+        let (Some(table), Some(s)) = (constant(cast.inputs[0]), constant(scale)) else {
+            continue;
+        };
         let per_row = match (table.dims.as_slice(), s.dims.as_slice()) {
             // One value for all, of a rank the gathered rows (rank >= the table's - 1, whatever
             // the ids' rank) broadcast to without growing: [] or [1] on a rank-2 table.
-            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() < table.dims.len() => false,
+            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() < table.dims.len() => {
+                false
+            }
             ([rows, _], [scale_rows, 1]) if rows == scale_rows => true,
             _ => continue,
         };
-        lookups.push(Lookup { gather: g, cast: c, mul: m, quantized: cast.inputs[0], scale, per_row, cast_first: cast_at == 0 });
+        lookups.push(Lookup {
+            gather: g,
+            cast: c,
+            mul: m,
+            quantized: cast.inputs[0],
+            scale,
+            per_row,
+            cast_first: cast_at == 0,
+        });
     }
 
     // The new tensors' names, checked free.
@@ -362,8 +425,10 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
     }
 
     let removed_nodes: HashSet<usize> = lookups.iter().flat_map(|l| [l.cast, l.mul]).collect();
-    let removed_values: HashSet<&str> =
-        lookups.iter().flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]]).collect();
+    let removed_values: HashSet<&str> = lookups
+        .iter()
+        .flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]])
+        .collect();
     let by_gather: HashMap<usize, &Lookup> = lookups.iter().map(|l| (l.gather, l)).collect();
 
     let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len());
@@ -386,21 +451,53 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
                 let out = gather.outputs[0];
                 let gather_attrs = gather.attributes.as_slice();
                 let encoded = [
-                    encode_node(&[l.quantized, ids], &[&rows_q], &rows_q, "Gather", gather.domain, gather_attrs),
-                    encode_node(&[&rows_q], &[&rows_f], &rows_f, "Cast", cast.domain, &cast.attributes),
+                    encode_node(
+                        &[l.quantized, ids],
+                        &[&rows_q],
+                        &rows_q,
+                        "Gather",
+                        gather.domain,
+                        gather_attrs,
+                    ),
+                    encode_node(
+                        &[&rows_q],
+                        &[&rows_f],
+                        &rows_f,
+                        "Cast",
+                        cast.domain,
+                        &cast.attributes,
+                    ),
                 ];
                 for n in encoded {
                     put_bytes(&mut graph, GRAPH_NODE, &n);
                 }
                 let scale = if l.per_row {
-                    let n = encode_node(&[l.scale, ids], &[&rows_scale], &rows_scale, "Gather", gather.domain, gather_attrs);
+                    let n = encode_node(
+                        &[l.scale, ids],
+                        &[&rows_scale],
+                        &rows_scale,
+                        "Gather",
+                        gather.domain,
+                        gather_attrs,
+                    );
                     put_bytes(&mut graph, GRAPH_NODE, &n);
                     rows_scale.as_str()
                 } else {
                     l.scale
                 };
-                let operands = if l.cast_first { [rows_f.as_str(), scale] } else { [scale, rows_f.as_str()] };
-                let mul = encode_node(&operands, &[out], &format!("{out}/lode_rows"), "Mul", nodes[l.mul].domain, &[]);
+                let operands = if l.cast_first {
+                    [rows_f.as_str(), scale]
+                } else {
+                    [scale, rows_f.as_str()]
+                };
+                let mul = encode_node(
+                    &operands,
+                    &[out],
+                    &format!("{out}/lode_rows"),
+                    "Mul",
+                    nodes[l.mul].domain,
+                    &[],
+                );
                 put_bytes(&mut graph, GRAPH_NODE, &mul);
             }
             GRAPH_VALUE_INFO => {
@@ -424,6 +521,103 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
     prepared.lookups = lookups.len();
     prepared.bytes = Some(bytes);
     Some(prepared)
+}
+
+const TENSOR_RAW_DATA: u64 = 9;
+const ENTRY_KEY: u64 = 1;
+const ENTRY_VALUE: u64 = 2;
+/// Offsets of externalized weights are multiples of this: ONNX Runtime maps each weight from
+/// the file where it starts on a page boundary.
+const DATA_ALIGN: usize = 4096;
+
+/// A model whose large weights are moved to a file beside it.
+#[derive(Debug)]
+pub struct Externalized {
+    /// The model, each moved weight naming `location` with its offset and length.
+    pub model: Vec<u8>,
+    /// The weights' bytes, each at a multiple of 4096.
+    pub data: Vec<u8>,
+    /// Weights moved.
+    pub tensors: usize,
+}
+
+/// Moves every initializer whose raw bytes are `min_bytes` or more out of `model` into one
+/// data file, named `location` relative to the model file (ONNX's external data). ONNX
+/// Runtime maps such weights from the file instead of copying them onto its heap: a weight
+/// only partly read (a token-embedding table, of which a batch reads the rows of its tokens)
+/// is then only partly resident, and what is resident is clean file pages the kernel can take
+/// back. `None` when nothing is that large or the model is not what this reads: one graph,
+/// no weight external already (the model then loads as it is).
+pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Externalized> {
+    let model_fields = fields(model)?;
+    let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
+    let graph_field = graphs.next()?;
+    if graphs.next().is_some() {
+        return None;
+    }
+    let mut data = Vec::new();
+    let mut tensors = 0;
+    let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len() / 8);
+    for f in fields(bytes_of(graph_field)?)? {
+        if f.number != GRAPH_INITIALIZER {
+            graph.extend_from_slice(f.raw);
+            continue;
+        }
+        let tensor = fields(bytes_of(&f)?)?;
+        if tensor.iter().any(|t| {
+            t.number == TENSOR_EXTERNAL_DATA
+                || (t.number == TENSOR_DATA_LOCATION && !matches!(t.value, Value::Varint(0)))
+        }) {
+            return None;
+        }
+        let raw = last(&tensor, TENSOR_RAW_DATA)
+            .and_then(bytes_of)
+            .filter(|r| r.len() >= min_bytes.max(1));
+        let Some(raw) = raw else {
+            graph.extend_from_slice(f.raw);
+            continue;
+        };
+        data.resize(data.len().next_multiple_of(DATA_ALIGN), 0);
+        let offset = data.len();
+        data.extend_from_slice(raw);
+        let mut t = Vec::with_capacity(256);
+        for field in tensor
+            .iter()
+            .filter(|t| !matches!(t.number, TENSOR_RAW_DATA | TENSOR_DATA_LOCATION))
+        {
+            t.extend_from_slice(field.raw);
+        }
+        for (key, value) in [
+            ("location", location.to_owned()),
+            ("offset", offset.to_string()),
+            ("length", raw.len().to_string()),
+        ] {
+            let mut entry = Vec::new();
+            put_bytes(&mut entry, ENTRY_KEY, key.as_bytes());
+            put_bytes(&mut entry, ENTRY_VALUE, value.as_bytes());
+            put_bytes(&mut t, TENSOR_EXTERNAL_DATA, &entry);
+        }
+        put_varint(&mut t, TENSOR_DATA_LOCATION << 3);
+        put_varint(&mut t, 1);
+        put_bytes(&mut graph, GRAPH_INITIALIZER, &t);
+        tensors += 1;
+    }
+    if tensors == 0 {
+        return None;
+    }
+    let mut bytes = Vec::with_capacity(graph.len() + 64);
+    for f in &model_fields {
+        if f.number == MODEL_GRAPH {
+            put_bytes(&mut bytes, MODEL_GRAPH, &graph);
+        } else {
+            bytes.extend_from_slice(f.raw);
+        }
+    }
+    Some(Externalized {
+        model: bytes,
+        data,
+        tensors,
+    })
 }
 
 #[cfg(test)]
@@ -457,13 +651,33 @@ mod tests {
         let mut g = Vec::new();
         let cast_to = attr_int("to", 1);
         let axis = attr_int("axis", axis);
-        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w_q"], &["w_f"], "cast", "Cast", "", &[&cast_to]));
-        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w_f", "scale"], &["w"], "mul", "Mul", "", &[]));
-        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w", "ids"], &["emb"], "gather", "Gather", "", &[&axis]));
+        put_bytes(
+            &mut g,
+            GRAPH_NODE,
+            &encode_node(&["w_q"], &["w_f"], "cast", "Cast", "", &[&cast_to]),
+        );
+        put_bytes(
+            &mut g,
+            GRAPH_NODE,
+            &encode_node(&["w_f", "scale"], &["w"], "mul", "Mul", "", &[]),
+        );
+        put_bytes(
+            &mut g,
+            GRAPH_NODE,
+            &encode_node(&["w", "ids"], &["emb"], "gather", "Gather", "", &[&axis]),
+        );
         if extra_use {
-            put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w"], &["w2"], "other", "Identity", "", &[]));
+            put_bytes(
+                &mut g,
+                GRAPH_NODE,
+                &encode_node(&["w"], &["w2"], "other", "Identity", "", &[]),
+            );
         }
-        put_bytes(&mut g, GRAPH_INITIALIZER, &tensor("w_q", &[10, 4], TYPE_INT8));
+        put_bytes(
+            &mut g,
+            GRAPH_INITIALIZER,
+            &tensor("w_q", &[10, 4], TYPE_INT8),
+        );
         put_bytes(&mut g, GRAPH_INITIALIZER, &tensor("scale", scale_dims, 1));
         let mut vi = Vec::new();
         put_bytes(&mut vi, VALUE_INFO_NAME, b"w_f");
@@ -485,7 +699,11 @@ mod tests {
             .filter(|f| f.number == GRAPH_NODE)
             .map(|f| {
                 let n = node(bytes_of(f).unwrap()).unwrap();
-                (n.op.to_owned(), n.inputs.iter().map(|s| s.to_string()).collect(), n.outputs.iter().map(|s| s.to_string()).collect())
+                (
+                    n.op.to_owned(),
+                    n.inputs.iter().map(|s| s.to_string()).collect(),
+                    n.outputs.iter().map(|s| s.to_string()).collect(),
+                )
             })
             .collect()
     }
@@ -496,7 +714,10 @@ mod tests {
         assert_eq!((p.lookups, p.cast_dequantized), (1, 1));
         let out = p.bytes.unwrap();
         let got = ops(&out);
-        let names: Vec<_> = got.iter().map(|(op, i, o)| format!("{op}({}) -> {}", i.join(", "), o.join(", "))).collect();
+        let names: Vec<_> = got
+            .iter()
+            .map(|(op, i, o)| format!("{op}({}) -> {}", i.join(", "), o.join(", ")))
+            .collect();
         assert_eq!(
             names,
             [
@@ -522,7 +743,11 @@ mod tests {
     #[test]
     fn lookups_it_cannot_prove_equal_are_left_alone() {
         // The dequantized table is used elsewhere; the scale is per column; another axis.
-        for m in [model(&[10, 1], true, 0), model(&[1, 4], false, 0), model(&[10, 1], false, 1)] {
+        for m in [
+            model(&[10, 1], true, 0),
+            model(&[1, 4], false, 0),
+            model(&[10, 1], false, 1),
+        ] {
             let p = prepare(&m);
             assert!(p.bytes.is_none() && p.lookups == 0, "{:?}", ops(&m));
             assert_eq!(p.cast_dequantized, 1);
@@ -538,8 +763,117 @@ mod tests {
             assert!(prepare(&good[..end]).bytes.is_none(), "cut at {end}");
         }
         assert!(prepare(&good).bytes.is_some());
-        for bytes in [&b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], b"\x3a\xff\xff\xff\xff\x0f", b"\x0b", b"not a model"] {
+        for bytes in [
+            &b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..],
+            b"\x3a\xff\xff\xff\xff\x0f",
+            b"\x0b",
+            b"not a model",
+        ] {
             assert!(prepare(bytes).bytes.is_none());
+        }
+    }
+
+    fn raw_tensor(name: &str, raw: &[u8]) -> Vec<u8> {
+        let mut t = tensor(name, &[raw.len() as u64], TYPE_INT8);
+        put_bytes(&mut t, TENSOR_RAW_DATA, raw);
+        t
+    }
+
+    fn graph_model(inits: &[Vec<u8>]) -> Vec<u8> {
+        let mut g = Vec::new();
+        put_bytes(
+            &mut g,
+            GRAPH_NODE,
+            &encode_node(&["big", "ids"], &["out"], "gather", "Gather", "", &[]),
+        );
+        for t in inits {
+            put_bytes(&mut g, GRAPH_INITIALIZER, t);
+        }
+        let mut m = Vec::new();
+        put_varint(&mut m, 1 << 3);
+        put_varint(&mut m, 10);
+        put_bytes(&mut m, MODEL_GRAPH, &g);
+        put_bytes(&mut m, MODEL_OPSET_IMPORT, &[0x10, 17]);
+        m
+    }
+
+    /// (name, raw bytes inline, external entries) of each initializer.
+    fn initializers(model: &[u8]) -> Vec<(String, Option<Vec<u8>>, Vec<(String, String)>)> {
+        let f = fields(model).unwrap();
+        let g = f.iter().find(|f| f.number == MODEL_GRAPH).unwrap();
+        let mut out = Vec::new();
+        for init in fields(bytes_of(g).unwrap())
+            .unwrap()
+            .iter()
+            .filter(|f| f.number == GRAPH_INITIALIZER)
+        {
+            let t = fields(bytes_of(init).unwrap()).unwrap();
+            let name = str_of(last(&t, TENSOR_NAME).unwrap()).unwrap().to_owned();
+            let raw = last(&t, TENSOR_RAW_DATA)
+                .and_then(bytes_of)
+                .map(<[u8]>::to_vec);
+            let entries = t
+                .iter()
+                .filter(|f| f.number == TENSOR_EXTERNAL_DATA)
+                .map(|e| {
+                    let kv = fields(bytes_of(e).unwrap()).unwrap();
+                    (
+                        str_of(last(&kv, ENTRY_KEY).unwrap()).unwrap().to_owned(),
+                        str_of(last(&kv, ENTRY_VALUE).unwrap()).unwrap().to_owned(),
+                    )
+                })
+                .collect();
+            out.push((name, raw, entries));
+        }
+        out
+    }
+
+    #[test]
+    fn large_weights_move_to_page_aligned_data_and_small_ones_stay() {
+        let big: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
+        let other: Vec<u8> = (0..5_000u32).map(|i| (i * 3 + 1) as u8).collect();
+        let m = graph_model(&[
+            raw_tensor("big", &big),
+            raw_tensor("small", b"tiny"),
+            raw_tensor("other", &other),
+        ]);
+        let ext = externalize(&m, 1000, "k.data").unwrap();
+        assert_eq!(ext.tensors, 2);
+        let got = initializers(&ext.model);
+        assert_eq!(got[1], ("small".to_owned(), Some(b"tiny".to_vec()), vec![]));
+        for ((name, raw, entries), want) in [(&got[0], &big), (&got[2], &other)] {
+            assert!(raw.is_none(), "{name} still inline");
+            let e: HashMap<_, _> = entries.iter().cloned().collect();
+            assert_eq!(e["location"], "k.data");
+            let (offset, length): (usize, usize) =
+                (e["offset"].parse().unwrap(), e["length"].parse().unwrap());
+            assert_eq!(offset % DATA_ALIGN, 0, "{name} at {offset}");
+            assert_eq!(
+                &ext.data[offset..offset + length],
+                &want[..],
+                "{name}'s bytes"
+            );
+        }
+        // Everything else of the model is kept: the node, the operator set, the IR version.
+        assert_eq!(ops(&ext.model), ops(&m));
+        assert_eq!(&ext.model[..2], &m[..2]);
+        // Nothing that large: left as it is.
+        assert!(externalize(&m, 20_000, "k.data").is_none());
+    }
+
+    #[test]
+    fn weights_already_external_or_malformed_models_are_left_alone() {
+        let mut t = tensor("big", &[4], TYPE_INT8);
+        let mut entry = Vec::new();
+        put_bytes(&mut entry, ENTRY_KEY, b"location");
+        put_bytes(&mut entry, ENTRY_VALUE, b"weights.bin");
+        put_bytes(&mut t, TENSOR_EXTERNAL_DATA, &entry);
+        let big = raw_tensor("other", &[1; 5000]);
+        assert!(externalize(&graph_model(&[t, big.clone()]), 100, "k.data").is_none());
+        let good = graph_model(&[big]);
+        assert!(externalize(&good, 100, "k.data").is_some());
+        for end in 0..good.len() {
+            let _ = externalize(&good[..end], 100, "k.data");
         }
     }
 }

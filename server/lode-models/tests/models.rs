@@ -22,12 +22,20 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn minilm_matches_the_onnx_runtime_python_reference() {
-    let reference: serde_json::Value = serde_json::from_str(include_str!("../../../fixtures/embeddings/minilm-reference.json")).unwrap();
+    let reference: serde_json::Value = serde_json::from_str(include_str!(
+        "../../../fixtures/embeddings/minilm-reference.json"
+    ))
+    .unwrap();
     let mut e = minilm();
     assert_eq!(e.dimensions(), 384);
     for s in reference["sentences"].as_array().unwrap() {
         let text = s["text"].as_str().unwrap();
-        let want: Vec<f32> = s["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
+        let want: Vec<f32> = s["vector"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_f64().unwrap() as f32)
+            .collect();
         let got = e.embed_passages(&[text]).unwrap().pop().unwrap();
         let c = cosine(&got, &want);
         assert!(c >= 1.0 - 1e-4, "{text:?}: cosine {c}");
@@ -39,7 +47,9 @@ fn minilm_matches_the_onnx_runtime_python_reference() {
 #[test]
 fn a_question_is_close_to_its_answer() {
     let mut e = minilm();
-    let q = e.embed_query("How often are staging certificates rotated?").unwrap();
+    let q = e
+        .embed_query("How often are staging certificates rotated?")
+        .unwrap();
     let v = e
         .embed_passages(&[
             "Staging certificates are rotated every 60 days so that we always have a 30-day safety margin.",
@@ -59,7 +69,9 @@ fn batches_empty_and_enormous_inputs() {
     all.push(&huge);
     let v = e.embed_passages(&all).unwrap();
     assert_eq!(v.len(), 39);
-    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+    assert!(v
+        .iter()
+        .all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
     // Batching does not change results.
     let alone = e.embed_passages(&["passage number 5"]).unwrap();
     assert!(cosine(&alone[0], &v[5]) > 1.0 - 1e-5);
@@ -85,10 +97,14 @@ fn asymmetric_prefixes_apply_to_the_right_side() {
     let mut p = Embedder::load(&dir, None, 1).unwrap();
     let mut plain = minilm();
     let q = p.embed_query("rotate certs").unwrap();
-    let want = plain.embed_passages(&["search_query: rotate certs"]).unwrap();
+    let want = plain
+        .embed_passages(&["search_query: rotate certs"])
+        .unwrap();
     assert!(cosine(&q, &want[0]) > 1.0 - 1e-5);
     let d = p.embed_passages(&["rotate certs"]).unwrap();
-    let want = plain.embed_passages(&["search_document: rotate certs"]).unwrap();
+    let want = plain
+        .embed_passages(&["search_document: rotate certs"])
+        .unwrap();
     assert!(cosine(&d[0], &want[0]) > 1.0 - 1e-5);
     assert!(cosine(&q, &d[0]) < 0.999, "the two sides differ");
 }
@@ -98,11 +114,18 @@ fn bad_models_give_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let err = |r: Result<Embedder, ModelError>| r.err().expect("must fail").to_string();
 
-    let dir = model_copy(tmp.path(), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 768\n");
+    let dir = model_copy(
+        tmp.path(),
+        "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 768\n",
+    );
     let e = err(Embedder::load(&dir, None, 1));
     assert!(e.contains("384-dimensional") && e.contains("768"), "{e}");
 
-    std::fs::write(dir.join("lode-model.toml"), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\n").unwrap();
+    std::fs::write(
+        dir.join("lode-model.toml"),
+        "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\n",
+    )
+    .unwrap();
     std::fs::write(dir.join("model.onnx"), b"this is not an onnx file").unwrap();
     let e = err(Embedder::load(&dir, None, 1));
     assert!(e.contains("ONNX Runtime cannot load it"), "{e}");
@@ -117,7 +140,11 @@ fn bad_models_give_clear_errors() {
     let e = err(Embedder::load(&models().join("bad-inputs"), None, 1));
     assert!(e.contains("no `input_ids` input"), "{e}");
 
-    let e = err(Embedder::load(&models().join("tiny-cross-encoder"), None, 1));
+    let e = err(Embedder::load(
+        &models().join("tiny-cross-encoder"),
+        None,
+        1,
+    ));
     assert!(e.contains("not an embedder"), "{e}");
 }
 
@@ -135,7 +162,10 @@ fn tiny_cross_encoder_loads_batches_and_reorders() {
     let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
     let scores = ce.score("which fruit", &refs).unwrap();
     assert_eq!(scores.len(), 19, "more passages than one batch");
-    assert_eq!((scores[3], scores[11], scores[15], scores[0]), (3.0, 2.0, -3.0, 0.0));
+    assert_eq!(
+        (scores[3], scores[11], scores[15], scores[0]),
+        (3.0, 2.0, -3.0, 0.0)
+    );
     // Only the passage slot counts: the query's own words do not.
     assert_eq!(ce.score("banana banana", &["plain"]).unwrap(), [0.0]);
 }
@@ -147,17 +177,29 @@ fn nli_model_honours_its_label_order_and_premise_first() {
     let mut nli = NliModel::load(&models().join("tiny-nli"), None, 1).unwrap();
     let probs = nli.classify("premise text", "banana").unwrap();
     let (e3, one) = (3.0f32.exp(), 1.0f32.exp());
-    let want = [1.0 / (1.0 + e3 + one), e3 / (1.0 + e3 + one), one / (1.0 + e3 + one)];
-    assert!((probs[1] - want[1]).abs() < 1e-5 && (probs[0] - want[0]).abs() < 1e-2, "{probs:?}");
+    let want = [
+        1.0 / (1.0 + e3 + one),
+        e3 / (1.0 + e3 + one),
+        one / (1.0 + e3 + one),
+    ];
+    assert!(
+        (probs[1] - want[1]).abs() < 1e-5 && (probs[0] - want[0]).abs() < 1e-2,
+        "{probs:?}"
+    );
     let p = nli.entailment("premise text", "banana").unwrap();
-    assert!(p > 0.8, "entailment is the second label, not the first or last: {p}");
+    assert!(
+        p > 0.8,
+        "entailment is the second label, not the first or last: {p}"
+    );
     assert!(nli.entailment("premise text", "rotten").unwrap() < 0.1);
     // The premise goes first: its words do not count as the hypothesis.
     // (logits [0, 0, 1]: 1 / (2 + e) = 0.21; had the premise been read, 0.99.)
     assert!(nli.entailment("banana banana", "plain claim").unwrap() < 0.25);
     // A pair too long for the model (max_length 32) is refused, not truncated.
     let long = "word ".repeat(40);
-    let e = nli.entailment("premise", &format!("banana {long}")).unwrap_err();
+    let e = nli
+        .entailment("premise", &format!("banana {long}"))
+        .unwrap_err();
     assert!(e.contains("truncated"), "{e}");
 }
 
@@ -167,7 +209,10 @@ fn a_reranker_is_not_an_nli_model() {
         Err(e) => e.to_string(),
         Ok(_) => panic!("a reranker loaded as NLI"),
     };
-    assert!(e.contains("not an NLI model") && e.contains("kind = \"nli\""), "{e}");
+    assert!(
+        e.contains("not an NLI model") && e.contains("kind = \"nli\""),
+        "{e}"
+    );
 }
 
 /// The int8 MiniLM's embedding lookups, rewritten to dequantize only the rows a batch uses
@@ -182,7 +227,11 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     let bytes = std::fs::read(&path).unwrap();
     let prepared = lode_models::prepare_graph(&bytes);
     assert_eq!(prepared.lookups, 2, "word and position embeddings");
-    assert!(prepared.cast_dequantized >= 36, "every weight is dequantized by a Cast: {}", prepared.cast_dequantized);
+    assert!(
+        prepared.cast_dequantized >= 36,
+        "every weight is dequantized by a Cast: {}",
+        prepared.cast_dequantized
+    );
     let rewritten = prepared.bytes.expect("rewritten");
     // Rewriting again finds nothing more: the lookups are already gathered first.
     assert_eq!(lode_models::prepare_graph(&rewritten).lookups, 0);
@@ -190,15 +239,26 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     let env = lode_models::environment(None).unwrap();
     let session = |model: &[u8], fold: bool| {
         let b = Session::builder(env).unwrap();
-        let mut b = if fold { b } else { b.with_disabled_optimizers("ConstantFolding").unwrap() };
+        let mut b = if fold {
+            b
+        } else {
+            b.with_disabled_optimizers("ConstantFolding").unwrap()
+        };
         b.commit_from_memory(model).unwrap()
     };
     let run = |s: &mut Session| -> Vec<f32> {
         // Two rows of 7 tokens, the second padded: [CLS] ... [SEP] ids from the vocabulary.
-        let ids: Vec<i64> = vec![101, 7025, 1997, 1996, 3056, 2003, 102, 101, 2054, 102, 0, 0, 0, 0];
+        let ids: Vec<i64> = vec![
+            101, 7025, 1997, 1996, 3056, 2003, 102, 101, 2054, 102, 0, 0, 0, 0,
+        ];
         let mask: Vec<i64> = ids.iter().map(|&i| i64::from(i != 0)).collect();
         let mut feeds: Vec<(String, ort::session::SessionInputValue)> = Vec::new();
-        for i in s.inputs().iter().map(|i| i.name().to_owned()).collect::<Vec<_>>() {
+        for i in s
+            .inputs()
+            .iter()
+            .map(|i| i.name().to_owned())
+            .collect::<Vec<_>>()
+        {
             let data = match i.as_str() {
                 "input_ids" => ids.clone(),
                 "attention_mask" => mask.clone(),
@@ -214,7 +274,11 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     assert_eq!(gathered.len(), 2 * 7 * 384);
     assert!(unfolded == gathered, "the rewrite changed the output");
     let stock = run(&mut session(&bytes, true));
-    let worst = stock.iter().zip(&gathered).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+    let worst = stock
+        .iter()
+        .zip(&gathered)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
     assert!(worst < 1e-4, "differs from the stock session by {worst}");
 }
 
@@ -225,11 +289,133 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
 fn token_counts_see_past_truncation() {
     let e = minilm();
     let long = "The certificate rotation happens every ninety days, unless audited. ".repeat(120);
-    let texts = ["", "one", "Rotate the keys.", long.as_str(), &long[..700], "naïve café — 東京 ✓"];
-    let mut plain = tokenizers::Tokenizer::from_file(models().join("all-MiniLM-L6-v2").join("tokenizer.json")).unwrap();
+    let texts = [
+        "",
+        "one",
+        "Rotate the keys.",
+        long.as_str(),
+        &long[..700],
+        "naïve café — 東京 ✓",
+    ];
+    let mut plain =
+        tokenizers::Tokenizer::from_file(models().join("all-MiniLM-L6-v2").join("tokenizer.json"))
+            .unwrap();
     plain.with_truncation(None).unwrap();
     plain.with_padding(None);
-    let want: Vec<usize> = texts.iter().map(|t| plain.encode(*t, false).unwrap().get_ids().len()).collect();
-    assert!(want[3] > 4 * e.max_length(), "the long text is far over the model's input length: {}", want[3]);
+    let want: Vec<usize> = texts
+        .iter()
+        .map(|t| plain.encode(*t, false).unwrap().get_ids().len())
+        .collect();
+    assert!(
+        want[3] > 4 * e.max_length(),
+        "the long text is far over the model's input length: {}",
+        want[3]
+    );
     assert_eq!(e.token_counts(&texts).unwrap(), want);
+}
+
+/// The embedder loads its large weights mapped from a derived copy beside the model: the
+/// vectors are bit-identical to a load from memory (a folder that cannot take the copy), a
+/// second load reuses the copy, and a damaged copy (one byte changed, or cut short) is written
+/// again rather than loaded.
+#[test]
+fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_is_remade() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest =
+        std::fs::read_to_string(models().join("all-MiniLM-L6-v2/lode-model.toml")).unwrap();
+    let texts = [
+        "Rotate the signing keys every ninety days.",
+        "naïve café — 東京",
+        "x",
+    ];
+
+    // A folder where `.lode-derived` is a file: no copy can be made, the model loads from memory.
+    let in_memory = model_copy(&tmp.path().join("a"), &manifest);
+    std::fs::write(in_memory.join(".lode-derived"), "not a folder").unwrap();
+    let want = Embedder::load(&in_memory, None, 2)
+        .unwrap()
+        .embed_passages(&texts)
+        .unwrap();
+
+    let dir = model_copy(&tmp.path().join("b"), &manifest);
+    let derived = |ext: &str| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir.join(".lode-derived"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == ext))
+            .collect();
+        v.sort();
+        v
+    };
+    assert!(
+        Embedder::load(&dir, None, 2)
+            .unwrap()
+            .embed_passages(&texts)
+            .unwrap()
+            == want,
+        "mapped weights changed the vectors"
+    );
+    let (model, data) = (derived("onnx"), derived("data"));
+    assert_eq!(
+        (model.len(), data.len()),
+        (1, 1),
+        "one derived model and its data"
+    );
+    let data = &data[0];
+    let size = std::fs::metadata(data).unwrap().len();
+    assert!(
+        size > 20 << 20,
+        "the int8 weights are in the data file: {size} bytes"
+    );
+    assert!(
+        std::fs::metadata(&model[0]).unwrap().len() < 1 << 20,
+        "the derived model keeps only the small weights"
+    );
+
+    let written = std::fs::metadata(data).unwrap().modified().unwrap();
+    assert!(
+        Embedder::load(&dir, None, 2)
+            .unwrap()
+            .embed_passages(&texts)
+            .unwrap()
+            == want,
+        "the vectors changed"
+    );
+    assert_eq!(
+        std::fs::metadata(data).unwrap().modified().unwrap(),
+        written,
+        "a sound copy is reused, not written again"
+    );
+
+    // One byte changed in every page, so in every weight: loaded, the copy would change every
+    // vector silently (same length, same name).
+    let mut bytes = std::fs::read(data).unwrap();
+    for i in (100..bytes.len()).step_by(4096) {
+        bytes[i] ^= 0x55;
+    }
+    std::fs::write(data, &bytes).unwrap();
+    assert!(
+        Embedder::load(&dir, None, 2)
+            .unwrap()
+            .embed_passages(&texts)
+            .unwrap()
+            == want,
+        "a damaged copy was loaded"
+    );
+    assert_eq!(std::fs::metadata(data).unwrap().len(), size);
+    // Cut short.
+    std::fs::write(data, &bytes[..bytes.len() / 2]).unwrap();
+    assert!(
+        Embedder::load(&dir, None, 2)
+            .unwrap()
+            .embed_passages(&texts)
+            .unwrap()
+            == want,
+        "the vectors changed"
+    );
+    assert_eq!(
+        std::fs::metadata(data).unwrap().len(),
+        size,
+        "the copy was made whole again"
+    );
 }
