@@ -31,25 +31,16 @@ pub(crate) struct OnnxModel {
 }
 
 impl OnnxModel {
-    pub fn load(
-        dir: &Path,
-        manifest: Manifest,
-        runtime: Option<&Path>,
-        threads: usize,
-    ) -> Result<OnnxModel, ModelError> {
+    pub fn load(dir: &Path, manifest: Manifest, runtime: Option<&Path>, threads: usize) -> Result<OnnxModel, ModelError> {
         let model_path = dir.join("model.onnx");
         let tok_path = dir.join("tokenizer.json");
         for p in [&model_path, &tok_path] {
             if !p.is_file() {
-                return Err(ModelError::model(
-                    dir,
-                    format!("{} is missing", p.display()),
-                ));
+                return Err(ModelError::model(dir, format!("{} is missing", p.display())));
             }
         }
         let env = crate::environment(runtime)?;
-        let mut file = std::fs::read(&model_path)
-            .map_err(|e| ModelError::model(&model_path, format!("cannot read it: {e}")))?;
+        let mut file = std::fs::read(&model_path).map_err(|e| ModelError::model(&model_path, format!("cannot read it: {e}")))?;
         let mut prepared = crate::graph::prepare(&file);
         // Large weights load mapped from a file beside the model (`graph::externalize`) when
         // the model's folder takes one; otherwise from memory, as the model is.
@@ -70,13 +61,7 @@ impl OnnxModel {
             Session::builder(env)
                 .and_then(|b| Ok(b.with_intra_threads(threads.max(1))?))
                 .and_then(|b| Ok(b.with_memory_pattern(false)?))
-                .and_then(|b| {
-                    Ok(if folding_off {
-                        b.with_disabled_optimizers("ConstantFolding")?
-                    } else {
-                        b
-                    })
-                })
+                .and_then(|b| Ok(if folding_off { b.with_disabled_optimizers("ConstantFolding")? } else { b }))
                 .and_then(|mut b| match from {
                     Source::File(p) => b.commit_from_file(p),
                     Source::Memory(bytes) => b.commit_from_memory(bytes),
@@ -90,101 +75,54 @@ impl OnnxModel {
         };
         let session = match &mapped {
             Some(derived) => build(Source::File(derived)).or_else(|_| {
-                let file = std::fs::read(&model_path)
-                    .map_err(|e| ort::Error::new(format!("reading it again: {e}")))?;
+                let file = std::fs::read(&model_path).map_err(|e| ort::Error::new(format!("reading it again: {e}")))?;
                 from_model(crate::graph::prepare(&file).bytes.as_deref())
             }),
             None => from_model(prepared.bytes.as_deref()),
         }
         .map_err(|e| ModelError::model(&model_path, format!("ONNX Runtime cannot load it: {e}")))?;
         drop((file, prepared.bytes));
-        let inputs: Vec<String> = session
-            .inputs()
-            .iter()
-            .map(|i| i.name().to_owned())
-            .collect();
+        let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();
         for required in ["input_ids", "attention_mask"] {
             if !inputs.iter().any(|i| i == required) {
                 return Err(ModelError::model(
                     &model_path,
-                    format!(
-                        "the model has no `{required}` input (it has: {})",
-                        inputs.join(", ")
-                    ),
+                    format!("the model has no `{required}` input (it has: {})", inputs.join(", ")),
                 ));
             }
         }
-        if let Some(other) = inputs.iter().find(|i| {
-            !matches!(
-                i.as_str(),
-                "input_ids" | "attention_mask" | "token_type_ids"
-            )
-        }) {
-            return Err(ModelError::model(
-                &model_path,
-                format!("unsupported model input `{other}`"),
-            ));
+        if let Some(other) = inputs.iter().find(|i| !matches!(i.as_str(), "input_ids" | "attention_mask" | "token_type_ids")) {
+            return Err(ModelError::model(&model_path, format!("unsupported model input `{other}`")));
         }
-        let outputs: Vec<String> = session
-            .outputs()
-            .iter()
-            .map(|o| o.name().to_owned())
-            .collect();
+        let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_owned()).collect();
         let output = match &manifest.output {
             Some(o) if outputs.contains(o) => o.clone(),
             Some(o) => {
-                return Err(ModelError::model(
-                    &model_path,
-                    format!("no output `{o}` (it has: {})", outputs.join(", ")),
-                ))
+                return Err(ModelError::model(&model_path, format!("no output `{o}` (it has: {})", outputs.join(", "))))
             }
-            None => outputs
-                .first()
-                .cloned()
-                .ok_or_else(|| ModelError::model(&model_path, "the model has no outputs"))?,
+            None => outputs.first().cloned().ok_or_else(|| ModelError::model(&model_path, "the model has no outputs"))?,
         };
         let mut tokenizer = Tokenizer::from_file(&tok_path)
             .map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
         // Stride 0: the pieces truncation cuts off do not overlap, so they add up to the
         // untruncated input (`token_counts`).
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: manifest.max_length,
-                ..Default::default()
-            }))
+            .with_truncation(Some(TruncationParams { max_length: manifest.max_length, ..Default::default() }))
             .map_err(|e| ModelError::model(&tok_path, e))?;
-        tokenizer.with_padding(Some(PaddingParams {
-            strategy: PaddingStrategy::BatchLongest,
-            ..Default::default()
-        }));
-        Ok(OnnxModel {
-            manifest,
-            session,
-            tokenizer,
-            inputs,
-            output,
-            path: model_path,
-            shrink: false,
-        })
+        tokenizer.with_padding(Some(PaddingParams { strategy: PaddingStrategy::BatchLongest, ..Default::default() }));
+        Ok(OnnxModel { manifest, session, tokenizer, inputs, output, path: model_path, shrink: false })
     }
 
     /// Tokens of each text, special tokens excluded, before truncation: what the model kept
     /// plus what truncation cut off, padding excluded.
     pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
         let inputs: Vec<EncodeInput> = texts.iter().map(|t| (*t).into()).collect();
-        let enc =
-            self.tokenizer
-                .encode_batch(inputs, false)
-                .map_err(|e| ModelError::Inference {
-                    model: self.manifest.id.clone(),
-                    detail: format!("tokenizing: {e}"),
-                })?;
-        let real =
-            |e: &tokenizers::Encoding| e.get_attention_mask().iter().filter(|&&m| m != 0).count();
-        Ok(enc
-            .iter()
-            .map(|e| real(e) + e.get_overflowing().iter().map(real).sum::<usize>())
-            .collect())
+        let enc = self
+            .tokenizer
+            .encode_batch(inputs, false)
+            .map_err(|e| ModelError::Inference { model: self.manifest.id.clone(), detail: format!("tokenizing: {e}") })?;
+        let real = |e: &tokenizers::Encoding| e.get_attention_mask().iter().filter(|&&m| m != 0).count();
+        Ok(enc.iter().map(|e| real(e) + e.get_overflowing().iter().map(real).sum::<usize>()).collect())
     }
 
     /// Tokens of a (first, second) pair before truncation, special tokens included: each
@@ -192,11 +130,7 @@ impl OnnxModel {
     pub fn untruncated_len(&self, first: &str, second: &str) -> Result<usize, ModelError> {
         use tokenizers::PostProcessor;
         let sides: usize = self.token_counts(&[first, second])?.into_iter().sum();
-        Ok(sides
-            + self
-                .tokenizer
-                .get_post_processor()
-                .map_or(0, |p| p.added_tokens(true)))
+        Ok(sides + self.tokenizer.get_post_processor().map_or(0, |p| p.added_tokens(true)))
     }
 
     /// Hands the memory ONNX Runtime's arena holds beyond what one small input needs back to the
@@ -215,25 +149,13 @@ impl OnnxModel {
 
     /// Runs a batch; returns the output's shape and data and each row's attention mask.
     #[allow(clippy::type_complexity)]
-    pub fn run(
-        &mut self,
-        batch: Vec<EncodeInput>,
-    ) -> Result<(Vec<i64>, Vec<f32>, Vec<Vec<u32>>), ModelError> {
-        let err = |d: String| ModelError::Inference {
-            model: self.manifest.id.clone(),
-            detail: d,
-        };
+    pub fn run(&mut self, batch: Vec<EncodeInput>) -> Result<(Vec<i64>, Vec<f32>, Vec<Vec<u32>>), ModelError> {
+        let err = |d: String| ModelError::Inference { model: self.manifest.id.clone(), detail: d };
         if batch.is_empty() {
             return Ok((Vec::new(), Vec::new(), Vec::new()));
         }
-        let enc = self
-            .tokenizer
-            .encode_batch(batch, true)
-            .map_err(|e| err(format!("tokenizing: {e}")))?;
-        let (b, s) = (
-            enc.len(),
-            enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0),
-        );
+        let enc = self.tokenizer.encode_batch(batch, true).map_err(|e| err(format!("tokenizing: {e}")))?;
+        let (b, s) = (enc.len(), enc.iter().map(|e| e.get_ids().len()).max().unwrap_or(0));
         let gather = |f: &dyn Fn(&tokenizers::Encoding) -> &[u32]| -> Vec<i64> {
             let mut v = Vec::with_capacity(b * s);
             for e in &enc {
@@ -250,42 +172,28 @@ impl OnnxModel {
                 "attention_mask" => gather(&|e| e.get_attention_mask()),
                 _ => gather(&|e| e.get_type_ids()),
             };
-            let t = Tensor::from_array((vec![b as i64, s as i64], data))
-                .map_err(|e| err(e.to_string()))?;
+            let t = Tensor::from_array((vec![b as i64, s as i64], data)).map_err(|e| err(e.to_string()))?;
             feeds.push((Cow::Owned(name.clone()), t.into()));
         }
-        let masks: Vec<Vec<u32>> = enc
-            .iter()
-            .map(|e| e.get_attention_mask().to_vec())
-            .collect();
+        let masks: Vec<Vec<u32>> = enc.iter().map(|e| e.get_attention_mask().to_vec()).collect();
         let id = self.manifest.id.clone();
         let shrink_options;
         let outputs = if std::mem::take(&mut self.shrink) {
             let mut o = RunOptions::new().map_err(|e| err(e.to_string()))?;
-            o.set("memory.enable_memory_arena_shrinkage", "cpu:0")
-                .map_err(|e| err(e.to_string()))?;
+            o.set("memory.enable_memory_arena_shrinkage", "cpu:0").map_err(|e| err(e.to_string()))?;
             shrink_options = o;
             self.session.run_with_options(feeds, &shrink_options)
         } else {
             self.session.run(feeds)
         };
-        let outputs = outputs.map_err(|e| ModelError::Inference {
-            model: id.clone(),
-            detail: format!("{} ({})", e, self.path.display()),
-        })?;
+        let outputs = outputs
+            .map_err(|e| ModelError::Inference { model: id.clone(), detail: format!("{} ({})", e, self.path.display()) })?;
         let value = outputs
             .get(&self.output)
-            .ok_or_else(|| ModelError::Inference {
-                model: id.clone(),
-                detail: format!("no output `{}`", self.output),
-            })?;
-        let (shape, data) =
-            value
-                .try_extract_tensor::<f32>()
-                .map_err(|e| ModelError::Inference {
-                    model: id,
-                    detail: format!("output is not a float tensor: {e}"),
-                })?;
+            .ok_or_else(|| ModelError::Inference { model: id.clone(), detail: format!("no output `{}`", self.output) })?;
+        let (shape, data) = value
+            .try_extract_tensor::<f32>()
+            .map_err(|e| ModelError::Inference { model: id, detail: format!("output is not a float tensor: {e}") })?;
         Ok((shape.to_vec(), data.to_vec(), masks))
     }
 }
@@ -360,39 +268,31 @@ pub struct CrossEncoder {
 }
 
 impl CrossEncoder {
-    pub fn load(
-        dir: &Path,
-        runtime: Option<&Path>,
-        threads: usize,
-    ) -> Result<CrossEncoder, ModelError> {
+    pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<CrossEncoder, ModelError> {
         let manifest = Manifest::load(dir)?;
         if manifest.kind != ModelKind::CrossEncoder {
-            return Err(ModelError::model(
-                dir,
-                format!(
-                    "{} is a {:?}, not a cross-encoder",
-                    manifest.id, manifest.kind
-                ),
-            ));
+            return Err(ModelError::model(dir, format!("{} is a {:?}, not a cross-encoder", manifest.id, manifest.kind)));
         }
-        Ok(CrossEncoder {
-            model: OnnxModel::load(dir, manifest, runtime, threads)?,
-        })
+        Ok(CrossEncoder { model: OnnxModel::load(dir, manifest, runtime, threads)? })
     }
 
     pub fn id(&self) -> &str {
         &self.model.manifest.id
     }
 
-    /// Raw logits of (query, passage) pairs, in batches; one score per passage.
+    /// Raw logits of (query, passage) pairs, in batches; one score per passage. The last
+    /// batch hands the arena back at its end: a rerank's batches of long pairs grow it by
+    /// about a hundred MB (attention over 512 tokens), which would otherwise stay between
+    /// questions (docs/benchmarks.md, "Memory").
     pub fn score(&mut self, query: &str, passages: &[&str]) -> Result<Vec<f32>, ModelError> {
         let idx = self.model.manifest.logit_index;
         let mut scores = Vec::with_capacity(passages.len());
-        for chunk in passages.chunks(BATCH) {
-            let pairs: Vec<EncodeInput> = chunk
-                .iter()
-                .map(|p| (query.to_owned(), (*p).to_owned()).into())
-                .collect();
+        let batches = passages.len().div_ceil(BATCH);
+        for (i, chunk) in passages.chunks(BATCH).enumerate() {
+            if i + 1 == batches {
+                self.model.shrink_after_next_run();
+            }
+            let pairs: Vec<EncodeInput> = chunk.iter().map(|p| (query.to_owned(), (*p).to_owned()).into()).collect();
             let (shape, data, _) = self.model.run(pairs)?;
             let per_row = match shape.as_slice() {
                 [b, n] if *b as usize == chunk.len() => *n as usize,
@@ -400,18 +300,14 @@ impl CrossEncoder {
                 other => {
                     return Err(ModelError::Inference {
                         model: self.model.manifest.id.clone(),
-                        detail: format!(
-                            "unexpected output shape {other:?}; expected [batch, logits]"
-                        ),
+                        detail: format!("unexpected output shape {other:?}; expected [batch, logits]"),
                     })
                 }
             };
             if idx >= per_row {
                 return Err(ModelError::Inference {
                     model: self.model.manifest.id.clone(),
-                    detail: format!(
-                        "logit_index {idx} but the model gives {per_row} logits per pair"
-                    ),
+                    detail: format!("logit_index {idx} but the model gives {per_row} logits per pair"),
                 });
             }
             scores.extend((0..chunk.len()).map(|r| data[r * per_row + idx]));
@@ -428,11 +324,7 @@ pub struct NliModel {
 }
 
 impl NliModel {
-    pub fn load(
-        dir: &Path,
-        runtime: Option<&Path>,
-        threads: usize,
-    ) -> Result<NliModel, ModelError> {
+    pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<NliModel, ModelError> {
         let manifest = Manifest::load(dir)?;
         if manifest.kind != ModelKind::Nli {
             return Err(ModelError::model(
@@ -444,15 +336,8 @@ impl NliModel {
                 ),
             ));
         }
-        let entailment = manifest
-            .labels
-            .iter()
-            .position(|l| l.eq_ignore_ascii_case("entailment"))
-            .unwrap_or(0);
-        Ok(NliModel {
-            model: OnnxModel::load(dir, manifest, runtime, threads)?,
-            entailment,
-        })
+        let entailment = manifest.labels.iter().position(|l| l.eq_ignore_ascii_case("entailment")).unwrap_or(0);
+        Ok(NliModel { model: OnnxModel::load(dir, manifest, runtime, threads)?, entailment })
     }
 
     pub fn id(&self) -> &str {
@@ -471,9 +356,7 @@ impl NliModel {
                 detail: format!("the cited sentences and the claim are {tokens} tokens; the model reads {max}, and a truncated claim is not checked"),
             });
         }
-        let (shape, data, _) = self
-            .model
-            .run(vec![(premise.to_owned(), hypothesis.to_owned()).into()])?;
+        let (shape, data, _) = self.model.run(vec![(premise.to_owned(), hypothesis.to_owned()).into()])?;
         let n = self.model.manifest.labels.len();
         if shape.as_slice() != [1, n as i64] {
             return Err(ModelError::Inference {
@@ -490,9 +373,7 @@ impl NliModel {
 
 impl lode_core::gate::EntailmentScorer for NliModel {
     fn entailment(&mut self, premise: &str, hypothesis: &str) -> Result<f32, String> {
-        let probs = self
-            .classify(premise, hypothesis)
-            .map_err(|e| e.to_string())?;
+        let probs = self.classify(premise, hypothesis).map_err(|e| e.to_string())?;
         Ok(probs[self.entailment])
     }
 }
@@ -512,22 +393,9 @@ mod tests {
             plain.with_truncation(None).unwrap();
             plain.with_padding(None);
             let long = "keys rotate every ninety days ".repeat(200);
-            for (a, b) in [
-                ("", ""),
-                ("Keys rotate.", "Do keys rotate every 60 days?"),
-                (long.as_str(), "short"),
-                ("x", long.as_str()),
-            ] {
-                let want = plain
-                    .encode((a.to_owned(), b.to_owned()), true)
-                    .unwrap()
-                    .get_ids()
-                    .len();
-                assert_eq!(
-                    m.untruncated_len(a, b).unwrap(),
-                    want,
-                    "{name}: {a:.20} / {b:.20}"
-                );
+            for (a, b) in [("", ""), ("Keys rotate.", "Do keys rotate every 60 days?"), (long.as_str(), "short"), ("x", long.as_str())] {
+                let want = plain.encode((a.to_owned(), b.to_owned()), true).unwrap().get_ids().len();
+                assert_eq!(m.untruncated_len(a, b).unwrap(), want, "{name}: {a:.20} / {b:.20}");
             }
         }
     }

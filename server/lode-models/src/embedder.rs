@@ -21,12 +21,7 @@ pub const BATCH_TOKENS: usize = 512;
 /// to all of its inputs, at most `max_inputs` per batch and at most `max_tokens` padded tokens
 /// (`len(i)` estimates input `i`'s tokens). Every index appears in exactly one batch; a single
 /// input over `max_tokens` is a batch of its own.
-pub fn length_batches(
-    n: usize,
-    len: impl Fn(usize) -> usize,
-    max_inputs: usize,
-    max_tokens: usize,
-) -> Vec<Vec<usize>> {
+pub fn length_batches(n: usize, len: impl Fn(usize) -> usize, max_inputs: usize, max_tokens: usize) -> Vec<Vec<usize>> {
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by_key(|&i| (len(i), i));
     let mut out: Vec<Vec<usize>> = Vec::new();
@@ -58,30 +53,18 @@ pub struct Embedder {
 impl Embedder {
     /// Loads `dir` (model.onnx, tokenizer.json, lode-model.toml) and checks it really produces
     /// vectors of the manifest's dimensions.
-    pub fn load(
-        dir: &Path,
-        runtime: Option<&Path>,
-        threads: usize,
-    ) -> Result<Embedder, ModelError> {
+    pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<Embedder, ModelError> {
         let manifest = Manifest::load(dir)?;
         if manifest.kind != ModelKind::Embedder {
-            return Err(ModelError::model(
-                dir,
-                format!("{} is a {:?}, not an embedder", manifest.id, manifest.kind),
-            ));
+            return Err(ModelError::model(dir, format!("{} is a {:?}, not an embedder", manifest.id, manifest.kind)));
         }
-        let mut e = Embedder {
-            model: OnnxModel::load(dir, manifest, runtime, threads)?,
-        };
+        let mut e = Embedder { model: OnnxModel::load(dir, manifest, runtime, threads)? };
         let probe = e.embed(vec!["lode".to_owned()])?;
         let dims = probe.first().map_or(0, Vec::len);
         if dims != e.model.manifest.dimensions {
             return Err(ModelError::model(
                 dir,
-                format!(
-                    "the model produces {dims}-dimensional vectors, the manifest says {}",
-                    e.model.manifest.dimensions
-                ),
+                format!("the model produces {dims}-dimensional vectors, the manifest says {}", e.model.manifest.dimensions),
             ));
         }
         Ok(e)
@@ -122,12 +105,7 @@ impl Embedder {
         let max_length = self.model.manifest.max_length;
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
-        for batch in length_batches(
-            inputs.len(),
-            |i| estimated_tokens(&inputs[i], max_length),
-            BATCH,
-            BATCH_TOKENS,
-        ) {
+        for batch in length_batches(inputs.len(), |i| estimated_tokens(&inputs[i], max_length), BATCH, BATCH_TOKENS) {
             let vectors = self.embed(batch.iter().map(|&i| inputs[i].clone()).collect())?;
             for (i, v) in batch.into_iter().zip(vectors) {
                 out[i] = v;
@@ -159,9 +137,7 @@ impl Embedder {
                 for (b, row_mask) in mask.iter().enumerate() {
                     let mut v = vec![0f32; dim];
                     match m.pooling {
-                        Pooling::Cls => {
-                            v.copy_from_slice(&data[b * seq * dim..b * seq * dim + dim])
-                        }
+                        Pooling::Cls => v.copy_from_slice(&data[b * seq * dim..b * seq * dim + dim]),
                         Pooling::Mean => {
                             let mut n = 0f32;
                             for (t, &keep) in row_mask.iter().enumerate() {
@@ -185,12 +161,12 @@ impl Embedder {
                 let dim = shape[1] as usize;
                 out.extend((0..batch).map(|b| data[b * dim..(b + 1) * dim].to_vec()));
             }
-            _ => return Err(ModelError::Inference {
-                model: m.id.clone(),
-                detail: format!(
-                    "unexpected output shape {shape:?}; expected [batch, seq, dim] or [batch, dim]"
-                ),
-            }),
+            _ => {
+                return Err(ModelError::Inference {
+                    model: m.id.clone(),
+                    detail: format!("unexpected output shape {shape:?}; expected [batch, seq, dim] or [batch, dim]"),
+                })
+            }
         }
         if m.normalize {
             for v in &mut out {
@@ -210,9 +186,7 @@ mod tests {
 
     #[test]
     fn length_batches_cover_every_input_once_within_their_bounds() {
-        let lens = [
-            300, 5, 40, 41, 7, 200, 6, 1, 128, 129, 3, 90, 2, 64, 64, 64, 8, 1000,
-        ];
+        let lens = [300, 5, 40, 41, 7, 200, 6, 1, 128, 129, 3, 90, 2, 64, 64, 64, 8, 1000];
         let batches = length_batches(lens.len(), |i| lens[i], 4, 256);
         let mut seen: Vec<usize> = batches.iter().flatten().copied().collect();
         seen.sort();
@@ -220,11 +194,7 @@ mod tests {
         for b in &batches {
             assert!(!b.is_empty() && b.len() <= 4, "{b:?}");
             let longest = b.iter().map(|&i| lens[i]).max().unwrap();
-            assert!(
-                b.len() == 1 || b.len() * longest <= 256,
-                "{b:?} pads to {}",
-                b.len() * longest
-            );
+            assert!(b.len() == 1 || b.len() * longest <= 256, "{b:?} pads to {}", b.len() * longest);
         }
         // Sorted by length: no batch's shortest is shorter than the previous batch's longest.
         for w in batches.windows(2) {

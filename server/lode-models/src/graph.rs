@@ -120,11 +120,7 @@ fn fields(buf: &[u8]) -> Option<Vec<Field<'_>>> {
             // Groups (3, 4) are not used by ONNX; anything else is not protobuf.
             _ => return None,
         };
-        out.push(Field {
-            number,
-            value,
-            raw: &buf[start..pos],
-        });
+        out.push(Field { number, value, raw: &buf[start..pos] });
     }
     Some(out)
 }
@@ -175,16 +171,7 @@ struct Node<'a> {
 }
 
 fn node(buf: &[u8]) -> Option<Node<'_>> {
-    let mut n = Node {
-        inputs: vec![],
-        outputs: vec![],
-        op: "",
-        domain: "",
-        attributes: vec![],
-        axis: None,
-        to: None,
-        has_subgraph: false,
-    };
+    let mut n = Node { inputs: vec![], outputs: vec![], op: "", domain: "", attributes: vec![], axis: None, to: None, has_subgraph: false };
     for f in fields(buf)? {
         match f.number {
             NODE_INPUT => n.inputs.push(str_of(&f)?),
@@ -201,9 +188,7 @@ fn node(buf: &[u8]) -> Option<Node<'_>> {
                     ("to", Some(Value::Varint(t))) => n.to = Some(t),
                     _ => {}
                 }
-                n.has_subgraph |= attr
-                    .iter()
-                    .any(|a| matches!(a.number, ATTR_GRAPH | ATTR_GRAPHS));
+                n.has_subgraph |= attr.iter().any(|a| matches!(a.number, ATTR_GRAPH | ATTR_GRAPHS));
             }
             _ => {}
         }
@@ -211,14 +196,7 @@ fn node(buf: &[u8]) -> Option<Node<'_>> {
     Some(n)
 }
 
-fn encode_node(
-    inputs: &[&str],
-    outputs: &[&str],
-    name: &str,
-    op: &str,
-    domain: &str,
-    attributes: &[&[u8]],
-) -> Vec<u8> {
+fn encode_node(inputs: &[&str], outputs: &[&str], name: &str, op: &str, domain: &str, attributes: &[&[u8]]) -> Vec<u8> {
     let mut out = Vec::new();
     for i in inputs {
         put_bytes(&mut out, NODE_INPUT, i.as_bytes());
@@ -245,10 +223,7 @@ struct Initializer {
 
 fn initializer(buf: &[u8]) -> Option<(&str, Initializer)> {
     let mut name = None;
-    let mut t = Initializer {
-        dims: vec![],
-        data_type: 0,
-    };
+    let mut t = Initializer { dims: vec![], data_type: 0 };
     for f in fields(buf)? {
         match (f.number, f.value) {
             (TENSOR_DIMS, Value::Varint(d)) => t.dims.push(d as i64),
@@ -310,25 +285,17 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
             }
             GRAPH_INPUT | GRAPH_OUTPUT => {
                 let name = last(&fields(bytes_of(f)?)?, VALUE_INFO_NAME).and_then(str_of)?;
-                if f.number == GRAPH_INPUT {
-                    graph_inputs.insert(name)
-                } else {
-                    graph_outputs.insert(name)
-                };
+                if f.number == GRAPH_INPUT { graph_inputs.insert(name) } else { graph_outputs.insert(name) };
             }
             _ => {}
         }
     }
     // A constant is an initializer no graph input can override.
     let constant = |name: &str| inits.get(name).filter(|_| !graph_inputs.contains(name));
-    let quantized =
-        |name: &str| constant(name).is_some_and(|t| matches!(t.data_type, TYPE_INT8 | TYPE_UINT8));
+    let quantized = |name: &str| constant(name).is_some_and(|t| matches!(t.data_type, TYPE_INT8 | TYPE_UINT8));
 
     let mut prepared = Prepared {
-        cast_dequantized: nodes
-            .iter()
-            .filter(|n| n.op == "Cast" && n.inputs.len() == 1 && quantized(n.inputs[0]))
-            .count(),
+        cast_dequantized: nodes.iter().filter(|n| n.op == "Cast" && n.inputs.len() == 1 && quantized(n.inputs[0])).count(),
         ..Prepared::default()
     };
     // Outer names a subgraph may read cannot be counted reliably: leave such models as they are.
@@ -338,11 +305,7 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
 
     let mut producer = HashMap::new();
     let mut uses: HashMap<&str, usize> = HashMap::new();
-    let mut names: HashSet<&str> = inits
-        .keys()
-        .copied()
-        .chain(graph_inputs.iter().copied())
-        .collect();
+    let mut names: HashSet<&str> = inits.keys().copied().chain(graph_inputs.iter().copied()).collect();
     for (i, n) in nodes.iter().enumerate() {
         for o in &n.outputs {
             producer.insert(*o, i);
@@ -356,29 +319,15 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
 
     let mut lookups = Vec::new();
     for (g, n) in nodes.iter().enumerate() {
-        if n.op != "Gather"
-            || !is_onnx_domain(n.domain)
-            || n.inputs.len() != 2
-            || n.outputs.len() != 1
-            || n.axis.unwrap_or(0) != 0
-        {
+        if n.op != "Gather" || !is_onnx_domain(n.domain) || n.inputs.len() != 2 || n.outputs.len() != 1 || n.axis.unwrap_or(0) != 0 {
             continue;
         }
-        let Some(&m) = producer.get(n.inputs[0]) else {
-            continue;
-        };
+        let Some(&m) = producer.get(n.inputs[0]) else { continue };
         let mul = &nodes[m];
-        if mul.op != "Mul"
-            || !is_onnx_domain(mul.domain)
-            || mul.inputs.len() != 2
-            || !only_use(n.inputs[0])
-        {
+        if mul.op != "Mul" || !is_onnx_domain(mul.domain) || mul.inputs.len() != 2 || !only_use(n.inputs[0]) {
             continue;
         }
-        let cast_at = mul
-            .inputs
-            .iter()
-            .position(|i| producer.get(i).is_some_and(|&c| nodes[c].op == "Cast"));
+        let cast_at = mul.inputs.iter().position(|i| producer.get(i).is_some_and(|&c| nodes[c].op == "Cast"));
         let Some(cast_at) = cast_at else { continue };
         let c = producer[mul.inputs[cast_at]];
         let cast = &nodes[c];
@@ -391,27 +340,15 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
             continue;
         }
         let scale = mul.inputs[1 - cast_at];
-        let (Some(table), Some(s)) = (constant(cast.inputs[0]), constant(scale)) else {
-            continue;
-        };
+        let (Some(table), Some(s)) = (constant(cast.inputs[0]), constant(scale)) else { continue };
         let per_row = match (table.dims.as_slice(), s.dims.as_slice()) {
             // One value for all, of a rank the gathered rows (rank >= the table's - 1, whatever
             // the ids' rank) broadcast to without growing: [] or [1] on a rank-2 table.
-            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() < table.dims.len() => {
-                false
-            }
+            (_, dims) if dims.iter().product::<i64>() == 1 && dims.len() < table.dims.len() => false,
             ([rows, _], [scale_rows, 1]) if rows == scale_rows => true,
             _ => continue,
         };
-        lookups.push(Lookup {
-            gather: g,
-            cast: c,
-            mul: m,
-            quantized: cast.inputs[0],
-            scale,
-            per_row,
-            cast_first: cast_at == 0,
-        });
+        lookups.push(Lookup { gather: g, cast: c, mul: m, quantized: cast.inputs[0], scale, per_row, cast_first: cast_at == 0 });
     }
 
     // The new tensors' names, checked free.
@@ -425,10 +362,8 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
     }
 
     let removed_nodes: HashSet<usize> = lookups.iter().flat_map(|l| [l.cast, l.mul]).collect();
-    let removed_values: HashSet<&str> = lookups
-        .iter()
-        .flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]])
-        .collect();
+    let removed_values: HashSet<&str> =
+        lookups.iter().flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]]).collect();
     let by_gather: HashMap<usize, &Lookup> = lookups.iter().map(|l| (l.gather, l)).collect();
 
     let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len());
@@ -451,53 +386,21 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
                 let out = gather.outputs[0];
                 let gather_attrs = gather.attributes.as_slice();
                 let encoded = [
-                    encode_node(
-                        &[l.quantized, ids],
-                        &[&rows_q],
-                        &rows_q,
-                        "Gather",
-                        gather.domain,
-                        gather_attrs,
-                    ),
-                    encode_node(
-                        &[&rows_q],
-                        &[&rows_f],
-                        &rows_f,
-                        "Cast",
-                        cast.domain,
-                        &cast.attributes,
-                    ),
+                    encode_node(&[l.quantized, ids], &[&rows_q], &rows_q, "Gather", gather.domain, gather_attrs),
+                    encode_node(&[&rows_q], &[&rows_f], &rows_f, "Cast", cast.domain, &cast.attributes),
                 ];
                 for n in encoded {
                     put_bytes(&mut graph, GRAPH_NODE, &n);
                 }
                 let scale = if l.per_row {
-                    let n = encode_node(
-                        &[l.scale, ids],
-                        &[&rows_scale],
-                        &rows_scale,
-                        "Gather",
-                        gather.domain,
-                        gather_attrs,
-                    );
+                    let n = encode_node(&[l.scale, ids], &[&rows_scale], &rows_scale, "Gather", gather.domain, gather_attrs);
                     put_bytes(&mut graph, GRAPH_NODE, &n);
                     rows_scale.as_str()
                 } else {
                     l.scale
                 };
-                let operands = if l.cast_first {
-                    [rows_f.as_str(), scale]
-                } else {
-                    [scale, rows_f.as_str()]
-                };
-                let mul = encode_node(
-                    &operands,
-                    &[out],
-                    &format!("{out}/lode_rows"),
-                    "Mul",
-                    nodes[l.mul].domain,
-                    &[],
-                );
+                let operands = if l.cast_first { [rows_f.as_str(), scale] } else { [scale, rows_f.as_str()] };
+                let mul = encode_node(&operands, &[out], &format!("{out}/lode_rows"), "Mul", nodes[l.mul].domain, &[]);
                 put_bytes(&mut graph, GRAPH_NODE, &mul);
             }
             GRAPH_VALUE_INFO => {
@@ -651,33 +554,13 @@ mod tests {
         let mut g = Vec::new();
         let cast_to = attr_int("to", 1);
         let axis = attr_int("axis", axis);
-        put_bytes(
-            &mut g,
-            GRAPH_NODE,
-            &encode_node(&["w_q"], &["w_f"], "cast", "Cast", "", &[&cast_to]),
-        );
-        put_bytes(
-            &mut g,
-            GRAPH_NODE,
-            &encode_node(&["w_f", "scale"], &["w"], "mul", "Mul", "", &[]),
-        );
-        put_bytes(
-            &mut g,
-            GRAPH_NODE,
-            &encode_node(&["w", "ids"], &["emb"], "gather", "Gather", "", &[&axis]),
-        );
+        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w_q"], &["w_f"], "cast", "Cast", "", &[&cast_to]));
+        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w_f", "scale"], &["w"], "mul", "Mul", "", &[]));
+        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w", "ids"], &["emb"], "gather", "Gather", "", &[&axis]));
         if extra_use {
-            put_bytes(
-                &mut g,
-                GRAPH_NODE,
-                &encode_node(&["w"], &["w2"], "other", "Identity", "", &[]),
-            );
+            put_bytes(&mut g, GRAPH_NODE, &encode_node(&["w"], &["w2"], "other", "Identity", "", &[]));
         }
-        put_bytes(
-            &mut g,
-            GRAPH_INITIALIZER,
-            &tensor("w_q", &[10, 4], TYPE_INT8),
-        );
+        put_bytes(&mut g, GRAPH_INITIALIZER, &tensor("w_q", &[10, 4], TYPE_INT8));
         put_bytes(&mut g, GRAPH_INITIALIZER, &tensor("scale", scale_dims, 1));
         let mut vi = Vec::new();
         put_bytes(&mut vi, VALUE_INFO_NAME, b"w_f");
@@ -699,11 +582,7 @@ mod tests {
             .filter(|f| f.number == GRAPH_NODE)
             .map(|f| {
                 let n = node(bytes_of(f).unwrap()).unwrap();
-                (
-                    n.op.to_owned(),
-                    n.inputs.iter().map(|s| s.to_string()).collect(),
-                    n.outputs.iter().map(|s| s.to_string()).collect(),
-                )
+                (n.op.to_owned(), n.inputs.iter().map(|s| s.to_string()).collect(), n.outputs.iter().map(|s| s.to_string()).collect())
             })
             .collect()
     }
@@ -714,10 +593,7 @@ mod tests {
         assert_eq!((p.lookups, p.cast_dequantized), (1, 1));
         let out = p.bytes.unwrap();
         let got = ops(&out);
-        let names: Vec<_> = got
-            .iter()
-            .map(|(op, i, o)| format!("{op}({}) -> {}", i.join(", "), o.join(", ")))
-            .collect();
+        let names: Vec<_> = got.iter().map(|(op, i, o)| format!("{op}({}) -> {}", i.join(", "), o.join(", "))).collect();
         assert_eq!(
             names,
             [
@@ -743,11 +619,7 @@ mod tests {
     #[test]
     fn lookups_it_cannot_prove_equal_are_left_alone() {
         // The dequantized table is used elsewhere; the scale is per column; another axis.
-        for m in [
-            model(&[10, 1], true, 0),
-            model(&[1, 4], false, 0),
-            model(&[10, 1], false, 1),
-        ] {
+        for m in [model(&[10, 1], true, 0), model(&[1, 4], false, 0), model(&[10, 1], false, 1)] {
             let p = prepare(&m);
             assert!(p.bytes.is_none() && p.lookups == 0, "{:?}", ops(&m));
             assert_eq!(p.cast_dequantized, 1);
@@ -763,12 +635,7 @@ mod tests {
             assert!(prepare(&good[..end]).bytes.is_none(), "cut at {end}");
         }
         assert!(prepare(&good).bytes.is_some());
-        for bytes in [
-            &b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..],
-            b"\x3a\xff\xff\xff\xff\x0f",
-            b"\x0b",
-            b"not a model",
-        ] {
+        for bytes in [&b"\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff"[..], b"\x3a\xff\xff\xff\xff\x0f", b"\x0b", b"not a model"] {
             assert!(prepare(bytes).bytes.is_none());
         }
     }

@@ -15,10 +15,7 @@ use std::path::PathBuf;
 
 pub use cross::{CrossEncoder, NliModel};
 pub use embedder::{Embedder, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
-pub use graph::{
-    externalize as externalize_weights, prepare as prepare_graph, Externalized,
-    Prepared as PreparedGraph,
-};
+pub use graph::{externalize as externalize_weights, prepare as prepare_graph, Externalized, Prepared as PreparedGraph};
 pub use manifest::{Manifest, ModelKind, Pooling};
 pub use runtime::{environment, loaded_runtime, runtime_candidates, user_data_dir};
 
@@ -26,9 +23,7 @@ pub use runtime::{environment, loaded_runtime, runtime_candidates, user_data_dir
 pub enum ModelError {
     #[error("ONNX Runtime library not found (looked for {}); run scripts/setup-models.sh or set ORT_DYLIB_PATH / [models] runtime", .searched.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "))]
     RuntimeMissing { searched: Vec<PathBuf> },
-    #[error(
-        "cannot use ONNX Runtime from {path}: {detail} (lode needs ONNX Runtime 1.31 or newer)"
-    )]
+    #[error("cannot use ONNX Runtime from {path}: {detail} (lode needs ONNX Runtime 1.31 or newer)")]
     RuntimeLoad { path: PathBuf, detail: String },
     #[error("model at {path}: {detail}")]
     Model { path: PathBuf, detail: String },
@@ -38,16 +33,11 @@ pub enum ModelError {
 
 impl ModelError {
     pub(crate) fn model(path: &std::path::Path, detail: impl std::fmt::Display) -> ModelError {
-        ModelError::Model {
-            path: path.to_path_buf(),
-            detail: detail.to_string(),
-        }
+        ModelError::Model { path: path.to_path_buf(), detail: detail.to_string() }
     }
 }
 
 /// Number of intra-op threads for inference (the machine's cores, at most 4).
 pub fn default_threads() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get().min(4))
-        .unwrap_or(2)
+    std::thread::available_parallelism().map(|n| n.get().min(4)).unwrap_or(2)
 }

@@ -70,22 +70,15 @@ fn yes() -> bool {
 impl Manifest {
     pub fn load(dir: &Path) -> Result<Manifest, ModelError> {
         let path = dir.join("lode-model.toml");
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| ModelError::model(&path, format!("cannot read the manifest: {e}")))?;
-        let m: Manifest = toml::from_str(&text)
-            .map_err(|e| ModelError::model(&path, format!("invalid manifest: {e}")))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| ModelError::model(&path, format!("cannot read the manifest: {e}")))?;
+        let m: Manifest = toml::from_str(&text).map_err(|e| ModelError::model(&path, format!("invalid manifest: {e}")))?;
         if m.max_length == 0 {
             return Err(ModelError::model(&path, "max_length must be positive"));
         }
         if m.kind == ModelKind::Embedder && m.dimensions == 0 {
             return Err(ModelError::model(&path, "an embedder needs `dimensions`"));
         }
-        if m.kind == ModelKind::Nli
-            && !m
-                .labels
-                .iter()
-                .any(|l| l.eq_ignore_ascii_case("entailment"))
-        {
+        if m.kind == ModelKind::Nli && !m.labels.iter().any(|l| l.eq_ignore_ascii_case("entailment")) {
             return Err(ModelError::model(
                 &path,
                 format!("an NLI model needs `labels` naming each logit, one of them \"entailment\" (has: {:?})", m.labels),

@@ -10,14 +10,8 @@ use crate::ModelError;
 /// lode's folder in the user's data directory: `$XDG_DATA_HOME/lode`, else
 /// `~/.local/share/lode`. `lode setup` installs ONNX Runtime and the default model there.
 pub fn user_data_dir() -> Option<PathBuf> {
-    let xdg = std::env::var_os("XDG_DATA_HOME")
-        .map(PathBuf::from)
-        .filter(|p| p.is_absolute());
-    let base = xdg.or_else(|| {
-        std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .map(|h| PathBuf::from(h).join(".local/share"))
-    })?;
+    let xdg = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".local/share")))?;
     Some(base.join("lode"))
 }
 
@@ -49,10 +43,7 @@ pub fn runtime_candidates(configured: Option<&Path>) -> Vec<PathBuf> {
         if let Ok(rd) = std::fs::read_dir(&d) {
             let mut libs: Vec<PathBuf> = rd
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| {
-                    p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so"))
-                })
+                .filter(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("libonnxruntime.so")))
                 .collect();
             libs.sort();
             out.extend(libs.into_iter().rev());
@@ -69,27 +60,15 @@ pub fn environment(configured: Option<&Path>) -> Result<&'static Environment, Mo
     let outcome = ENV.get_or_init(|| {
         let candidates = runtime_candidates(configured);
         let Some(path) = candidates.iter().find(|p| p.is_file()).cloned() else {
-            return Err(ModelError::RuntimeMissing {
-                searched: candidates,
-            });
+            return Err(ModelError::RuntimeMissing { searched: candidates });
         };
         // A wrong library can abort inside its initialiser; catch what unwinds.
-        let loaded =
-            std::panic::catch_unwind(|| ort::init_from(&path).map(|b| b.with_name("lode").build()));
+        let loaded = std::panic::catch_unwind(|| ort::init_from(&path).map(|b| b.with_name("lode").build()));
         match loaded {
             Ok(Ok(Ok(env))) => Ok((path, env)),
-            Ok(Ok(Err(e))) => Err(ModelError::RuntimeLoad {
-                path,
-                detail: e.to_string(),
-            }),
-            Ok(Err(e)) => Err(ModelError::RuntimeLoad {
-                path,
-                detail: e.to_string(),
-            }),
-            Err(_) => Err(ModelError::RuntimeLoad {
-                path,
-                detail: "the library panicked while loading".into(),
-            }),
+            Ok(Ok(Err(e))) => Err(ModelError::RuntimeLoad { path, detail: e.to_string() }),
+            Ok(Err(e)) => Err(ModelError::RuntimeLoad { path, detail: e.to_string() }),
+            Err(_) => Err(ModelError::RuntimeLoad { path, detail: "the library panicked while loading".into() }),
         }
     });
     match outcome {
@@ -100,7 +79,5 @@ pub fn environment(configured: Option<&Path>) -> Result<&'static Environment, Mo
 
 /// The library this process loaded, if it has loaded one.
 pub fn loaded_runtime() -> Option<PathBuf> {
-    ENV.get()
-        .and_then(|o| o.as_ref().ok())
-        .map(|(p, _)| p.clone())
+    ENV.get().and_then(|o| o.as_ref().ok()).map(|(p, _)| p.clone())
 }

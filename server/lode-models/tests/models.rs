@@ -22,20 +22,12 @@ fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 #[test]
 fn minilm_matches_the_onnx_runtime_python_reference() {
-    let reference: serde_json::Value = serde_json::from_str(include_str!(
-        "../../../fixtures/embeddings/minilm-reference.json"
-    ))
-    .unwrap();
+    let reference: serde_json::Value = serde_json::from_str(include_str!("../../../fixtures/embeddings/minilm-reference.json")).unwrap();
     let mut e = minilm();
     assert_eq!(e.dimensions(), 384);
     for s in reference["sentences"].as_array().unwrap() {
         let text = s["text"].as_str().unwrap();
-        let want: Vec<f32> = s["vector"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|x| x.as_f64().unwrap() as f32)
-            .collect();
+        let want: Vec<f32> = s["vector"].as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32).collect();
         let got = e.embed_passages(&[text]).unwrap().pop().unwrap();
         let c = cosine(&got, &want);
         assert!(c >= 1.0 - 1e-4, "{text:?}: cosine {c}");
@@ -47,9 +39,7 @@ fn minilm_matches_the_onnx_runtime_python_reference() {
 #[test]
 fn a_question_is_close_to_its_answer() {
     let mut e = minilm();
-    let q = e
-        .embed_query("How often are staging certificates rotated?")
-        .unwrap();
+    let q = e.embed_query("How often are staging certificates rotated?").unwrap();
     let v = e
         .embed_passages(&[
             "Staging certificates are rotated every 60 days so that we always have a 30-day safety margin.",
@@ -69,9 +59,7 @@ fn batches_empty_and_enormous_inputs() {
     all.push(&huge);
     let v = e.embed_passages(&all).unwrap();
     assert_eq!(v.len(), 39);
-    assert!(v
-        .iter()
-        .all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
+    assert!(v.iter().all(|x| x.len() == 384 && x.iter().all(|f| f.is_finite())));
     // Batching does not change results.
     let alone = e.embed_passages(&["passage number 5"]).unwrap();
     assert!(cosine(&alone[0], &v[5]) > 1.0 - 1e-5);
@@ -97,14 +85,10 @@ fn asymmetric_prefixes_apply_to_the_right_side() {
     let mut p = Embedder::load(&dir, None, 1).unwrap();
     let mut plain = minilm();
     let q = p.embed_query("rotate certs").unwrap();
-    let want = plain
-        .embed_passages(&["search_query: rotate certs"])
-        .unwrap();
+    let want = plain.embed_passages(&["search_query: rotate certs"]).unwrap();
     assert!(cosine(&q, &want[0]) > 1.0 - 1e-5);
     let d = p.embed_passages(&["rotate certs"]).unwrap();
-    let want = plain
-        .embed_passages(&["search_document: rotate certs"])
-        .unwrap();
+    let want = plain.embed_passages(&["search_document: rotate certs"]).unwrap();
     assert!(cosine(&d[0], &want[0]) > 1.0 - 1e-5);
     assert!(cosine(&q, &d[0]) < 0.999, "the two sides differ");
 }
@@ -114,18 +98,11 @@ fn bad_models_give_clear_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let err = |r: Result<Embedder, ModelError>| r.err().expect("must fail").to_string();
 
-    let dir = model_copy(
-        tmp.path(),
-        "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 768\n",
-    );
+    let dir = model_copy(tmp.path(), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 768\n");
     let e = err(Embedder::load(&dir, None, 1));
     assert!(e.contains("384-dimensional") && e.contains("768"), "{e}");
 
-    std::fs::write(
-        dir.join("lode-model.toml"),
-        "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\n",
-    )
-    .unwrap();
+    std::fs::write(dir.join("lode-model.toml"), "id = \"x\"\nkind = \"embedder\"\nmax_length = 256\ndimensions = 384\n").unwrap();
     std::fs::write(dir.join("model.onnx"), b"this is not an onnx file").unwrap();
     let e = err(Embedder::load(&dir, None, 1));
     assert!(e.contains("ONNX Runtime cannot load it"), "{e}");
@@ -140,11 +117,7 @@ fn bad_models_give_clear_errors() {
     let e = err(Embedder::load(&models().join("bad-inputs"), None, 1));
     assert!(e.contains("no `input_ids` input"), "{e}");
 
-    let e = err(Embedder::load(
-        &models().join("tiny-cross-encoder"),
-        None,
-        1,
-    ));
+    let e = err(Embedder::load(&models().join("tiny-cross-encoder"), None, 1));
     assert!(e.contains("not an embedder"), "{e}");
 }
 
@@ -162,10 +135,7 @@ fn tiny_cross_encoder_loads_batches_and_reorders() {
     let refs: Vec<&str> = passages.iter().map(String::as_str).collect();
     let scores = ce.score("which fruit", &refs).unwrap();
     assert_eq!(scores.len(), 19, "more passages than one batch");
-    assert_eq!(
-        (scores[3], scores[11], scores[15], scores[0]),
-        (3.0, 2.0, -3.0, 0.0)
-    );
+    assert_eq!((scores[3], scores[11], scores[15], scores[0]), (3.0, 2.0, -3.0, 0.0));
     // Only the passage slot counts: the query's own words do not.
     assert_eq!(ce.score("banana banana", &["plain"]).unwrap(), [0.0]);
 }
@@ -177,29 +147,17 @@ fn nli_model_honours_its_label_order_and_premise_first() {
     let mut nli = NliModel::load(&models().join("tiny-nli"), None, 1).unwrap();
     let probs = nli.classify("premise text", "banana").unwrap();
     let (e3, one) = (3.0f32.exp(), 1.0f32.exp());
-    let want = [
-        1.0 / (1.0 + e3 + one),
-        e3 / (1.0 + e3 + one),
-        one / (1.0 + e3 + one),
-    ];
-    assert!(
-        (probs[1] - want[1]).abs() < 1e-5 && (probs[0] - want[0]).abs() < 1e-2,
-        "{probs:?}"
-    );
+    let want = [1.0 / (1.0 + e3 + one), e3 / (1.0 + e3 + one), one / (1.0 + e3 + one)];
+    assert!((probs[1] - want[1]).abs() < 1e-5 && (probs[0] - want[0]).abs() < 1e-2, "{probs:?}");
     let p = nli.entailment("premise text", "banana").unwrap();
-    assert!(
-        p > 0.8,
-        "entailment is the second label, not the first or last: {p}"
-    );
+    assert!(p > 0.8, "entailment is the second label, not the first or last: {p}");
     assert!(nli.entailment("premise text", "rotten").unwrap() < 0.1);
     // The premise goes first: its words do not count as the hypothesis.
     // (logits [0, 0, 1]: 1 / (2 + e) = 0.21; had the premise been read, 0.99.)
     assert!(nli.entailment("banana banana", "plain claim").unwrap() < 0.25);
     // A pair too long for the model (max_length 32) is refused, not truncated.
     let long = "word ".repeat(40);
-    let e = nli
-        .entailment("premise", &format!("banana {long}"))
-        .unwrap_err();
+    let e = nli.entailment("premise", &format!("banana {long}")).unwrap_err();
     assert!(e.contains("truncated"), "{e}");
 }
 
@@ -209,10 +167,7 @@ fn a_reranker_is_not_an_nli_model() {
         Err(e) => e.to_string(),
         Ok(_) => panic!("a reranker loaded as NLI"),
     };
-    assert!(
-        e.contains("not an NLI model") && e.contains("kind = \"nli\""),
-        "{e}"
-    );
+    assert!(e.contains("not an NLI model") && e.contains("kind = \"nli\""), "{e}");
 }
 
 /// The int8 MiniLM's embedding lookups, rewritten to dequantize only the rows a batch uses
@@ -227,11 +182,7 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     let bytes = std::fs::read(&path).unwrap();
     let prepared = lode_models::prepare_graph(&bytes);
     assert_eq!(prepared.lookups, 2, "word and position embeddings");
-    assert!(
-        prepared.cast_dequantized >= 36,
-        "every weight is dequantized by a Cast: {}",
-        prepared.cast_dequantized
-    );
+    assert!(prepared.cast_dequantized >= 36, "every weight is dequantized by a Cast: {}", prepared.cast_dequantized);
     let rewritten = prepared.bytes.expect("rewritten");
     // Rewriting again finds nothing more: the lookups are already gathered first.
     assert_eq!(lode_models::prepare_graph(&rewritten).lookups, 0);
@@ -239,26 +190,15 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     let env = lode_models::environment(None).unwrap();
     let session = |model: &[u8], fold: bool| {
         let b = Session::builder(env).unwrap();
-        let mut b = if fold {
-            b
-        } else {
-            b.with_disabled_optimizers("ConstantFolding").unwrap()
-        };
+        let mut b = if fold { b } else { b.with_disabled_optimizers("ConstantFolding").unwrap() };
         b.commit_from_memory(model).unwrap()
     };
     let run = |s: &mut Session| -> Vec<f32> {
         // Two rows of 7 tokens, the second padded: [CLS] ... [SEP] ids from the vocabulary.
-        let ids: Vec<i64> = vec![
-            101, 7025, 1997, 1996, 3056, 2003, 102, 101, 2054, 102, 0, 0, 0, 0,
-        ];
+        let ids: Vec<i64> = vec![101, 7025, 1997, 1996, 3056, 2003, 102, 101, 2054, 102, 0, 0, 0, 0];
         let mask: Vec<i64> = ids.iter().map(|&i| i64::from(i != 0)).collect();
         let mut feeds: Vec<(String, ort::session::SessionInputValue)> = Vec::new();
-        for i in s
-            .inputs()
-            .iter()
-            .map(|i| i.name().to_owned())
-            .collect::<Vec<_>>()
-        {
+        for i in s.inputs().iter().map(|i| i.name().to_owned()).collect::<Vec<_>>() {
             let data = match i.as_str() {
                 "input_ids" => ids.clone(),
                 "attention_mask" => mask.clone(),
@@ -274,11 +214,7 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
     assert_eq!(gathered.len(), 2 * 7 * 384);
     assert!(unfolded == gathered, "the rewrite changed the output");
     let stock = run(&mut session(&bytes, true));
-    let worst = stock
-        .iter()
-        .zip(&gathered)
-        .map(|(a, b)| (a - b).abs())
-        .fold(0f32, f32::max);
+    let worst = stock.iter().zip(&gathered).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
     assert!(worst < 1e-4, "differs from the stock session by {worst}");
 }
 
@@ -289,28 +225,12 @@ fn minilm_gathers_rows_before_dequantizing_and_answers_the_same() {
 fn token_counts_see_past_truncation() {
     let e = minilm();
     let long = "The certificate rotation happens every ninety days, unless audited. ".repeat(120);
-    let texts = [
-        "",
-        "one",
-        "Rotate the keys.",
-        long.as_str(),
-        &long[..700],
-        "naïve café — 東京 ✓",
-    ];
-    let mut plain =
-        tokenizers::Tokenizer::from_file(models().join("all-MiniLM-L6-v2").join("tokenizer.json"))
-            .unwrap();
+    let texts = ["", "one", "Rotate the keys.", long.as_str(), &long[..700], "naïve café — 東京 ✓"];
+    let mut plain = tokenizers::Tokenizer::from_file(models().join("all-MiniLM-L6-v2").join("tokenizer.json")).unwrap();
     plain.with_truncation(None).unwrap();
     plain.with_padding(None);
-    let want: Vec<usize> = texts
-        .iter()
-        .map(|t| plain.encode(*t, false).unwrap().get_ids().len())
-        .collect();
-    assert!(
-        want[3] > 4 * e.max_length(),
-        "the long text is far over the model's input length: {}",
-        want[3]
-    );
+    let want: Vec<usize> = texts.iter().map(|t| plain.encode(*t, false).unwrap().get_ids().len()).collect();
+    assert!(want[3] > 4 * e.max_length(), "the long text is far over the model's input length: {}", want[3]);
     assert_eq!(e.token_counts(&texts).unwrap(), want);
 }
 
