@@ -82,6 +82,12 @@ fn outputs(model: Result<&[u8], &Path>, fold: bool, inputs: &Value) -> Result<Ve
     Ok(got)
 }
 
+/// How two runs' outputs differ, if they do (names and types: the bytes are too long to print).
+fn difference(a: &[(String, String, Vec<u8>)], b: &[(String, String, Vec<u8>)]) -> Option<String> {
+    let shown = |o: &[(String, String, Vec<u8>)]| o.iter().map(|o| format!("{} {}", o.0, o.1)).collect::<Vec<_>>();
+    (a != b).then(|| format!("outputs differ: {:?} vs {:?}", shown(a), shown(b)))
+}
+
 #[test]
 fn adversarial_graphs_are_rewritten_only_where_it_changes_nothing() {
     let dir = lode_testing::models().parent().unwrap().join("graph-cases");
@@ -115,12 +121,7 @@ fn adversarial_graphs_are_rewritten_only_where_it_changes_nothing() {
             let before = outputs(Err(&path), fold, &c["inputs"]);
             let after = outputs(Ok(&new), fold, &c["inputs"]);
             match (before, after) {
-                (Ok(a), Ok(b)) if a == b => {}
-                (Ok(a), Ok(b)) => {
-                    let a: Vec<_> = a.iter().map(|o| (&o.0, &o.1)).collect();
-                    let b: Vec<_> = b.iter().map(|o| (&o.0, &o.1)).collect();
-                    failures.push(format!("{name} ({class}, folding {fold}): outputs differ: {a:?} vs {b:?}"));
-                }
+                (Ok(a), Ok(b)) => failures.extend(difference(&a, &b).map(|d| format!("{name} ({class}, folding {fold}): {d}"))),
                 (Ok(_), Err(e)) => failures.push(format!("{name} ({class}, folding {fold}): the rewritten model fails: {e}")),
                 (Err(e), _) => failures.push(format!("{name} ({class}): the original does not run here: {e}")),
             }
@@ -210,12 +211,7 @@ fn adversarial_graphs_compute_the_same_with_their_weights_moved_out() {
                 let before = outputs(Err(&path), fold, &c["inputs"]);
                 let after = outputs(Err(&out.join("model.onnx")), fold, &c["inputs"]);
                 match (before, after) {
-                    (Ok(a), Ok(b)) if a == b => {}
-                    (Ok(a), Ok(b)) => {
-                        let a: Vec<_> = a.iter().map(|o| (&o.0, &o.1)).collect();
-                        let b: Vec<_> = b.iter().map(|o| (&o.0, &o.1)).collect();
-                        failures.push(format!("{name} ({class}, folding {fold}): outputs differ: {a:?} vs {b:?}"));
-                    }
+                    (Ok(a), Ok(b)) => failures.extend(difference(&a, &b).map(|d| format!("{name} ({class}, folding {fold}): {d}"))),
                     (Ok(_), Err(e)) => failures.push(format!("{name} ({class}, folding {fold}): the moved model fails: {e}")),
                     (Err(_), Ok(_)) => failures.push(format!("{name} ({class}, folding {fold}): loads only with its weights moved")),
                     (Err(_), Err(_)) => {}

@@ -252,10 +252,8 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
     // A folder where `.lode-derived` is a file: no copy can be made, the model loads from memory.
     let in_memory = model_copy(&tmp.path().join("a"), &manifest);
     std::fs::write(in_memory.join(".lode-derived"), "not a folder").unwrap();
-    let want = Embedder::load(&in_memory, None, 2)
-        .unwrap()
-        .embed_passages(&texts)
-        .unwrap();
+    let vectors = |dir: &Path| Embedder::load(dir, None, 2).unwrap().embed_passages(&texts).unwrap();
+    let want = vectors(&in_memory);
 
     let dir = model_copy(&tmp.path().join("b"), &manifest);
     let derived = |ext: &str| -> Vec<PathBuf> {
@@ -267,14 +265,7 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
         v.sort();
         v
     };
-    assert!(
-        Embedder::load(&dir, None, 2)
-            .unwrap()
-            .embed_passages(&texts)
-            .unwrap()
-            == want,
-        "mapped weights changed the vectors"
-    );
+    assert!(vectors(&dir) == want, "mapped weights changed the vectors");
     let (model, data) = (derived("onnx"), derived("data"));
     assert_eq!(
         (model.len(), data.len()),
@@ -293,14 +284,7 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
     );
 
     let written = std::fs::metadata(data).unwrap().modified().unwrap();
-    assert!(
-        Embedder::load(&dir, None, 2)
-            .unwrap()
-            .embed_passages(&texts)
-            .unwrap()
-            == want,
-        "the vectors changed"
-    );
+    assert!(vectors(&dir) == want, "the vectors changed");
     assert_eq!(
         std::fs::metadata(data).unwrap().modified().unwrap(),
         written,
@@ -314,25 +298,11 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
         bytes[i] ^= 0x55;
     }
     std::fs::write(data, &bytes).unwrap();
-    assert!(
-        Embedder::load(&dir, None, 2)
-            .unwrap()
-            .embed_passages(&texts)
-            .unwrap()
-            == want,
-        "a damaged copy was loaded"
-    );
+    assert!(vectors(&dir) == want, "a damaged copy was loaded");
     assert_eq!(std::fs::metadata(data).unwrap().len(), size);
     // Cut short.
     std::fs::write(data, &bytes[..bytes.len() / 2]).unwrap();
-    assert!(
-        Embedder::load(&dir, None, 2)
-            .unwrap()
-            .embed_passages(&texts)
-            .unwrap()
-            == want,
-        "the vectors changed"
-    );
+    assert!(vectors(&dir) == want, "the vectors changed");
     assert_eq!(
         std::fs::metadata(data).unwrap().len(),
         size,
