@@ -268,15 +268,31 @@ struct Lookup<'a> {
     cast_first: bool,
 }
 
+/// A model's only graph: a model with several (or none) is not one this reads.
+fn single_graph<'f, 'a>(model_fields: &'f [Field<'a>]) -> Option<&'f Field<'a>> {
+    let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
+    let graph = graphs.next()?;
+    graphs.next().is_none().then_some(graph)
+}
+
+/// The model's fields as they were, its graph replaced by `graph`.
+fn with_graph(model_fields: &[Field<'_>], graph: &[u8]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(graph.len() + 64);
+    for f in model_fields {
+        if f.number == MODEL_GRAPH {
+            put_bytes(&mut bytes, MODEL_GRAPH, graph);
+        } else {
+            bytes.extend_from_slice(f.raw);
+        }
+    }
+    bytes
+}
+
 fn rewrite(model: &[u8]) -> Option<Prepared> {
     let model_fields = fields(model)?;
     // A model without an operator set is not one ONNX Runtime loads: nothing to rewrite.
     last(&model_fields, MODEL_OPSET_IMPORT)?;
-    let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
-    let graph_field = graphs.next()?;
-    if graphs.next().is_some() {
-        return None;
-    }
+    let graph_field = single_graph(&model_fields)?;
     let graph_fields = fields(bytes_of(graph_field)?)?;
 
     let mut nodes = Vec::new();
@@ -420,14 +436,7 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
         }
     }
 
-    let mut bytes = Vec::with_capacity(model.len());
-    for f in &model_fields {
-        if f.number == MODEL_GRAPH {
-            put_bytes(&mut bytes, MODEL_GRAPH, &graph);
-        } else {
-            bytes.extend_from_slice(f.raw);
-        }
-    }
+    let bytes = with_graph(&model_fields, &graph);
     prepared.lookups = lookups.len();
     prepared.bytes = Some(bytes);
     Some(prepared)
@@ -470,11 +479,7 @@ pub struct Externalized {
 /// model then loads as it is). Subgraphs and `Constant` nodes keep their tensors inline.
 pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Externalized> {
     let model_fields = fields(model)?;
-    let mut graphs = model_fields.iter().filter(|f| f.number == MODEL_GRAPH);
-    let graph_field = graphs.next()?;
-    if graphs.next().is_some() {
-        return None;
-    }
+    let graph_field = single_graph(&model_fields)?;
     let graph_fields = fields(bytes_of(graph_field)?)?;
     // Two initializers of one name, or a sparse initializer beside dense ones: which one ONNX
     // Runtime takes differs between inline and external weights (found by the blind cases).
@@ -482,12 +487,6 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
         return None;
     }
     let mut names = HashSet::new();
-    for f in graph_fields.iter().filter(|f| f.number == GRAPH_INITIALIZER) {
-        let name = last(&fields(bytes_of(f)?)?, TENSOR_NAME).and_then(bytes_of).unwrap_or_default();
-        if !names.insert(name) {
-            return None;
-        }
-    }
     let mut data = Vec::new();
     let mut tensors = 0;
     let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len() / 8);
@@ -497,6 +496,9 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
             continue;
         }
         let tensor = fields(bytes_of(&f)?)?;
+        if !names.insert(last(&tensor, TENSOR_NAME).and_then(bytes_of).unwrap_or_default()) {
+            return None;
+        }
         if tensor.iter().any(|t| {
             t.number == TENSOR_EXTERNAL_DATA
                 || (t.number == TENSOR_DATA_LOCATION && !matches!(t.value, Value::Varint(0)))
@@ -539,14 +541,7 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
     if tensors == 0 {
         return None;
     }
-    let mut bytes = Vec::with_capacity(graph.len() + 64);
-    for f in &model_fields {
-        if f.number == MODEL_GRAPH {
-            put_bytes(&mut bytes, MODEL_GRAPH, &graph);
-        } else {
-            bytes.extend_from_slice(f.raw);
-        }
-    }
+    let bytes = with_graph(&model_fields, &graph);
     Some(Externalized {
         model: bytes,
         data,
