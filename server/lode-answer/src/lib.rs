@@ -81,6 +81,8 @@ pub struct AskConfig {
     /// Why nothing may go to a remote model now (the egress rules could not be read, e.g. a
     /// config edited into something that does not parse): every question is answered locally.
     pub egress_blocked: Option<String>,
+    /// The team's shared tier, searched beside the user's notes.
+    pub shared: Option<std::sync::Arc<lode_retrieval::shared::SharedTier>>,
 }
 
 /// What the `fetch_url` tool needs from its host: fetch a page within the fetch limits and
@@ -129,6 +131,7 @@ impl Default for AskConfig {
             stale_days: 30.0,
             buffers: Default::default(),
             egress_blocked: None,
+            shared: None,
         }
     }
 }
@@ -279,8 +282,29 @@ pub fn gather(
     gather_noting(store, question, pinned, cfg, rules, models).map(|(items, _)| items)
 }
 
-/// [`gather`], and why the dense leg failed if it did (the context is then lexical): a caller
-/// that owns the vector table checks and mends it.
+/// What went without while gathering: the dense leg (the context is then lexical: a caller that
+/// owns the vector table checks and mends it) and the shared tier (the context is then the
+/// user's own notes).
+#[derive(Debug, Default, Clone)]
+pub struct Shortfalls {
+    pub dense_failed: Option<String>,
+    pub shared_failed: Option<String>,
+}
+
+impl Shortfalls {
+    /// Says in `answer` that the shared tier was not searched, when it was not.
+    pub fn tell(&self, answer: &mut Answer) {
+        if let Some(why) = &self.shared_failed {
+            let said = format!("The team's shared index could not be searched ({why}); this answer comes from your own notes only.");
+            answer.notice = Some(match answer.notice.take() {
+                Some(n) => format!("{n} {said}"),
+                None => said,
+            });
+        }
+    }
+}
+
+/// [`gather`], and what it had to go without.
 pub fn gather_noting(
     store: &Store,
     question: &str,
@@ -288,7 +312,7 @@ pub fn gather_noting(
     cfg: &AskConfig,
     rules: &EgressRules,
     models: Models<'_>,
-) -> Result<(Vec<ContextItem>, Option<String>), AskError> {
+) -> Result<(Vec<ContextItem>, Shortfalls), AskError> {
     let mut items: Vec<ContextItem> = Vec::new();
     let mut meta_cache: HashMap<i64, Option<String>> = HashMap::new();
     let mut withheld = |store: &Store, note_id: i64, path: &str| -> Result<Option<String>, AskError> {
@@ -335,7 +359,13 @@ pub fn gather_noting(
         (true, false) => Mode::Hybrid,
         (false, false) => Mode::Lexical,
     };
+    let (shared, shared_unreadable) = match cfg.shared.as_ref().map(|t| t.get()) {
+        Some(Ok(ix)) => (Some(ix), None),
+        Some(Err(why)) => (None, Some(why)),
+        None => (None, None),
+    };
     let rcfg = RetrievalConfig {
+        shared,
         limit: cfg.context_limit,
         search: SearchOptions { limit: cfg.context_limit, snippets: false, ..cfg.search.clone() },
         stale_days: cfg.stale_days,
@@ -346,12 +376,17 @@ pub fn gather_noting(
         lode_retrieval::RetrievalError::Cancelled => AskError::Cancelled,
         e => AskError::Retrieval(e),
     })?;
-    let dense_failed = retrieved.dense_failed;
+    let shortfalls = Shortfalls { dense_failed: retrieved.dense_failed, shared_failed: retrieved.shared_failed.or(shared_unreadable) };
     for h in retrieved.hits.into_iter().map(|r| r.hit) {
         if items.iter().any(|i| i.passage_id == h.passage_id) {
             continue;
         }
-        let w = withheld(store, h.note_id, &h.path)?;
+        // A shared passage: the member's rules on its path in the published vault and on its
+        // frontmatter (the publisher's rules kept what they withhold out of the tier).
+        let w = match &h.shared {
+            Some(o) => rules.withheld_because(&o.rel, &o.meta),
+            None => withheld(store, h.note_id, &h.path)?,
+        };
         items.push(ContextItem {
             passage_id: h.passage_id,
             note_id: h.note_id,
@@ -373,7 +408,7 @@ pub fn gather_noting(
             fetched_at: h.fetched_at,
         });
     }
-    Ok((items, dense_failed))
+    Ok((items, shortfalls))
 }
 
 /// The context block sent for an item: its parent block, cut to `window` bytes around the
@@ -552,8 +587,10 @@ pub fn ask_from(
     if is_cancelled(cfg) {
         return Err(AskError::Cancelled);
     }
-    let items = gather(store, question, pinned, cfg, rules, models)?;
-    answer_gathered(store, question, origin, cfg, rules, synth, items, scorer)
+    let (items, shortfalls) = gather_noting(store, question, pinned, cfg, rules, models)?;
+    let mut answer = answer_gathered(store, question, origin, cfg, rules, synth, items, scorer)?;
+    shortfalls.tell(&mut answer);
+    Ok(answer)
 }
 
 fn is_cancelled(cfg: &AskConfig) -> bool {

@@ -26,6 +26,8 @@ pub fn rrf(lists: &[(&[i64], f64)], k: f64) -> Vec<(i64, f64)> {
 pub enum Trust {
     Note,
     Annotation,
+    /// A note of the team's shared tier: below the user's own words, above web pages.
+    Shared,
     ExternalSnapshot,
     StaleSnapshot,
     InferredEdge,

@@ -3,6 +3,7 @@
 
 mod index;
 mod pipeline;
+pub mod shared;
 mod worker;
 
 use std::path::PathBuf;

@@ -71,6 +71,9 @@ pub struct RetrievalConfig {
     /// Once set, retrieval stops at the next stage boundary with [`RetrievalError::Cancelled`]
     /// (before the catch-up embedding, the rerank and the link graph).
     pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// The team's shared tier (`[shared] index`): searched beside the user's notes and fused
+    /// with them; a tier that cannot be reached leaves the user's own notes answering.
+    pub shared: Option<std::sync::Arc<crate::shared::SharedIndex>>,
 }
 
 impl Default for RetrievalConfig {
@@ -89,6 +92,7 @@ impl Default for RetrievalConfig {
             // eight (release build, two cores; docs/benchmarks.md).
             catch_up: 4,
             cancel: None,
+            shared: None,
         }
     }
 }
@@ -125,6 +129,9 @@ pub struct Retrieved {
     /// results are lexical; a caller that owns the table checks and mends it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dense_failed: Option<String>,
+    /// The shared tier could not be searched: why. The results are the user's own notes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_failed: Option<String>,
 }
 
 /// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
@@ -138,6 +145,7 @@ fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit> + Clone, stal
         let t = match (h.source, h.seen_at) {
             (lode_store::Source::Snapshot, Some(seen)) if (now - seen) as f64 > stale_days * 86_400_000.0 => Trust::StaleSnapshot,
             (lode_store::Source::Snapshot, _) => Trust::ExternalSnapshot,
+            (lode_store::Source::Shared, _) => Trust::Shared,
             (lode_store::Source::Note, _) if annotations.contains(&h.note_id) => Trust::Annotation,
             (lode_store::Source::Note, _) => Trust::Note,
         };
@@ -308,10 +316,12 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     }
     let mut dense_ids: Vec<i64> = Vec::new();
     let mut dense_read: HashMap<i64, Hit> = HashMap::new();
+    let mut query_vector: Option<Vec<f32>> = None;
     match dense.map(|joined| joined.and_then(|(e, r)| r.map(|d| (e, d)))) {
         Some(Ok((embedder, d))) => {
             out.stages.push(Stage { name: "embed_query", ms: d.embed_ms, note: None });
             out.stages.push(Stage { name: "dense", ms: d.search_ms, note: None });
+            query_vector = Some(d.query.clone());
             let mut near;
             (near, dense_read) = window_representatives(store, model_id.as_deref().unwrap_or_default(), &d.near, &lexical_hits, question)?;
             if cfg.catch_up > 0 && !lexical_hits.is_empty() {
@@ -338,10 +348,38 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         None => {}
     }
 
+    // The shared tier's two legs, with the question vector of the model it was embedded with.
+    let (mut shared_lex, mut shared_dense): (Vec<Hit>, Vec<Hit>) = (Vec::new(), Vec::new());
+    if let Some(sh) = &cfg.shared {
+        let q = query_vector.as_deref().filter(|q| sh.dense_with(model_id.as_deref().unwrap_or_default(), q.len()));
+        match sh.search(question, k, if want_dense { q } else { None }) {
+            Ok(found) => {
+                out.stages.push(Stage {
+                    name: "shared",
+                    ms: found.ms,
+                    note: Some(format!("{} lexical, {} dense from {}", found.lexical.len(), found.dense.len(), sh.config().uri)),
+                });
+                (shared_lex, shared_dense) = (found.lexical, found.dense);
+            }
+            Err(e) => {
+                out.warnings.push(format!("the shared index could not be searched ({e}): answered from your own notes only"));
+                out.shared_failed = Some(e.to_string());
+            }
+        }
+    }
+    if cancelled() {
+        return Err(RetrievalError::Cancelled);
+    }
+
     // Fusion over passage ids (the same unit on both legs).
     let t = Instant::now();
     let lex_ids: Vec<i64> = lexical_hits.iter().map(|h| h.passage_id).collect();
     let mut by_id: HashMap<i64, Hit> = lexical_hits.into_iter().map(|h| (h.passage_id, h)).collect();
+    let shared_lex_ids: Vec<i64> = shared_lex.iter().map(|h| h.passage_id).collect();
+    let shared_dense_ids: Vec<i64> = shared_dense.iter().map(|h| h.passage_id).collect();
+    for h in shared_lex.into_iter().chain(shared_dense) {
+        by_id.entry(h.passage_id).or_insert(h);
+    }
     for id in &dense_ids {
         if let Some(h) = dense_read.remove(id) {
             by_id.entry(*id).or_insert(h);
@@ -353,16 +391,25 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     }
     // Vectors of passages that left the index since (the worker has not caught up) are skipped.
     dense_ids.retain(|id| by_id.contains_key(id));
-    let fused: Vec<(i64, f64)> = if dense_ids.is_empty() {
+    let fused: Vec<(i64, f64)> = if dense_ids.is_empty() && shared_lex_ids.is_empty() && shared_dense_ids.is_empty() {
         lex_ids.iter().map(|&id| (id, by_id[&id].score)).collect()
-    } else if lex_ids.is_empty() {
-        rrf(&[(&dense_ids, cfg.dense_weight)], cfg.rrf_k)
     } else {
-        rrf(&[(&lex_ids, cfg.lexical_weight), (&dense_ids, cfg.dense_weight)], cfg.rrf_k)
+        // BM25 scores of two indexes are not comparable: the tiers meet by rank.
+        let lists: Vec<(&[i64], f64)> = [
+            (&lex_ids[..], cfg.lexical_weight),
+            (&dense_ids[..], cfg.dense_weight),
+            (&shared_lex_ids[..], cfg.lexical_weight),
+            (&shared_dense_ids[..], cfg.dense_weight),
+        ]
+        .into_iter()
+        .filter(|(l, _)| !l.is_empty())
+        .collect();
+        rrf(&lists, cfg.rrf_k)
     };
     out.stages.push(Stage { name: "fusion", ms: t.elapsed().as_secs_f64() * 1000.0, note: None });
-    let lex_rank: HashMap<i64, usize> = lex_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
-    let dense_rank: HashMap<i64, usize> = dense_ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect();
+    let rank = |ids: &[i64]| ids.iter().enumerate().map(|(i, &id)| (id, i + 1)).collect::<Vec<_>>();
+    let lex_rank: HashMap<i64, usize> = rank(&lex_ids).into_iter().chain(rank(&shared_lex_ids)).collect();
+    let dense_rank: HashMap<i64, usize> = rank(&dense_ids).into_iter().chain(rank(&shared_dense_ids)).collect();
     let trust = trust_of(store, by_id.values(), cfg.stale_days)?;
     let mut ranked: Vec<RetrievedHit> = fused
         .iter()
@@ -479,6 +526,20 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         let tier = if all_words(h) { Trust::Note } else { h.trust };
         (h.origin, tier, -(position[&h.hit.passage_id] as f64))
     });
+    // Shared passages are read from here on like the user's own versions: their bodies are
+    // kept beside the store (checked against their ids). One that cannot be fetched is left out.
+    if let Some(sh) = &cfg.shared {
+        let ids: Vec<String> = hits.iter().filter(|h| h.hit.source == lode_store::Source::Shared).map(|h| h.hit.version_id.clone()).collect();
+        if !ids.is_empty() {
+            let t = Instant::now();
+            if let Err(e) = sh.keep_bodies(store, &ids) {
+                out.warnings.push(format!("the shared index's text could not be read ({e}): its passages were left out"));
+                out.shared_failed = Some(e.to_string());
+                hits.retain(|h| h.hit.source != lode_store::Source::Shared);
+            }
+            out.stages.push(Stage { name: "shared_bodies", ms: t.elapsed().as_secs_f64() * 1000.0, note: None });
+        }
+    }
     out.hits = hits;
     Ok(out)
 }

@@ -23,7 +23,7 @@ pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
 pub use migrate::SCHEMA_VERSION;
 pub use prechunk::{Prechunked, MAX_BYTES as PRECHUNK_MAX_BYTES};
-pub use search::{Hit, MatchMode, SearchOptions, SearchResult, Source};
+pub use search::{Hit, MatchMode, SearchOptions, SearchResult, SharedOrigin, Source};
 pub use store::{log_frames, now_ms, DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
 
 /// Hex SHA-256 of a note's bytes: its version id.

@@ -90,6 +90,18 @@ pub struct Hit {
     /// When a fetch last confirmed it (unix ms): its age counts from here.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seen_at: Option<i64>,
+    /// A passage of the team's shared tier: where it is in the published vault.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared: Option<SharedOrigin>,
+}
+
+/// Where a shared passage comes from: its note's path in the published vault and the note's
+/// frontmatter (the member's egress rules judge both).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct SharedOrigin {
+    pub rel: String,
+    #[serde(skip)]
+    pub meta: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Where a passage comes from.
@@ -99,6 +111,8 @@ pub enum Source {
     #[default]
     Note,
     Snapshot,
+    /// A note of the team's shared tier (`[shared] index`): `path` is its address there.
+    Shared,
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -430,5 +444,6 @@ pub(crate) fn hit_from_row(r: &rusqlite::Row<'_>, mode: MatchMode) -> rusqlite::
         url: None,
         fetched_at: None,
         seen_at: None,
+        shared: None,
     })
 }

@@ -20,6 +20,36 @@ pub struct Config {
     pub models: ModelsSection,
     pub externals: ExternalsSection,
     pub gate: GateSection,
+    /// The team's shared tier, searched beside this vault (`lode publish` makes one).
+    pub shared: Option<SharedSection>,
+}
+
+/// `[shared] index = "s3://bucket/prefix"` (or a folder): a vault published with `lode
+/// publish`, searched in place and read-only. Credentials never go here: they come from the
+/// environment, `~/.aws/credentials` or the instance's role.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedSection {
+    pub index: String,
+    /// Object-store options that are not secrets: `endpoint`, `region`, `allow_http`, ...
+    #[serde(default)]
+    pub options: std::collections::HashMap<String, String>,
+    /// Longest a question waits for the shared tier before answering from this vault alone.
+    #[serde(default = "default_shared_timeout")]
+    pub timeout_secs: f64,
+}
+
+fn default_shared_timeout() -> f64 {
+    10.0
+}
+
+impl SharedSection {
+    pub fn config(&self) -> lode_retrieval::shared::SharedConfig {
+        let mut c = lode_retrieval::shared::SharedConfig::new(&self.index);
+        c.options = self.options.clone();
+        c.timeout = std::time::Duration::from_secs_f64(self.timeout_secs.clamp(0.5, 600.0));
+        c
+    }
 }
 
 /// Your own words that mark parts of a note as not asserting what they say, added to the
@@ -252,6 +282,7 @@ impl Default for Config {
             models: ModelsSection::default(),
             externals: ExternalsSection::default(),
             gate: GateSection::default(),
+            shared: None,
         }
     }
 }
@@ -314,6 +345,7 @@ impl Config {
         a.gate.words = self.gate.words();
         a.extract.max_claims = self.answer.max_claims;
         a.stale_days = self.externals.stale_days;
+        a.shared = self.shared.as_ref().map(|s| std::sync::Arc::new(lode_retrieval::shared::SharedTier::new(s.config())));
         a
     }
 

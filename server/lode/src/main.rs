@@ -44,6 +44,8 @@ enum Command {
     Serve(cmd::serve::ServeArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
+    /// Publish the vault as the team's shared tier (s3://bucket/prefix, or a folder)
+    Publish(cmd::publish::PublishArgs),
     /// Install ONNX Runtime and the default model for this user (~/.local/share/lode)
     Setup(cmd::setup::SetupArgs),
     /// Mirror the web pages notes link to, list them and their age, show one
@@ -66,6 +68,7 @@ fn main() -> ExitCode {
         Command::Index(a) => cmd::index::run(a),
         Command::Search(a) => cmd::search::run(a),
         Command::Stats(a) => cmd::stats::run(a),
+        Command::Publish(a) => cmd::publish::run(a),
         Command::Setup(a) => cmd::setup::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
         Command::Externals(c) => cmd::externals::run(c),

@@ -41,6 +41,8 @@ pub(crate) fn gate_and_ladder(
     for f in &fetched {
         path_of.insert(f.version_id.as_str(), (f.url.as_str(), f.note_id, Some(f.fetched_at)));
     }
+    let shared: std::collections::HashSet<&str> =
+        items.iter().filter(|i| i.source == lode_store::Source::Shared).map(|i| i.version_id.as_str()).collect();
     let mut answer = Answer {
         question: question.to_owned(),
         synthesizer,
@@ -55,10 +57,17 @@ pub(crate) fn gate_and_ladder(
     let cite = |s: &gate::LocatedSpan, range: std::ops::Range<usize>| {
         let (path, note_id, fetched_at) = path_of.get(s.version_id.as_str()).copied().unwrap_or(("", 0, None));
         let body = bodies.get(&s.version_id).map(String::as_str).unwrap_or("");
-        let snapshot = path.contains("://");
+        let is_shared = shared.contains(s.version_id.as_str());
+        let snapshot = path.contains("://") && !is_shared;
         Citation {
             path: path.to_owned(),
-            kind: if snapshot { lode_store::Source::Snapshot } else { lode_store::Source::Note },
+            kind: if is_shared {
+                lode_store::Source::Shared
+            } else if snapshot {
+                lode_store::Source::Snapshot
+            } else {
+                lode_store::Source::Note
+            },
             url: snapshot.then(|| path.to_owned()),
             fetched_at: if snapshot { fetched_at } else { None },
             note_id,

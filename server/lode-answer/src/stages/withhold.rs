@@ -80,12 +80,19 @@ pub(crate) fn withhold<'s>(
             if !fresh.contains_key(&key) {
                 // A body that cannot be read is no body to send: withheld.
                 let w = match bodies.get(&it.version_id) {
+                    // A shared note has no file here: its marks are in the bytes to be sent.
+                    Some(b) if it.source == lode_store::Source::Shared => {
+                        let prefix = cfg.shared.as_ref().map(|t| t.config().address(""));
+                        let rel = prefix.as_deref().and_then(|p| it.path.strip_prefix(p)).unwrap_or(&it.path);
+                        live.rules().note_withheld(rel, b)
+                    }
                     Some(b) => live.withheld(&it.path, Some(b), true),
                     None => Some("its stored text could not be read; withheld to be safe".to_owned()),
                 };
+                let shared = it.source == lode_store::Source::Shared;
                 // A page reached only through links in notes that may not leave the machine:
                 // its URL (and text) would carry those notes' words out.
-                let w = w.or_else(|| if it.path.contains("://") { linked_only_from_withheld(store, &mut live, &it.path) } else { None });
+                let w = w.or_else(|| if it.path.contains("://") && !shared { linked_only_from_withheld(store, &mut live, &it.path) } else { None });
                 fresh.insert(key.clone(), w);
             }
             it.withheld = fresh[&key].clone();

@@ -162,7 +162,7 @@ impl Backend {
                     None
                 }
             });
-            let (items, dense_failed) = {
+            let (items, dense_failed, shortfalls) = {
                 let mut dense = st.dense.try_lock();
                 // An embedder released for idleness is loaded again here; one that cannot be
                 // leaves this answer lexical, and says why.
@@ -178,8 +178,8 @@ impl Backend {
                     None => lode_retrieval::Models::default(),
                 };
                 models.reranker = reranker.as_deref_mut();
-                let (items, failed) = lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
-                (items, failed.or(reload_failed))
+                let (items, shortfalls) = lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
+                (items, shortfalls.dense_failed.clone().or(reload_failed), shortfalls)
             };
             drop(reranker);
             // The entailment model is taken only if a claim reaches the gate's third step.
@@ -207,6 +207,7 @@ impl Backend {
             )
             .map_err(|e| e.to_string())?;
             drop(scorer);
+            shortfalls.tell(&mut answer);
             let lexical_because = unusable.or(dense_failed.map(|e| format!("dense retrieval failed ({e})")));
             if let Some(why) = lexical_because {
                 let said = format!("{why}; this answer comes from lexical search only.");

@@ -125,11 +125,12 @@ impl Backend {
             String::new()
         };
         let readers = state.readers.clone();
+        let shared = state.settings.ask.shared.clone();
         crate::isolation::fault("hover-async");
         let md = blocking(move || {
             let store = readers.get()?;
             crate::isolation::fault("hover");
-            let c = match full_id(&store, &c)? {
+            let c = match full_id(&store, &c, shared.as_deref())? {
                 Ok(c) => c,
                 Err(why) => return Ok(format!("**lode citation** — {why}")),
             };
@@ -178,9 +179,10 @@ impl Backend {
         let readers = state.readers.clone();
         let root = state.root.clone();
         let docs = self.docs.clone();
+        let shared = state.settings.ask.shared.clone();
         let loc = blocking(move || {
             let store = readers.get()?;
-            let c = full_id(&store, &c)??;
+            let c = full_id(&store, &c, shared.as_deref())??;
             let Some(body) = store.version_body(&c.version_id).map_err(|e| e.to_string())? else {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
@@ -244,9 +246,26 @@ fn materialize(store: &Store, version_id: &str, body: &[u8]) -> std::result::Res
 /// The citation with the full id of the version it names: lode writes the first 12 hex digits
 /// (more where two versions share them; a full id is read as well). `Ok(Err(why))` when the
 /// prefix names no version of this vault, or several.
-pub(super) fn full_id(store: &Store, c: &lode_core::citation::CitationLink) -> std::result::Result<std::result::Result<lode_core::citation::CitationLink, String>, String> {
+/// A version this vault never had may be the team's: with `shared`, it is looked up there and
+/// its bytes kept beside the store (checked against the id).
+pub(super) fn full_id(
+    store: &Store,
+    c: &lode_core::citation::CitationLink,
+    shared: Option<&lode_retrieval::shared::SharedTier>,
+) -> std::result::Result<std::result::Result<lode_core::citation::CitationLink, String>, String> {
     let written = c.version_id.to_ascii_lowercase();
     let found = store.versions_with_prefix(&written, 2).map_err(|e| e.to_string())?;
+    if let (true, Some(tier)) = (found.is_empty(), shared) {
+        let from_tier = tier.get().and_then(|ix| ix.version_body(&written).map_err(|e| e.detail));
+        match from_tier {
+            Ok(Some((vid, body))) => {
+                store.cache_shared_body(&vid, &body)?;
+                return Ok(Ok(lode_core::citation::CitationLink { version_id: vid, ..c.clone() }));
+            }
+            Ok(None) => return Ok(Err(format!("cited version {written} is neither in this vault's history nor in the shared index"))),
+            Err(why) => return Ok(Err(format!("cited version {written} is not in this vault's history, and the shared index could not be read ({why})"))),
+        }
+    }
     Ok(match found.as_slice() {
         [one] => Ok(lode_core::citation::CitationLink { version_id: one.clone(), ..c.clone() }),
         [] => Err(format!("cited version {written} is not in this vault's history")),
@@ -283,7 +302,7 @@ fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies
             ..Default::default()
         })
     };
-    let c = &match full_id(store, c)? {
+    let c = &match full_id(store, c, None)? {
         Ok(c) => c,
         Err(why) => return Ok(unknown(why)),
     };

@@ -203,7 +203,58 @@ impl Store {
             return Ok(Vec::new());
         }
         // Ids are lowercase hex: every id with the prefix sorts in [p, p + "g").
-        self.rows("SELECT id FROM versions WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT ?2", rusqlite::params![p, limit as i64], |r| r.get(0))
+        let mut ids: Vec<String> =
+            self.rows("SELECT id FROM versions WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT ?2", rusqlite::params![p, limit as i64], |r| r.get(0))?;
+        // Versions of the shared tier cited before (kept beside the database, not in it).
+        if let Some(dir) = self.shared_cache_dir() {
+            if let Ok(entries) = std::fs::read_dir(dir) {
+                for e in entries.flatten() {
+                    let name = e.file_name().to_string_lossy().into_owned();
+                    if name.len() == 64 && name.starts_with(&p) && name.bytes().all(|b| b.is_ascii_hexdigit()) && !ids.contains(&name) {
+                        ids.push(name);
+                    }
+                }
+            }
+            ids.sort();
+            ids.truncate(limit);
+        }
+        Ok(ids)
+    }
+
+    /// Where the bytes of shared-tier versions that answers cited are kept:
+    /// `<database folder>/shared-versions/<id>`. Files, not rows, so a reader can keep them
+    /// without going through the writer; content-addressed, so each is checked on every read.
+    pub fn shared_cache_dir(&self) -> Option<std::path::PathBuf> {
+        let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty())?;
+        Some(dir.join("shared-versions"))
+    }
+
+    /// Keeps `body` as the shared version `id`, if it is the SHA-256 of `body` (anything else is
+    /// refused: a citation must never resolve to other bytes than it pinned). Written whole.
+    pub fn cache_shared_body(&self, id: &str, body: &[u8]) -> Result<(), String> {
+        if crate::version_id(body) != id {
+            return Err(format!("the shared tier's bytes for version {} do not hash to that id", &id[..id.len().min(12)]));
+        }
+        let dir = self.shared_cache_dir().ok_or("this store has no folder for shared versions")?;
+        let file = dir.join(id);
+        if file.exists() {
+            return Ok(());
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
+        std::fs::write(&tmp, body).and_then(|_| std::fs::rename(&tmp, &file)).map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("keeping a shared version in {}: {e}", dir.display())
+        })
+    }
+
+    fn shared_body(&self, version_id: &str) -> Option<Vec<u8>> {
+        if version_id.len() != 64 || !version_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let body = std::fs::read(self.shared_cache_dir()?.join(version_id)).ok()?;
+        // A damaged file is no version.
+        (crate::version_id(&body) == version_id).then_some(body)
     }
 
     /// The id to write in a citation: the first [`SHORT_ID`] hex digits, longer (4 at a time)
@@ -218,10 +269,12 @@ impl Store {
 
     /// The stored bytes of a version.
     pub fn version_body(&self, version_id: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        self.conn
+        let row = self
+            .conn
             .query_row("SELECT body FROM versions WHERE id = ?1", [version_id], |r| r.get(0))
             .optional()
-            .map_err(|e| self.err(e))
+            .map_err(|e| self.err(e))?;
+        Ok(row.or_else(|| self.shared_body(version_id)))
     }
 
     /// Version ids of a note, oldest first.

@@ -11,6 +11,7 @@ pub mod eval;
 pub mod externals;
 pub mod gate;
 pub mod index;
+pub mod publish;
 pub mod search;
 pub mod serve;
 pub mod setup;

@@ -1,0 +1,739 @@
+//! The team tier: a vault published as Lance tables to object storage (`s3://`) or a folder,
+//! searched in place, read-only, by every member whose config names it (`[shared] index`).
+//!
+//! Three tables: `lode_passages` (one row per passage of each note's head version, with its
+//! text, byte ranges, heading path, the note's frontmatter and, when the publisher embedded
+//! them, its vector; LanceDB's own full-text index over `text`), `lode_versions` (the bytes of
+//! every version ever published, by content hash, never deleted: a citation keeps verifying
+//! after the team's docs changed) and `lode_publishes` (one row per complete publish, naming
+//! the table versions it made).
+//!
+//! Invariant: **readers never see half a publish.** A publish changes the two data tables in
+//! several commits, then appends its row to `lode_publishes` in one; a reader checks out the
+//! table versions the newest row names, never the tables' latest versions. A publish that dies
+//! half-way leaves commits no row names: the next publish restores the tables to the last
+//! recorded versions before it changes anything.
+
+pub mod s3;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use arrow_array::types::Float32Type;
+use arrow_array::{Array, BinaryArray, FixedSizeListArray, Float32Array, Int64Array, RecordBatch, StringArray, UInt64Array};
+use arrow_schema::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use lancedb::index::scalar::{FtsIndexBuilder, FullTextSearchQuery};
+use lancedb::index::Index;
+use lancedb::query::{ExecutableQuery, QueryBase, Select};
+use lancedb::{DistanceType, Table};
+use lode_store::{Hit, MatchMode, SharedOrigin, Source, Store};
+
+pub const PASSAGES: &str = "lode_passages";
+pub const VERSIONS: &str = "lode_versions";
+pub const PUBLISHES: &str = "lode_publishes";
+
+/// Budget of each LanceDB cache (index, metadata) for the shared tier, in bytes.
+const CACHE_BYTES: usize = 32 << 20;
+
+/// Where the shared tier is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct SharedConfig {
+    /// `s3://bucket/prefix`, or a folder.
+    pub uri: String,
+    /// Non-secret object-store options: `endpoint`, `region`, `allow_http`, ...
+    pub options: HashMap<String, String>,
+    /// Longest a question waits for the shared tier before answering without it.
+    pub timeout: Duration,
+}
+
+impl SharedConfig {
+    pub fn new(uri: &str) -> SharedConfig {
+        SharedConfig { uri: normalize_uri(uri), options: HashMap::new(), timeout: Duration::from_secs(10) }
+    }
+
+    /// How shared passages are addressed in answers: the tier's URI, then the note's path.
+    pub fn address(&self, rel: &str) -> String {
+        format!("{}/{rel}", self.uri.trim_end_matches('/'))
+    }
+}
+
+/// A folder becomes a `file://` URI (absolute), so a shared passage's address never looks like
+/// a path inside the member's own vault; object-store URIs stay as written.
+pub fn normalize_uri(uri: &str) -> String {
+    if uri.contains("://") {
+        return uri.trim_end_matches('/').to_owned();
+    }
+    let p = std::path::Path::new(uri);
+    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()) };
+    format!("file://{}", abs.to_string_lossy().trim_end_matches('/'))
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("shared index {uri}: {detail}")]
+pub struct SharedError {
+    pub uri: String,
+    pub detail: String,
+}
+
+/// What an object-store or LanceDB error means to the person reading it, in one line: the
+/// libraries' errors nest a dozen layers (retry state, source locations, request URLs).
+pub fn brief(detail: &str) -> String {
+    let has = |s: &str| detail.contains(s);
+    if let Some(at) = detail.find("ConnectError(") {
+        let rest = &detail[at..];
+        let addr = rest.split(", ").nth(1).unwrap_or("").trim_matches('"');
+        let why = rest.split("message: \"").nth(1).and_then(|m| m.split('"').next()).unwrap_or("cannot connect");
+        return format!("cannot connect to {addr}: {}", why.to_lowercase());
+    }
+    if has("NoSuchBucket") {
+        return "the bucket does not exist".into();
+    }
+    if has("InvalidAccessKeyId") || has("SignatureDoesNotMatch") || has("AccessDenied") || has("status: 403") || has("Forbidden") {
+        return "access denied: check the credentials (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE)".into();
+    }
+    if has("timed out") || has("TimedOut") || has("operation timed out") {
+        return "the object store did not answer in time".into();
+    }
+    if has("builder error") || has("URL scheme is not allowed") || has("HTTP is not allowed") || has("http scheme is not allowed") {
+        return "plain http is refused: set allow_http = \"true\" in [shared] options for a local test server".into();
+    }
+    let one_line: String = detail.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(240) {
+        Some((i, _)) => format!("{}…", &one_line[..i]),
+        None => one_line,
+    }
+}
+
+/// One complete publish, as recorded in `lode_publishes`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Publish {
+    pub seq: i64,
+    pub passages_version: u64,
+    pub versions_version: u64,
+    /// The model that embedded the passages (empty: no vectors), and its dimensions.
+    pub embedder: String,
+    pub dims: i64,
+    pub notes: i64,
+    pub passages: i64,
+    pub published_at: i64,
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("lode-shared").enable_all().build().map_err(|e| e.to_string())
+}
+
+async fn connect(cfg: &SharedConfig) -> lancedb::Result<lancedb::Connection> {
+    let registry = Arc::new(lancedb::ObjectStoreRegistry::default());
+    registry.insert("s3", Arc::new(s3::S3Provider));
+    let session = Arc::new(lancedb::Session::new(CACHE_BYTES, CACHE_BYTES, registry));
+    let uri = cfg.uri.strip_prefix("file://").unwrap_or(&cfg.uri);
+    lancedb::connect(uri).session(session).storage_options(cfg.options.clone()).execute().await
+}
+
+fn publishes_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("seq", DataType::Int64, false),
+        Field::new("passages_version", DataType::UInt64, false),
+        Field::new("versions_version", DataType::UInt64, false),
+        Field::new("embedder", DataType::Utf8, false),
+        Field::new("dims", DataType::Int64, false),
+        Field::new("notes", DataType::Int64, false),
+        Field::new("passages", DataType::Int64, false),
+        Field::new("published_at", DataType::Int64, false),
+    ]))
+}
+
+fn versions_schema() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Utf8, false),
+        Field::new("path", DataType::Utf8, false),
+        Field::new("body", DataType::Binary, false),
+        Field::new("published_at", DataType::Int64, false),
+    ]))
+}
+
+fn passages_schema(dims: Option<usize>) -> Arc<Schema> {
+    let mut f = vec![
+        Field::new("path", DataType::Utf8, false),
+        Field::new("title", DataType::Utf8, false),
+        Field::new("version_id", DataType::Utf8, false),
+        Field::new("start", DataType::Int64, false),
+        Field::new("end", DataType::Int64, false),
+        Field::new("line", DataType::Int64, false),
+        Field::new("kind", DataType::Utf8, false),
+        Field::new("heading", DataType::Utf8, false),
+        Field::new("text", DataType::Utf8, false),
+        Field::new("parent_start", DataType::Int64, false),
+        Field::new("parent_end", DataType::Int64, false),
+        // The note's frontmatter (JSON): the member's egress rules read it.
+        Field::new("meta", DataType::Utf8, false),
+    ];
+    if let Some(d) = dims {
+        f.push(Field::new("vector", DataType::FixedSizeList(Arc::new(Field::new("item", DataType::Float32, true)), d as i32), false));
+    }
+    Arc::new(Schema::new(f))
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
+    b.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<T>()).ok_or_else(|| format!("column {name} is missing or of another type"))
+}
+
+async fn read_publishes(db: &lancedb::Connection) -> lancedb::Result<Vec<Publish>> {
+    let names = db.table_names().execute().await?;
+    if !names.iter().any(|n| n == PUBLISHES) {
+        return Ok(Vec::new());
+    }
+    let t = db.open_table(PUBLISHES).execute().await?;
+    let batches: Vec<RecordBatch> = t.query().execute().await?.try_collect().await?;
+    let mut out = Vec::new();
+    for b in &batches {
+        let get = || -> Result<Vec<Publish>, String> {
+            let (seq, pv, vv, emb, dims, notes, passages, at) = (
+                col::<Int64Array>(b, "seq")?,
+                col::<UInt64Array>(b, "passages_version")?,
+                col::<UInt64Array>(b, "versions_version")?,
+                col::<StringArray>(b, "embedder")?,
+                col::<Int64Array>(b, "dims")?,
+                col::<Int64Array>(b, "notes")?,
+                col::<Int64Array>(b, "passages")?,
+                col::<Int64Array>(b, "published_at")?,
+            );
+            Ok((0..b.num_rows())
+                .map(|i| Publish {
+                    seq: seq.value(i),
+                    passages_version: pv.value(i),
+                    versions_version: vv.value(i),
+                    embedder: emb.value(i).to_owned(),
+                    dims: dims.value(i),
+                    notes: notes.value(i),
+                    passages: passages.value(i),
+                    published_at: at.value(i),
+                })
+                .collect())
+        };
+        out.extend(get().map_err(|m| lancedb::Error::Runtime { message: format!("{PUBLISHES}: {m}") })?);
+    }
+    out.sort_by_key(|p| p.seq);
+    Ok(out)
+}
+
+/// The shared tier as a config names it: opened on first use, opened again (to see newer
+/// publishes) when the handle is older than [`REFRESH`], and, after a failure, not tried again
+/// for [`RETRY_AFTER`] (a question meanwhile is answered without it at once).
+pub struct SharedTier {
+    cfg: SharedConfig,
+    state: std::sync::Mutex<TierState>,
+}
+
+#[derive(Default)]
+struct TierState {
+    open: Option<(Arc<SharedIndex>, Instant)>,
+    failed: Option<(String, Instant)>,
+}
+
+pub const REFRESH: Duration = Duration::from_secs(30);
+pub const RETRY_AFTER: Duration = Duration::from_secs(15);
+
+impl std::fmt::Debug for SharedTier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedTier").field("uri", &self.cfg.uri).finish()
+    }
+}
+
+impl SharedTier {
+    pub fn new(cfg: SharedConfig) -> SharedTier {
+        SharedTier { cfg, state: Default::default() }
+    }
+
+    pub fn config(&self) -> &SharedConfig {
+        &self.cfg
+    }
+
+    /// The tier at its newest complete publish, or why it cannot be read now.
+    pub fn get(&self) -> Result<Arc<SharedIndex>, String> {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((ix, at)) = &st.open {
+            if at.elapsed() < REFRESH {
+                return Ok(ix.clone());
+            }
+        }
+        if let Some((why, at)) = &st.failed {
+            if at.elapsed() < RETRY_AFTER {
+                return Err(why.clone());
+            }
+        }
+        match SharedIndex::open(&self.cfg) {
+            Ok(ix) => {
+                let ix = Arc::new(ix);
+                st.open = Some((ix.clone(), Instant::now()));
+                st.failed = None;
+                Ok(ix)
+            }
+            Err(e) => {
+                st.open = None;
+                st.failed = Some((e.detail.clone(), Instant::now()));
+                Err(e.detail)
+            }
+        }
+    }
+}
+
+/// The shared tier opened for reading at its newest complete publish.
+pub struct SharedIndex {
+    rt: Option<tokio::runtime::Runtime>,
+    cfg: SharedConfig,
+    passages: Table,
+    versions: Table,
+    publish: Publish,
+}
+
+impl Drop for SharedIndex {
+    fn drop(&mut self) {
+        // Dropped wherever its last user is, an async task included: never block there.
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl std::fmt::Debug for SharedIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SharedIndex").field("uri", &self.cfg.uri).field("publish", &self.publish).finish()
+    }
+}
+
+/// What a question found in the shared tier: each leg's hits, best first. Both legs give one
+/// passage the same `passage_id` (negative: never a local passage's).
+#[derive(Debug, Default)]
+pub struct SharedFound {
+    pub lexical: Vec<Hit>,
+    pub dense: Vec<Hit>,
+    pub ms: f64,
+}
+
+impl SharedIndex {
+    /// Opens the tier at its newest complete publish. Fails when nothing was published there.
+    pub fn open(cfg: &SharedConfig) -> Result<SharedIndex, SharedError> {
+        let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
+        let rt = runtime().map_err(err)?;
+        let opened = rt.block_on(async {
+            tokio::time::timeout(cfg.timeout, async {
+                let db = connect(cfg).await?;
+                let Some(publish) = read_publishes(&db).await?.pop() else {
+                    return Ok(None);
+                };
+                let passages = db.open_table(PASSAGES).execute().await?;
+                passages.checkout(publish.passages_version).await?;
+                let versions = db.open_table(VERSIONS).execute().await?;
+                versions.checkout(publish.versions_version).await?;
+                Ok::<_, lancedb::Error>(Some((passages, versions, publish)))
+            })
+            .await
+        });
+        match opened {
+            Err(_) => Err(err(format!("did not answer within {} s", cfg.timeout.as_secs()))),
+            Ok(Err(e)) => Err(err(brief(&e.to_string()))),
+            Ok(Ok(None)) => Err(err("nothing has been published there yet (`lode publish --to` makes it)".into())),
+            Ok(Ok(Some((passages, versions, publish)))) => Ok(SharedIndex { rt: Some(rt), cfg: cfg.clone(), passages, versions, publish }),
+        }
+    }
+
+    pub fn config(&self) -> &SharedConfig {
+        &self.cfg
+    }
+
+    pub fn publish(&self) -> &Publish {
+        &self.publish
+    }
+
+    fn bounded<T>(&self, what: &str, op: impl std::future::Future<Output = Result<T, lancedb::Error>>) -> Result<T, SharedError> {
+        let rt = self.rt.as_ref().expect("the runtime lives as long as the index");
+        match rt.block_on(async { tokio::time::timeout(self.cfg.timeout, op).await }) {
+            Ok(r) => r.map_err(|e| self.err(format!("{what}: {}", brief(&e.to_string())))),
+            Err(_) => Err(self.err(format!("{what} did not finish within {} s", self.cfg.timeout.as_secs()))),
+        }
+    }
+
+    fn err(&self, detail: String) -> SharedError {
+        SharedError { uri: self.cfg.uri.clone(), detail }
+    }
+
+    /// Whether the dense leg can run with this model's question vectors.
+    pub fn dense_with(&self, model: &str, dims: usize) -> bool {
+        !self.publish.embedder.is_empty() && self.publish.embedder == model && self.publish.dims == dims as i64
+    }
+
+    /// Both legs over the shared tier: full text, and nearest vectors when `query` is a vector
+    /// of the model the tier was embedded with. One passage found by both legs has one id.
+    pub fn search(&self, question: &str, k: usize, query: Option<&[f32]>) -> Result<SharedFound, SharedError> {
+        let t = Instant::now();
+        let cols: Vec<String> =
+            ["path", "title", "version_id", "start", "end", "line", "kind", "heading", "text", "parent_start", "parent_end", "meta"].map(String::from).to_vec();
+        let words: String = lode_core::query::terms(question).join(" ");
+        let (lexical, dense) = self.bounded("a search", async {
+            let lexical = async {
+                if words.trim().is_empty() {
+                    return Ok(Vec::new());
+                }
+                let q = FullTextSearchQuery::new(words.clone()).with_column("text".into())?;
+                self.passages.query().full_text_search(q).select(Select::columns(&cols)).limit(k).execute().await?.try_collect::<Vec<RecordBatch>>().await
+            };
+            let dense = async {
+                match query {
+                    Some(v) => {
+                        let q = self.passages.query().nearest_to(v)?.distance_type(DistanceType::Cosine).select(Select::columns(&cols)).limit(k);
+                        q.execute().await?.try_collect::<Vec<RecordBatch>>().await
+                    }
+                    None => Ok(Vec::new()),
+                }
+            };
+            futures::try_join!(lexical, dense)
+        })?;
+        let mut ids: HashMap<(String, i64, i64), i64> = HashMap::new();
+        let mut notes: HashMap<String, i64> = HashMap::new();
+        let lexical = self.hits(&lexical, "_score", &mut ids, &mut notes).map_err(|e| self.err(e))?;
+        let dense = self.hits(&dense, "_distance", &mut ids, &mut notes).map_err(|e| self.err(e))?;
+        Ok(SharedFound { lexical, dense, ms: t.elapsed().as_secs_f64() * 1000.0 })
+    }
+
+    fn hits(&self, batches: &[RecordBatch], score: &str, ids: &mut HashMap<(String, i64, i64), i64>, notes: &mut HashMap<String, i64>) -> Result<Vec<Hit>, String> {
+        let mut out = Vec::new();
+        for b in batches {
+            let (path, title, vid, start, end, line, kind, heading, text, ps, pe, meta) = (
+                col::<StringArray>(b, "path")?,
+                col::<StringArray>(b, "title")?,
+                col::<StringArray>(b, "version_id")?,
+                col::<Int64Array>(b, "start")?,
+                col::<Int64Array>(b, "end")?,
+                col::<Int64Array>(b, "line")?,
+                col::<StringArray>(b, "kind")?,
+                col::<StringArray>(b, "heading")?,
+                col::<StringArray>(b, "text")?,
+                col::<Int64Array>(b, "parent_start")?,
+                col::<Int64Array>(b, "parent_end")?,
+                col::<StringArray>(b, "meta")?,
+            );
+            let scores = col::<Float32Array>(b, score)?;
+            for i in 0..b.num_rows() {
+                let next = -(ids.len() as i64) - 1;
+                let id = *ids.entry((vid.value(i).to_owned(), start.value(i), end.value(i))).or_insert(next);
+                let next_note = -(notes.len() as i64) - 1;
+                let note_id = *notes.entry(path.value(i).to_owned()).or_insert(next_note);
+                let rel = path.value(i).to_owned();
+                let s = scores.value(i) as f64;
+                out.push(Hit {
+                    passage_id: id,
+                    note_id,
+                    path: self.cfg.address(&rel),
+                    title: title.value(i).to_owned(),
+                    version_id: vid.value(i).to_owned(),
+                    start: start.value(i).max(0) as usize,
+                    end: end.value(i).max(0) as usize,
+                    line: line.value(i).max(0) as usize,
+                    kind: kind.value(i).to_owned(),
+                    heading: heading.value(i).to_owned(),
+                    // Higher is better on both legs.
+                    score: if score == "_distance" { 1.0 - s } else { s },
+                    mode: MatchMode::Any,
+                    snippet: String::new(),
+                    text: text.value(i).to_owned(),
+                    parent_start: ps.value(i).max(0) as usize,
+                    parent_end: pe.value(i).max(0) as usize,
+                    source: Source::Shared,
+                    url: None,
+                    fetched_at: None,
+                    seen_at: None,
+                    shared: Some(SharedOrigin { rel, meta: serde_json::from_str(meta.value(i)).unwrap_or_default() }),
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    /// The bytes of a published version (full id, or a prefix of 12 hex digits or more that
+    /// only one version has), checked against the id. `None`: no such version was published.
+    pub fn version_body(&self, id: &str) -> Result<Option<(String, Vec<u8>)>, SharedError> {
+        let id = id.to_ascii_lowercase();
+        if id.len() < lode_core::citation::MIN_ID || id.len() > 64 || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Ok(None);
+        }
+        let filter = if id.len() == 64 { format!("id = '{id}'") } else { format!("id >= '{id}' AND id < '{id}g'") };
+        let batches: Vec<RecordBatch> = self.bounded("reading a version", async {
+            self.versions.query().only_if(filter).select(Select::columns(&["id", "body"])).limit(2).execute().await?.try_collect().await
+        })?;
+        let mut found: Vec<(String, Vec<u8>)> = Vec::new();
+        for b in &batches {
+            let ids = col::<StringArray>(b, "id").map_err(|e| self.err(e))?;
+            let bodies = col::<BinaryArray>(b, "body").map_err(|e| self.err(e))?;
+            for i in 0..b.num_rows() {
+                if !found.iter().any(|(f, _)| f == ids.value(i)) {
+                    found.push((ids.value(i).to_owned(), bodies.value(i).to_vec()));
+                }
+            }
+        }
+        match found.len() {
+            0 => Ok(None),
+            1 => {
+                let (vid, body) = found.pop().expect("one");
+                if lode_store::version_id(&body) != vid {
+                    return Err(self.err(format!("the stored bytes of version {} do not hash to its id", &vid[..12])));
+                }
+                Ok(Some((vid, body)))
+            }
+            _ => Err(self.err(format!("more than one published version starts with {id}"))),
+        }
+    }
+
+    /// Keeps the bodies of these shared versions beside `store` (see
+    /// [`Store::cache_shared_body`]) so the gate, hover and goto read them like any version.
+    /// Versions already kept are not fetched again.
+    pub fn keep_bodies(&self, store: &Store, ids: &[String]) -> Result<usize, SharedError> {
+        let mut fetched = 0;
+        let mut seen = HashSet::new();
+        for id in ids {
+            if !seen.insert(id) || store.version_body(id).ok().flatten().is_some() {
+                continue;
+            }
+            if let Some((vid, body)) = self.version_body(id)? {
+                store.cache_shared_body(&vid, &body).map_err(|e| self.err(e))?;
+                fetched += 1;
+            }
+        }
+        Ok(fetched)
+    }
+}
+
+/// What a publish did.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct PublishReport {
+    pub uri: String,
+    pub seq: i64,
+    pub notes: usize,
+    pub changed: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+    pub passages_added: usize,
+    pub versions_added: usize,
+    /// Half-written commits of an interrupted publish that were rolled back first.
+    pub restored: bool,
+    pub embedder: Option<String>,
+    pub ms: f64,
+}
+
+/// One note as the publisher sees it.
+pub struct NoteToPublish {
+    pub path: String,
+    pub title: String,
+    pub version_id: String,
+    pub body: Vec<u8>,
+    pub meta: serde_json::Map<String, serde_json::Value>,
+    pub passages: Vec<lode_store::PassageRow>,
+}
+
+/// Embeds passages for a publish: `(model id, dims, vectors)` in the order given.
+pub type EmbedFn<'a> = dyn FnMut(&[String]) -> Result<Vec<Vec<f32>>, String> + 'a;
+
+/// Publishes `notes` (every note of the vault, head versions) to the tier. Incremental: only
+/// notes whose version changed are rewritten; removed notes leave the passages table (their
+/// versions stay). `embed` (model id, dims, function) adds vectors; the model must be the one
+/// the tier was first published with.
+pub fn publish(
+    cfg: &SharedConfig,
+    notes: &[NoteToPublish],
+    mut embed: Option<(String, usize, &mut EmbedFn<'_>)>,
+    progress: &mut dyn FnMut(&str),
+) -> Result<PublishReport, SharedError> {
+    let t = Instant::now();
+    let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
+    let rt = runtime().map_err(err)?;
+    let lerr = |e: lancedb::Error| err(brief(&e.to_string()));
+    let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
+    rt.block_on(async {
+        let db = connect(cfg).await.map_err(lerr)?;
+        let names = db.table_names().execute().await.map_err(lerr)?;
+        let last = read_publishes(&db).await.map_err(lerr)?.pop();
+        let dims = embed.as_ref().map(|e| e.1);
+        if let Some(l) = &last {
+            let want = embed.as_ref().map(|e| (e.0.as_str(), e.1 as i64)).unwrap_or(("", 0));
+            if (l.embedder.as_str(), l.dims) != want {
+                return Err(err(format!(
+                    "it was published with {}, this publish has {}: publish to a new location to change the model",
+                    if l.embedder.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", l.embedder, l.dims) },
+                    if want.0.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", want.0, want.1) },
+                )));
+            }
+        }
+        let open_or_create = |name: &'static str, schema: Arc<Schema>| {
+            let db = &db;
+            let exists = names.iter().any(|n| n == name);
+            async move {
+                if exists {
+                    db.open_table(name).execute().await
+                } else {
+                    db.create_empty_table(name, schema).execute().await
+                }
+            }
+        };
+        let passages = open_or_create(PASSAGES, passages_schema(dims)).await.map_err(lerr)?;
+        let versions = open_or_create(VERSIONS, versions_schema()).await.map_err(lerr)?;
+        let publishes = open_or_create(PUBLISHES, publishes_schema()).await.map_err(lerr)?;
+        // Commits an interrupted publish made after its last recorded state are rolled back.
+        if let Some(l) = &last {
+            for (t, v) in [(&passages, l.passages_version), (&versions, l.versions_version)] {
+                if t.version().await.map_err(lerr)? != v {
+                    t.checkout(v).await.map_err(lerr)?;
+                    t.restore().await.map_err(lerr)?;
+                    report.restored = true;
+                }
+            }
+        } else if passages.count_rows(None).await.map_err(lerr)? > 0 || versions.count_rows(None).await.map_err(lerr)? > 0 {
+            // A first publish that died: start again from empty tables.
+            passages.delete("true").await.map_err(lerr)?;
+            versions.delete("true").await.map_err(lerr)?;
+            report.restored = true;
+        }
+        // What the last publish holds: note path → version.
+        progress("reading what was published before");
+        let mut published: BTreeMap<String, String> = BTreeMap::new();
+        let batches: Vec<RecordBatch> = passages
+            .query()
+            .select(Select::columns(&["path", "version_id"]))
+            .execute()
+            .await
+            .map_err(lerr)?
+            .try_collect()
+            .await
+            .map_err(lerr)?;
+        for b in &batches {
+            let (p, v) = (col::<StringArray>(b, "path").map_err(err)?, col::<StringArray>(b, "version_id").map_err(err)?);
+            for i in 0..b.num_rows() {
+                published.insert(p.value(i).to_owned(), v.value(i).to_owned());
+            }
+        }
+        let mut known_versions: HashSet<String> = HashSet::new();
+        let batches: Vec<RecordBatch> =
+            versions.query().select(Select::columns(&["id"])).execute().await.map_err(lerr)?.try_collect().await.map_err(lerr)?;
+        for b in &batches {
+            let ids = col::<StringArray>(b, "id").map_err(err)?;
+            known_versions.extend((0..b.num_rows()).map(|i| ids.value(i).to_owned()));
+        }
+        let current: HashSet<&str> = notes.iter().map(|n| n.path.as_str()).collect();
+        let changed: Vec<&NoteToPublish> = notes.iter().filter(|n| published.get(&n.path) != Some(&n.version_id)).collect();
+        let removed: Vec<&String> = published.keys().filter(|p| !current.contains(p.as_str())).collect();
+        report.changed = changed.len();
+        report.removed = removed.len();
+        report.unchanged = notes.len() - changed.len();
+        let now = lode_store::now_ms();
+
+        // Versions first: a passage row never names bytes the tier does not hold.
+        let new_versions: Vec<&NoteToPublish> = {
+            let mut seen = HashSet::new();
+            changed.iter().copied().filter(|n| !known_versions.contains(&n.version_id) && seen.insert(n.version_id.clone())).collect()
+        };
+        for chunk in new_versions.chunks(256) {
+            let batch = RecordBatch::try_new(
+                versions_schema(),
+                vec![
+                    Arc::new(StringArray::from_iter_values(chunk.iter().map(|n| n.version_id.as_str()))),
+                    Arc::new(StringArray::from_iter_values(chunk.iter().map(|n| n.path.as_str()))),
+                    Arc::new(BinaryArray::from_iter_values(chunk.iter().map(|n| n.body.as_slice()))),
+                    Arc::new(Int64Array::from_iter_values(chunk.iter().map(|_| now))),
+                ],
+            )
+            .map_err(|e| err(e.to_string()))?;
+            versions.add(batch).execute().await.map_err(lerr)?;
+        }
+        report.versions_added = new_versions.len();
+
+        // Passages of changed and removed notes go; the changed notes' new passages come in.
+        let gone: Vec<&str> = changed.iter().map(|n| n.path.as_str()).filter(|p| published.contains_key(*p)).chain(removed.iter().map(|p| p.as_str())).collect();
+        for chunk in gone.chunks(200) {
+            let list = chunk.iter().map(|p| format!("'{}'", p.replace('\'', "''"))).collect::<Vec<_>>().join(",");
+            passages.delete(format!("path IN ({list})").as_str()).await.map_err(lerr)?;
+        }
+        let rows: Vec<(&NoteToPublish, &lode_store::PassageRow)> = changed.iter().flat_map(|n| n.passages.iter().map(move |p| (*n, p))).collect();
+        let mut done = 0;
+        for chunk in rows.chunks(512) {
+            let mut cols: Vec<Arc<dyn Array>> = vec![
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(n, _)| n.path.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(n, _)| n.title.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(n, _)| n.version_id.as_str()))),
+                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|(_, p)| p.start as i64))),
+                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|(_, p)| p.end as i64))),
+                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|(_, p)| p.line as i64))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(_, p)| p.kind.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(_, p)| p.heading.as_str()))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(_, p)| p.text.as_str()))),
+                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|(_, p)| p.parent_start as i64))),
+                Arc::new(Int64Array::from_iter_values(chunk.iter().map(|(_, p)| p.parent_end as i64))),
+                Arc::new(StringArray::from_iter_values(chunk.iter().map(|(n, _)| serde_json::Value::Object(n.meta.clone()).to_string()))),
+            ];
+            if let Some((_, d, f)) = embed.as_mut() {
+                let texts: Vec<String> = chunk.iter().map(|(_, p)| crate::worker::embedded_text(&p.heading, [p.text.as_str()])).collect();
+                let vectors = f(&texts).map_err(|e| err(format!("embedding: {e}")))?;
+                if vectors.len() != chunk.len() || vectors.iter().any(|v| v.len() != *d) {
+                    return Err(err(format!("the embedder returned vectors of another shape than {d} dimensions")));
+                }
+                cols.push(Arc::new(FixedSizeListArray::from_iter_primitive::<Float32Type, _, _>(
+                    vectors.iter().map(|v| Some(v.iter().map(|&x| Some(x)).collect::<Vec<_>>())),
+                    *d as i32,
+                )));
+            }
+            let batch = RecordBatch::try_new(passages_schema(dims), cols).map_err(|e| err(e.to_string()))?;
+            passages.add(batch).execute().await.map_err(lerr)?;
+            done += chunk.len();
+            progress(&format!("{done} of {} passages written", rows.len()));
+        }
+        report.passages_added = rows.len();
+
+        // LanceDB's full-text index over the text, made again over the whole table.
+        let total = passages.count_rows(None).await.map_err(lerr)?;
+        if total > 0 && (report.changed > 0 || report.removed > 0 || last.is_none()) {
+            progress("building the full-text index");
+            passages.create_index(&["text"], Index::FTS(FtsIndexBuilder::default())).replace(true).execute().await.map_err(lerr)?;
+            if dims.is_some() && total >= 10_000 {
+                progress("building the vector index");
+                passages.create_index(&["vector"], Index::Auto).replace(true).execute().await.map_err(lerr)?;
+            }
+        }
+        // The one commit that makes this publish visible.
+        let seq = last.as_ref().map_or(1, |l| l.seq + 1);
+        let row = Publish {
+            seq,
+            passages_version: passages.version().await.map_err(lerr)?,
+            versions_version: versions.version().await.map_err(lerr)?,
+            embedder: embed.as_ref().map(|e| e.0.clone()).unwrap_or_default(),
+            dims: embed.as_ref().map_or(0, |e| e.1 as i64),
+            notes: notes.len() as i64,
+            passages: total as i64,
+            published_at: now,
+        };
+        if cfg!(debug_assertions) {
+            // Tests: die here, with the data written and the publish not recorded.
+            if std::env::var("LODE_FAULT_PUBLISH").is_ok_and(|at| at == "before-record") {
+                std::process::abort();
+            }
+        }
+        let batch = RecordBatch::try_new(
+            publishes_schema(),
+            vec![
+                Arc::new(Int64Array::from_iter_values([row.seq])),
+                Arc::new(UInt64Array::from_iter_values([row.passages_version])),
+                Arc::new(UInt64Array::from_iter_values([row.versions_version])),
+                Arc::new(StringArray::from_iter_values([row.embedder.as_str()])),
+                Arc::new(Int64Array::from_iter_values([row.dims])),
+                Arc::new(Int64Array::from_iter_values([row.notes])),
+                Arc::new(Int64Array::from_iter_values([row.passages])),
+                Arc::new(Int64Array::from_iter_values([row.published_at])),
+            ],
+        )
+        .map_err(|e| err(e.to_string()))?;
+        publishes.add(batch).execute().await.map_err(lerr)?;
+        report.seq = seq;
+        Ok(())
+    })?;
+    report.ms = t.elapsed().as_secs_f64() * 1000.0;
+    Ok(report)
+}

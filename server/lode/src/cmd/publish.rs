@@ -1,0 +1,129 @@
+//! `lode publish`: the vault as the team's shared tier, on object storage or in a folder, for
+//! members to search in place (`[shared] index`). Run it where the team's docs live (a CI job).
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use lode_retrieval::shared::{self, NoteToPublish};
+use lode_store::vault::{index_vault, IndexOptions};
+
+use super::Vault;
+use crate::progress::Progress;
+use crate::VaultArgs;
+
+#[derive(Args)]
+pub struct PublishArgs {
+    #[command(flatten)]
+    pub vault: VaultArgs,
+    /// Where to publish: s3://bucket/prefix, or a folder
+    #[arg(long, value_name = "URI")]
+    pub to: String,
+    /// An object-store option that is not a secret (endpoint, region, allow_http); repeatable.
+    /// Credentials come from the environment or ~/.aws/credentials.
+    #[arg(long = "option", value_name = "KEY=VALUE")]
+    pub options: Vec<String>,
+    /// Full text only: do not embed passages
+    #[arg(long)]
+    pub no_vectors: bool,
+    /// No progress lines
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+pub fn run(args: PublishArgs) -> Result<ExitCode> {
+    let vault = Vault::resolve(&args.vault)?;
+    let started = Instant::now();
+    let mut cfg = shared::SharedConfig::new(&args.to);
+    cfg.timeout = std::time::Duration::from_secs(120);
+    for o in &args.options {
+        let (k, v) = o.split_once('=').with_context(|| format!("--option {o:?}: expected KEY=VALUE"))?;
+        cfg.options.insert(k.trim().to_owned(), v.trim().to_owned());
+    }
+    let quiet = args.quiet || args.vault.json;
+
+    // The vault's own index first: what is published is exactly what lode indexed.
+    let mut store = vault.open_for_write()?;
+    let opts = IndexOptions { max_file_bytes: vault.config.index.max_file_mb * 1_000_000, ..Default::default() };
+    let mut progress = Progress::new(!quiet);
+    index_vault(&mut store, &vault.root, &opts, |p| progress.update(p.phase, p.done, p.total, p.path))?;
+    progress.finish();
+
+    // Notes the publisher's egress rules keep on this machine are not published: the tier
+    // is somewhere else by definition.
+    let rules = vault.config.egress_rules()?;
+    let mut notes = Vec::new();
+    let mut kept_back: Vec<(String, String)> = Vec::new();
+    for n in store.notes()? {
+        let Some(head) = n.head_version.clone() else { continue };
+        let body = store.version_body(&head)?.unwrap_or_default();
+        let meta = store.note_meta(n.id)?;
+        let text = String::from_utf8_lossy(&body);
+        if let Some(why) = rules.withheld_because(&n.path, &meta).or_else(|| rules.note_withheld(&n.path, &text)) {
+            kept_back.push((n.path, why));
+            continue;
+        }
+        let passages = store.passages_of(&n.path)?;
+        notes.push(NoteToPublish { path: n.path, title: n.title, version_id: head, body, meta, passages });
+    }
+
+    let mut loaded = (!args.no_vectors).then(|| crate::models::load(&vault, true, false));
+    let mut embed_fn;
+    let embed = match loaded.as_mut().and_then(|l| l.embedder.as_mut()) {
+        Some(e) => {
+            let (id, dims) = (e.id().to_owned(), e.dimensions());
+            embed_fn = move |texts: &[String]| -> Result<Vec<Vec<f32>>, String> {
+                let mut out = Vec::with_capacity(texts.len());
+                for batch in texts.chunks(32) {
+                    let refs: Vec<&str> = batch.iter().map(String::as_str).collect();
+                    out.extend(e.embed_passages(&refs).map_err(|e| e.to_string())?);
+                }
+                Ok(out)
+            };
+            Some((id, dims, &mut embed_fn as &mut shared::EmbedFn<'_>))
+        }
+        None => {
+            if let (Some(l), false) = (&loaded, quiet) {
+                eprintln!("note: publishing full text only: {}", l.status());
+            }
+            None
+        }
+    };
+    let mut say = |m: &str| {
+        if !quiet {
+            eprintln!("publish: {m}");
+        }
+    };
+    let report = shared::publish(&cfg, &notes, embed, &mut say)?;
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.vault.json {
+        let mut v = serde_json::to_value(&report)?;
+        v["kept_back"] = serde_json::json!(kept_back.iter().map(|(p, w)| serde_json::json!({"path": p, "reason": w})).collect::<Vec<_>>());
+        v["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
+        writeln!(out, "{v}")?;
+    } else {
+        writeln!(
+            out,
+            "published {} notes to {} (publish {}): {} changed, {} removed, {} unchanged; {} passages and {} versions written{}",
+            report.notes,
+            report.uri,
+            report.seq,
+            report.changed,
+            report.removed,
+            report.unchanged,
+            report.passages_added,
+            report.versions_added,
+            report.embedder.as_deref().map(|m| format!(", embedded with {m}")).unwrap_or_default(),
+        )?;
+        if report.restored {
+            writeln!(out, "an interrupted publish had left unrecorded changes there; they were rolled back first")?;
+        }
+        for (p, w) in &kept_back {
+            writeln!(out, "kept back: {p} ({w})")?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
