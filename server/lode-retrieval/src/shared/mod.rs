@@ -120,6 +120,17 @@ pub struct Publish {
     pub published_at: i64,
 }
 
+/// Secrets never come from a config file (it may be committed, shown, synced).
+fn check_options(cfg: &SharedConfig) -> Result<(), String> {
+    for k in cfg.options.keys() {
+        let key = k.to_ascii_lowercase();
+        if ["secret", "token", "password", "account_key", "sas_key"].iter().any(|s| key.contains(s)) {
+            return Err(format!("[shared] options must not hold {k}: credentials come from the environment or ~/.aws/credentials"));
+        }
+    }
+    Ok(())
+}
+
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("lode-shared").enable_all().build().map_err(|e| e.to_string())
 }
@@ -317,6 +328,7 @@ impl SharedIndex {
     /// Opens the tier at its newest complete publish. Fails when nothing was published there.
     pub fn open(cfg: &SharedConfig) -> Result<SharedIndex, SharedError> {
         let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
+        check_options(cfg).map_err(err)?;
         let rt = runtime().map_err(err)?;
         let opened = rt.block_on(async {
             tokio::time::timeout(cfg.timeout, async {
@@ -547,6 +559,7 @@ pub fn publish(
 ) -> Result<PublishReport, SharedError> {
     let t = Instant::now();
     let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
+    check_options(cfg).map_err(err)?;
     let rt = runtime().map_err(err)?;
     let lerr = |e: lancedb::Error| err(brief(&e.to_string()));
     let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
@@ -652,6 +665,12 @@ pub fn publish(
         for chunk in gone.chunks(200) {
             let list = chunk.iter().map(|p| format!("'{}'", p.replace('\'', "''"))).collect::<Vec<_>>().join(",");
             passages.delete(format!("path IN ({list})").as_str()).await.map_err(lerr)?;
+        }
+        if cfg!(debug_assertions) && std::env::var("LODE_FAULT_PUBLISH").is_ok_and(|at| at == "pause-after-delete") {
+            // Tests: a reader asks now, while the changed notes' old passages are deleted and
+            // their new ones not yet written.
+            progress("paused after deleting (LODE_FAULT_PUBLISH)");
+            tokio::time::sleep(Duration::from_secs(6)).await;
         }
         let rows: Vec<(&NoteToPublish, &lode_store::PassageRow)> = changed.iter().flat_map(|n| n.passages.iter().map(move |p| (*n, p))).collect();
         let mut done = 0;

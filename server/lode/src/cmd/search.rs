@@ -40,7 +40,17 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
     let lexical = args.mode == lode_retrieval::Mode::Lexical;
     let mut loaded = if lexical { crate::models::Loaded::default() } else { crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank) };
     let models = lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: loaded.reranker.as_mut() };
+    // The team's shared tier, when the config names one; unreachable, the vault's own notes answer.
+    let shared = match vault.config.shared.as_ref().map(|s| lode_retrieval::shared::SharedTier::new(s.config()).get()) {
+        Some(Ok(ix)) => Some(ix),
+        Some(Err(why)) => {
+            eprintln!("warning: the shared index could not be read ({why}): searching your own notes only");
+            None
+        }
+        None => None,
+    };
     let cfg = lode_retrieval::RetrievalConfig {
+        shared,
         limit: opts.limit,
         graph_limit: 0,
         search: opts.clone(),
