@@ -301,6 +301,26 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     let o = lode(&["search", "--json", "Redis failover"], &m, &[]);
     assert!(text(&o.stdout).contains("\"kind\":\"shared\""), "the rest is: {}", text(&o.stdout));
 
+    // Paths that break a naive filter (quotes, SQL, Unicode) are changed and removed exactly.
+    let odd = ["notes/it's ünïcode.md", "notes/x') OR ('1'='1.md"];
+    for (i, p) in odd.iter().enumerate() {
+        std::fs::write(team.join(p), format!("# Odd {i}\n\nThe zanzibar lighthouse keeper number {i} logs every ship.\n")).unwrap();
+    }
+    let r = published(&lode(&["publish", "--json", "--to", tier.to_str().unwrap()], &team, &[]));
+    assert_eq!(r["changed"].as_u64(), Some(2), "{r}");
+    std::fs::write(team.join(odd[0]), "# Odd 0\n\nThe kestrel lighthouse keeper logs every ship.\n").unwrap();
+    std::fs::remove_file(team.join(odd[1])).unwrap();
+    let r = published(&lode(&["publish", "--json", "--to", tier.to_str().unwrap()], &team, &[]));
+    assert_eq!((r["changed"].as_u64(), r["removed"].as_u64()), (Some(1), Some(1)), "{r}");
+    let found = |q: &str| -> Vec<Value> {
+        let o = lode(&["search", "--json", q], &m, &[]);
+        text(&o.stdout).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|h| h["kind"] == "shared").collect()
+    };
+    assert!(found("zanzibar lighthouse keeper").iter().all(|h| !h["text"].as_str().unwrap().contains("zanzibar")), "old passages were left behind");
+    let now = found("kestrel lighthouse keeper");
+    assert_eq!(now.iter().filter(|h| h["text"].as_str().unwrap().contains("kestrel lighthouse")).count(), 1, "{now:?}");
+    assert!(now[0]["path"].as_str().unwrap().ends_with("notes/it's ünïcode.md"), "{now:?}");
+
     // A secret in [shared] options is refused by name, before anything is sent.
     std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = \"s3://b/p\"\noptions = {{ aws_secret_access_key = \"x\" }}\n")).unwrap();
     let a = ask(&m, "Nothing?");

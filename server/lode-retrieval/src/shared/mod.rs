@@ -756,3 +756,40 @@ pub fn publish(
     report.ms = t.elapsed().as_secs_f64() * 1000.0;
     Ok(report)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn library_errors_become_one_line_a_person_can_act_on() {
+        let refused = r#"Invalid input, Failed to connect to namespace: IO { source: Generic { store: "S3", source: ListRequest { source: RetryError(RetryErrorImpl { method: GET, uri: Some(http://127.0.0.1:5055/b?list-type=2), retries: 2, max_retries: 2, elapsed: 296.1ms, retry_timeout: 6s, inner: Http(HttpError { kind: Connect, source: reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError("tcp connect error", 127.0.0.1:5055, Os { code: 111, kind: ConnectionRefused, message: "Connection refused" })) } }) }) } }, location: Location { file: "x.rs", line: 1, column: 2 }"#;
+        assert_eq!(brief(refused), "cannot connect to 127.0.0.1:5055: connection refused");
+        assert_eq!(brief("... <Code>NoSuchBucket</Code> ..."), "the bucket does not exist");
+        assert!(brief("Client error with status 403 Forbidden: <Code>InvalidAccessKeyId</Code>").starts_with("access denied"));
+        let long = "word ".repeat(200);
+        let b = brief(&long);
+        assert!(b.chars().count() <= 241 && b.ends_with('…'), "{b}");
+        assert_eq!(brief("a\n  b"), "a b");
+    }
+
+    #[test]
+    fn folders_become_file_uris_and_addresses_join_once() {
+        assert_eq!(normalize_uri("s3://b/p/"), "s3://b/p");
+        assert_eq!(normalize_uri("/srv/tier/"), "file:///srv/tier");
+        assert!(normalize_uri("rel/tier").starts_with("file:///"));
+        assert_eq!(SharedConfig::new("s3://b/p/").address("a/b.md"), "s3://b/p/a/b.md");
+    }
+
+    #[test]
+    fn secrets_in_options_are_refused_by_name() {
+        for k in ["aws_secret_access_key", "AWS_SESSION_TOKEN", "azure_storage_account_key", "password"] {
+            let mut c = SharedConfig::new("s3://b/p");
+            c.options.insert(k.into(), "x".into());
+            assert!(check_options(&c).unwrap_err().contains(k), "{k}");
+        }
+        let mut c = SharedConfig::new("s3://b/p");
+        c.options.insert("endpoint".into(), "http://127.0.0.1:9".into());
+        assert!(check_options(&c).is_ok());
+    }
+}
