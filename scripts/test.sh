@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 source scripts/lib.sh
 ensure_toolchain
 ensure_models
+ensure_test_tools
 ensure_neovim
 ensure_vscode_package
 cargo test --workspace --locked "$@"

@@ -1,6 +1,6 @@
 //! The team tier end to end, through the real binary, on a real S3 server on loopback (moto,
-//! installed by scripts/setup-models.sh): `lode publish` of the example vault, a member's
-//! `[shared] index` searched in place, cited answers whose quotes are the published bytes,
+//! installed by `ensure_test_tools` in scripts/lib.sh): `lode publish` of the example vault, a
+//! member's `[shared] index` searched in place, cited answers whose quotes are the published bytes,
 //! incremental publishes, a citation that still resolves after the team's docs changed (hover
 //! over the real language server), and the faults: the bucket gone mid-session, a publish
 //! killed before it is recorded, and a reader asking while a publish is half-way.
@@ -28,13 +28,13 @@ impl Drop for S3 {
 }
 
 fn pythonpath() -> PathBuf {
-    std::env::var_os("LODE_PYTHONPATH").map(PathBuf::from).unwrap_or_else(|| lode_testing::repo().join(".lode-tools/py"))
+    std::env::var_os("LODE_TEST_PYTHONPATH").map(PathBuf::from).unwrap_or_else(|| lode_testing::repo().join(".lode-tools/py-test"))
 }
 
 impl S3 {
     fn start() -> S3 {
         let py = pythonpath();
-        assert!(py.join("moto").is_dir(), "moto missing in {}: run scripts/setup-models.sh", py.display());
+        assert!(py.join("moto").is_dir(), "moto missing in {}: run scripts/test.sh (it installs it)", py.display());
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new("python3")
             .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
