@@ -22,6 +22,18 @@ const CACHE_BYTES: usize = 16 << 20;
 /// of 100k vectors takes tens of ms), so only a stalled operation reaches it.
 const READ_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
 const WRITE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+/// Training an approximate index over millions of vectors takes minutes on two cores.
+const INDEX_LIMIT: std::time::Duration = std::time::Duration::from_secs(3 * 3600);
+
+/// Rows from which the table gets an approximate index (IVF-PQ, cosine). Below it a flat search
+/// reads every vector and is exact: tens of milliseconds for 100,000 vectors of 384 floats.
+/// Above it a flat search grows with the table (about 1 s at 2M vectors here); the index keeps
+/// a question to the partitions it probes (docs/benchmarks.md, "Dense queries at scale").
+pub const ANN_MIN_ROWS: usize = 100_000;
+/// IVF partitions a question reads, and how many more candidates than asked for are re-scored
+/// with their exact vectors (PQ distances are approximate).
+pub const ANN_NPROBES: usize = 24;
+pub const ANN_REFINE: u32 = 4;
 
 /// One vector to store.
 pub struct VectorRow {
@@ -303,6 +315,42 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// Whether the vector column has an approximate index.
+    pub fn has_ann(&self) -> Result<bool, RetrievalError> {
+        let indices = self.bounded(READ_LIMIT, "listing indexes", self.table.list_indices())?;
+        Ok(indices.iter().any(|i| i.columns.iter().any(|c| c == "vector")))
+    }
+
+    /// Keeps the approximate index in step with the table: builds it once the table holds
+    /// [`ANN_MIN_ROWS`] vectors, and afterwards folds rows added since into it (rows not yet in
+    /// it are still searched, exactly). Returns what it did.
+    pub fn maintain_ann(&self) -> Result<Option<String>, RetrievalError> {
+        self.maintain_ann_from(ANN_MIN_ROWS)
+    }
+
+    /// [`VectorIndex::maintain_ann`] with another threshold (tests build an index over a few
+    /// thousand vectors).
+    pub fn maintain_ann_from(&self, min_rows: usize) -> Result<Option<String>, RetrievalError> {
+        use lancedb::index::vector::IvfPqIndexBuilder;
+        use lancedb::index::Index;
+        use lancedb::table::{OptimizeAction, OptimizeOptions};
+        if self.has_ann()? {
+            self.bounded(INDEX_LIMIT, "updating the vector index", self.table.optimize(OptimizeAction::Index(OptimizeOptions::default())))?;
+            return Ok(Some("vector index updated".into()));
+        }
+        let rows = self.count()?;
+        if rows < min_rows {
+            return Ok(None);
+        }
+        // About √n partitions; sub-vectors of 8 dimensions (16 for wide models), so PQ codes
+        // stay a sixteenth to a thirty-second of the floats.
+        let partitions = ((rows as f64).sqrt() as u32).clamp(64, 8192);
+        let sub = if self.dims % 16 == 0 && self.dims >= 768 { self.dims / 16 } else if self.dims % 8 == 0 { self.dims / 8 } else { 1 };
+        let builder = IvfPqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions).num_sub_vectors(sub as u32);
+        self.bounded(INDEX_LIMIT, "building the vector index", self.table.create_index(&["vector"], Index::IvfPq(builder)).execute())?;
+        Ok(Some(format!("vector index built: IVF-PQ, {partitions} partitions, {sub} sub-vectors, over {rows} vectors")))
+    }
+
     pub fn count(&self) -> Result<usize, RetrievalError> {
         self.bounded(READ_LIMIT, "counting rows", self.table.count_rows(None))
     }
@@ -313,7 +361,8 @@ impl VectorIndex {
             return Err(self.err(format!("query vector has {} dimensions, the index holds {}", query.len(), self.dims)));
         }
         let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "a vector search", async {
-            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).limit(k);
+            // Probes and refinement apply only when the table has an approximate index.
+            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).nprobes(ANN_NPROBES)?.refine_factor(ANN_REFINE).limit(k);
             q.execute().await?.try_collect::<Vec<_>>().await
         })?;
         let mut out = Vec::with_capacity(k);

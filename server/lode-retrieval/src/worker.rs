@@ -244,6 +244,8 @@ impl Sync {
         }
         if self.report.rounds >= COMPACT_AFTER {
             index.compact()?;
+            // A large table gets (or updates) its approximate index once a pass has added to it.
+            index.maintain_ann()?;
         }
         self.report.seconds = self.started.elapsed().as_secs_f64();
         Ok(self.report)

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use lode_models::{CrossEncoder, Embedder};
-use lode_retrieval::{retrieve, sync_vectors, Mode, Models, RetrievalConfig, VectorIndex, WINDOW_TOKENS};
+use lode_retrieval::{retrieve, sync_vectors, Mode, Models, RetrievalConfig, VectorIndex, VectorRow, WINDOW_TOKENS};
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 
@@ -337,4 +337,55 @@ fn rows_added_before_a_crash_are_not_left_behind() {
     assert_eq!(r.deleted, 4);
     let fresh = s.store.vector_freshness(&model).unwrap();
     assert_eq!(idx.count().unwrap() as i64, fresh.windows);
+}
+
+/// Unit vectors around a few hundred centres, like sentence embeddings (deterministic).
+fn clustered(n: usize, dims: usize, seed: u64) -> Vec<Vec<f32>> {
+    let mut x = seed;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x >> 11) as f32 / (1u64 << 53) as f32 - 0.5
+    };
+    let centres: Vec<Vec<f32>> = (0..300).map(|_| (0..dims).map(|_| next()).collect()).collect();
+    (0..n)
+        .map(|i| {
+            let v: Vec<f32> = centres[i % centres.len()].iter().map(|c| c + 0.3 * next()).collect();
+            let norm = v.iter().map(|a| a * a).sum::<f32>().sqrt();
+            v.iter().map(|a| a / norm).collect()
+        })
+        .collect()
+}
+
+#[test]
+fn a_large_table_gets_an_approximate_index_that_finds_what_a_flat_search_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let dims = 32;
+    let idx = VectorIndex::open(dir.path(), "synthetic", dims).unwrap();
+    let vectors = clustered(3000, dims, 7);
+    let rows = |from: usize, vs: &[Vec<f32>]| -> Vec<VectorRow> {
+        vs.iter().enumerate().map(|(i, v)| VectorRow { passage_id: (from + i) as i64, note_id: 0, version_id: String::new(), vector: v.clone() }).collect()
+    };
+    idx.add(&rows(0, &vectors)).unwrap();
+    assert_eq!(idx.maintain_ann_from(5000).unwrap(), None, "below the threshold a flat search is kept");
+    assert!(!idx.has_ann().unwrap());
+    let queries: Vec<&Vec<f32>> = vectors.iter().step_by(150).collect();
+    let flat: Vec<Vec<i64>> = queries.iter().map(|q| idx.nearest(q, 10).unwrap().into_iter().map(|(id, _)| id).collect()).collect();
+    let built = idx.maintain_ann_from(2000).unwrap().expect("an index is built");
+    assert!(built.contains("IVF-PQ") && idx.has_ann().unwrap(), "{built}");
+    let mut hit = 0;
+    for (q, truth) in queries.iter().zip(&flat) {
+        let near: Vec<i64> = idx.nearest(q, 10).unwrap().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(near[0], truth[0], "a stored vector is its own nearest neighbour, indexed or not");
+        hit += near.iter().filter(|id| truth.contains(id)).count();
+    }
+    assert!(hit * 10 >= flat.len() * 10 * 8, "recall@10 under 0.8: {hit} of {}", flat.len() * 10);
+    // Rows added after the build are found at once, and folded into the index by the next call.
+    let more = clustered(50, dims, 99);
+    idx.add(&rows(10_000, &more)).unwrap();
+    assert_eq!(idx.nearest(&more[7], 1).unwrap()[0].0, 10_007);
+    assert_eq!(idx.maintain_ann_from(2000).unwrap().as_deref(), Some("vector index updated"));
+    assert_eq!(idx.nearest(&more[7], 1).unwrap()[0].0, 10_007);
+    assert_eq!(idx.count().unwrap(), 3050);
 }

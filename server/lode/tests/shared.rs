@@ -321,8 +321,16 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     assert_eq!(now.iter().filter(|h| h["text"].as_str().unwrap().contains("kestrel lighthouse")).count(), 1, "{now:?}");
     assert!(now[0]["path"].as_str().unwrap().ends_with("notes/it's ünïcode.md"), "{now:?}");
 
+    // `lode doctor` reports the tier and its newest publish.
+    let o = lode(&["doctor"], &m, &[]);
+    let d = text(&o.stdout);
+    let line = d.lines().find(|l| l.contains("shared")).unwrap_or_else(|| panic!("{d}"));
+    assert!(line.starts_with("ok") && line.contains("publish 3") && line.contains("full text only"), "{line}");
+
     // A secret in [shared] options is refused by name, before anything is sent.
     std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = \"s3://b/p\"\noptions = {{ aws_secret_access_key = \"x\" }}\n")).unwrap();
     let a = ask(&m, "Nothing?");
     assert!(a["notice"].as_str().unwrap_or_default().contains("must not hold aws_secret_access_key"), "{a}");
+    let o = lode(&["doctor"], &m, &[]);
+    assert!(!o.status.success() && text(&o.stdout).contains("FAIL  shared"), "{}", text(&o.stdout));
 }

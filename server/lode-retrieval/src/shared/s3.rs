@@ -156,6 +156,32 @@ mod tests {
         assert_eq!(Profile::parse("absent", creds, config).get("region"), None);
     }
 
+    /// A set written blind (from the rules in `Profile::parse`'s documentation only) by a helper
+    /// that saw neither this parser nor the cases above: scope, order, encoding, structure,
+    /// malformed and huge files.
+    #[test]
+    fn blind_profile_cases() {
+        let file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/shared/profile-cases.json");
+        let cases: Vec<serde_json::Value> = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        assert!(cases.len() >= 40);
+        let mut failed = Vec::new();
+        for c in &cases {
+            let s = |k: &str| c[k].as_str().unwrap_or_default();
+            let p = Profile::parse(s("profile"), s("credentials"), s("config"));
+            for (k, v) in c["expect"].as_object().unwrap() {
+                if p.get(k) != v.as_str() {
+                    failed.push(format!("{} ({}): {k} = {:?}, expected {v}", s("name"), s("class"), p.get(k)));
+                }
+            }
+            for k in c["absent"].as_array().unwrap() {
+                if let Some(v) = p.get(k.as_str().unwrap()) {
+                    failed.push(format!("{} ({}): {k} should be absent, is {v:?}", s("name"), s("class")));
+                }
+            }
+        }
+        assert!(failed.is_empty(), "{} of {} cases:\n{}", failed.len(), cases.len(), failed.join("\n"));
+    }
+
     #[test]
     fn secrets_in_the_config_are_refused() {
         let url = Url::parse("s3://bucket").unwrap();

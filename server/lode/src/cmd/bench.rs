@@ -30,6 +30,9 @@ pub enum BenchCommand {
     Memory(super::bench_memory::MemoryArgs),
     /// Snapshot ingest (100 KB pages from loopback) and snapshot diagnostics on 10,000 links
     Externals(super::bench_externals::ExternalsArgs),
+    /// Dense queries at scale: a vector table of synthetic embeddings searched flat, then with
+    /// its IVF-PQ index (latency, build time, recall@10)
+    Ann(super::bench_ann::AnnArgs),
 }
 
 #[derive(Args)]
@@ -135,6 +138,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Externals(a) => return super::bench_externals::run(a),
         BenchCommand::Memory(a) => return super::bench_memory::run(a),
         BenchCommand::Scale(a) => return super::bench_scale::run(a),
+        BenchCommand::Ann(a) => return super::bench_ann::run(a),
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");

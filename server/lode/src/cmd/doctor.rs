@@ -54,6 +54,7 @@ pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     runtime(&mut r, &config);
     models(&mut r, &config);
     vault(&mut r, &root, &config, args.vault.db.as_deref());
+    shared(&mut r, &config);
     if args.llm {
         llm(&mut r, &config);
     }
@@ -350,6 +351,34 @@ fn egress(r: &mut Report, store: &lode_store::Store, config: &Config, root: &Pat
             "near_misses": near,
         }),
     );
+}
+
+/// The team's shared tier: reachable, its newest publish, and whether the dense leg can run on it
+/// with this vault's embedder.
+fn shared(r: &mut Report, config: &Config) {
+    let Some(s) = &config.shared else { return };
+    let cfg = s.config();
+    match lode_retrieval::shared::SharedIndex::open(&cfg) {
+        Ok(ix) => {
+            let p = ix.publish();
+            let age_h = (lode_store::now_ms() - p.published_at) as f64 / 3_600_000.0;
+            let embedder = config.models.embedder.trim();
+            let vectors = if p.embedder.is_empty() {
+                "full text only (published without vectors)".to_owned()
+            } else if p.embedder == embedder {
+                format!("vectors of {} (this vault's embedder: both legs run)", p.embedder)
+            } else {
+                format!("vectors of {}, this vault embeds with {:?}: its dense leg is skipped", p.embedder, embedder)
+            };
+            r.line(Level::Ok, "shared", format!("{}: publish {} ({:.1} h ago), {} notes, {} passages; {vectors}", cfg.uri, p.seq, age_h, p.notes, p.passages));
+            r.json.insert("shared".into(), json!({"uri": cfg.uri, "reachable": true, "publish": p}));
+        }
+        Err(e) => {
+            // Questions still work: the vault's own notes answer. The tier is what is broken.
+            r.line(Level::Fail, "shared", format!("{}: {}; questions are answered from this vault alone", cfg.uri, e.detail));
+            r.json.insert("shared".into(), json!({"uri": cfg.uri, "reachable": false, "error": e.detail}));
+        }
+    }
 }
 
 fn llm(r: &mut Report, config: &Config) {

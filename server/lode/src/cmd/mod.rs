@@ -2,6 +2,7 @@
 
 pub mod ask;
 pub mod bench;
+pub mod bench_ann;
 pub mod bench_externals;
 pub mod bench_lsp;
 pub mod bench_memory;
