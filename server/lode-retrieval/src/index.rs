@@ -27,13 +27,13 @@ const INDEX_LIMIT: std::time::Duration = std::time::Duration::from_secs(3 * 3600
 
 /// Rows from which the table gets an approximate index (IVF-PQ, cosine). Below it a flat search
 /// reads every vector and is exact: tens of milliseconds for 100,000 vectors of 384 floats.
-/// Above it a flat search grows with the table (about 1 s at 2M vectors here); the index keeps
-/// a question to the partitions it probes (docs/benchmarks.md, "Dense queries at scale").
+/// Above it a flat search grows with the table (2.3 s at a million vectors here); the index
+/// keeps a question to the partitions it probes (docs/benchmarks.md, "Dense queries at scale").
 pub const ANN_MIN_ROWS: usize = 100_000;
 /// IVF partitions a question reads, and how many more candidates than asked for are re-scored
 /// with their exact vectors (PQ distances are approximate).
 pub const ANN_NPROBES: usize = 24;
-pub const ANN_REFINE: u32 = 4;
+pub const ANN_REFINE: u32 = 25;
 
 /// One vector to store.
 pub struct VectorRow {
@@ -357,12 +357,17 @@ impl VectorIndex {
 
     /// The `k` nearest passages by cosine distance, nearest first: `(passage_id, distance)`.
     pub fn nearest(&self, query: &[f32], k: usize) -> Result<Vec<(i64, f32)>, RetrievalError> {
+        self.nearest_with(query, k, ANN_NPROBES, ANN_REFINE)
+    }
+
+    /// [`VectorIndex::nearest`] with other probe and refinement settings (benchmarks).
+    pub fn nearest_with(&self, query: &[f32], k: usize, nprobes: usize, refine: u32) -> Result<Vec<(i64, f32)>, RetrievalError> {
         if query.len() != self.dims {
             return Err(self.err(format!("query vector has {} dimensions, the index holds {}", query.len(), self.dims)));
         }
         let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "a vector search", async {
             // Probes and refinement apply only when the table has an approximate index.
-            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).nprobes(ANN_NPROBES)?.refine_factor(ANN_REFINE).limit(k);
+            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).nprobes(nprobes)?.refine_factor(refine).limit(k);
             q.execute().await?.try_collect::<Vec<_>>().await
         })?;
         let mut out = Vec::with_capacity(k);
