@@ -84,8 +84,19 @@ fn text(b: &[u8]) -> String {
 }
 
 fn publish(team: &Path, s3: &S3, env: &[(&str, &str)]) -> Output {
-    let endpoint = format!("endpoint={}", s3.endpoint());
+    publish_to(team, &s3.endpoint(), env)
+}
+
+fn publish_to(team: &Path, endpoint: &str, env: &[(&str, &str)]) -> Output {
+    let endpoint = format!("endpoint={endpoint}");
     lode(&["publish", "--json", "--to", "s3://team-docs/handbook", "--option", &endpoint, "--option", "allow_http=true"], team, env)
+}
+
+/// A running S3 server with the team's bucket, and a copy of the example vault as the team's.
+fn team_on_s3(tmp: &Path) -> (S3, PathBuf) {
+    let s3 = S3::start();
+    assert_eq!(s3.request("PUT", "/team-docs"), Some(200));
+    (s3, lode_testing::example_vault(tmp))
 }
 
 fn published(o: &Output) -> Value {
@@ -146,10 +157,8 @@ const QUORUM: &str = "What is the Sentinel quorum since 2026-02-27?";
 
 #[test]
 fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
-    let s3 = S3::start();
-    assert_eq!(s3.request("PUT", "/team-docs"), Some(200));
     let tmp = tempfile::tempdir().unwrap();
-    let team = lode_testing::example_vault(tmp.path());
+    let (s3, team) = team_on_s3(tmp.path());
     lode_testing::models();
 
     // A member whose tier has never been published is told so, and answered from their notes.
@@ -220,10 +229,8 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
 
 #[test]
 fn the_bucket_gone_a_publish_killed_and_a_reader_mid_publish() {
-    let s3 = S3::start();
-    assert_eq!(s3.request("PUT", "/team-docs"), Some(200));
     let tmp = tempfile::tempdir().unwrap();
-    let team = lode_testing::example_vault(tmp.path());
+    let (s3, team) = team_on_s3(tmp.path());
     std::fs::create_dir_all(team.join(".lode")).unwrap();
     std::fs::write(team.join(".lode/config.toml"), "[models]\nembedder = \"\"\n").unwrap();
     let runbook = std::fs::read_to_string(team.join(RUNBOOK)).unwrap();
@@ -250,10 +257,7 @@ fn the_bucket_gone_a_publish_killed_and_a_reader_mid_publish() {
     let again = changed.replace("quorum is 4", "quorum is 5");
     std::fs::write(team.join(RUNBOOK), &again).unwrap();
     let (team2, endpoint) = (team.clone(), s3.endpoint());
-    let publishing = std::thread::spawn(move || {
-        let opt = format!("endpoint={endpoint}");
-        lode(&["publish", "--json", "--to", "s3://team-docs/handbook", "--option", &opt, "--option", "allow_http=true"], &team2, &[("LODE_FAULT_PUBLISH", "pause-after-delete")])
-    });
+    let publishing = std::thread::spawn(move || publish_to(&team2, &endpoint, &[("LODE_FAULT_PUBLISH", "pause-after-delete")]));
     std::thread::sleep(Duration::from_secs(3));
     let a = ask(&m, "What has the Sentinel quorum been since 2026-03-09?");
     assert!(!publishing.is_finished(), "the reader asked during the publish's pause");

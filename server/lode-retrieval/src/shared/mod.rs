@@ -120,17 +120,6 @@ pub struct Publish {
     pub published_at: i64,
 }
 
-/// Secrets never come from a config file (it may be committed, shown, synced).
-fn check_options(cfg: &SharedConfig) -> Result<(), String> {
-    for k in cfg.options.keys() {
-        let key = k.to_ascii_lowercase();
-        if ["secret", "token", "password", "account_key", "sas_key"].iter().any(|s| key.contains(s)) {
-            return Err(format!("[shared] options must not hold {k}: credentials come from the environment or ~/.aws/credentials"));
-        }
-    }
-    Ok(())
-}
-
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).thread_name("lode-shared").enable_all().build().map_err(|e| e.to_string())
 }
@@ -328,7 +317,7 @@ impl SharedIndex {
     /// Opens the tier at its newest complete publish. Fails when nothing was published there.
     pub fn open(cfg: &SharedConfig) -> Result<SharedIndex, SharedError> {
         let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
-        check_options(cfg).map_err(err)?;
+        s3::refuse_secrets(&cfg.options).map_err(err)?;
         let rt = runtime().map_err(err)?;
         let opened = rt.block_on(async {
             tokio::time::timeout(cfg.timeout, async {
@@ -559,7 +548,7 @@ pub fn publish(
 ) -> Result<PublishReport, SharedError> {
     let t = Instant::now();
     let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
-    check_options(cfg).map_err(err)?;
+    s3::refuse_secrets(&cfg.options).map_err(err)?;
     let rt = runtime().map_err(err)?;
     let lerr = |e: lancedb::Error| err(brief(&e.to_string()));
     let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
@@ -786,10 +775,10 @@ mod tests {
         for k in ["aws_secret_access_key", "AWS_SESSION_TOKEN", "azure_storage_account_key", "password"] {
             let mut c = SharedConfig::new("s3://b/p");
             c.options.insert(k.into(), "x".into());
-            assert!(check_options(&c).unwrap_err().contains(k), "{k}");
+            assert!(s3::refuse_secrets(&c.options).unwrap_err().contains(k), "{k}");
         }
         let mut c = SharedConfig::new("s3://b/p");
         c.options.insert("endpoint".into(), "http://127.0.0.1:9".into());
-        assert!(check_options(&c).is_ok());
+        assert!(s3::refuse_secrets(&c.options).is_ok());
     }
 }

@@ -54,14 +54,11 @@ pub fn builder(url: &Url, options: &HashMap<String, String>, profile: &Profile) 
         b = b.with_endpoint(e);
     }
     let mut client = ClientOptions::new().with_connect_timeout(CONNECT_TIMEOUT).with_timeout(REQUEST_TIMEOUT);
+    refuse_secrets(options).map_err(Error::invalid_input)?;
     for (k, v) in options {
         let key = k.to_ascii_lowercase();
         match key.as_str() {
             "allow_http" | "aws_allow_http" => client = client.with_allow_http(matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")),
-            // Secrets never come from a config file.
-            "aws_secret_access_key" | "secret_access_key" | "aws_session_token" | "session_token" | "token" => {
-                return Err(Error::invalid_input(format!("[shared] options must not hold {k}: credentials come from the environment or ~/.aws/credentials")));
-            }
             _ => match key.parse::<AmazonS3ConfigKey>() {
                 Ok(cfg) => b = b.with_config(cfg, v),
                 Err(_) => {} // options for other layers (timeouts, block sizes) are not S3's
@@ -90,6 +87,18 @@ pub fn builder(url: &Url, options: &HashMap<String, String>, profile: &Profile) 
     }
     let retry = RetryConfig { max_retries: 2, retry_timeout: RETRY_FOR, ..Default::default() };
     Ok(b.with_client_options(client).with_retry(retry))
+}
+
+/// Secrets never come from a config file (it may be committed, shown, synced): an option
+/// whose name says it holds one is refused by that name.
+pub(crate) fn refuse_secrets(options: &HashMap<String, String>) -> std::result::Result<(), String> {
+    for k in options.keys() {
+        let key = k.to_ascii_lowercase();
+        if ["secret", "token", "password", "account_key", "sas_key"].iter().any(|s| key.contains(s)) {
+            return Err(format!("[shared] options must not hold {k}: credentials come from the environment or ~/.aws/credentials"));
+        }
+    }
+    Ok(())
 }
 
 /// The named profile's keys from `~/.aws/credentials` and `~/.aws/config` (the files the AWS
