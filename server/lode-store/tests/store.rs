@@ -663,3 +663,42 @@ fn short_version_ids_grow_only_where_two_versions_share_a_prefix() {
     let a = store.short_version_id(&twin_a).unwrap();
     assert!(a.len() >= 20 && store.versions_with_prefix(&a, 2).unwrap() == [twin_a.clone()], "{a}");
 }
+
+/// The shared tier's versions kept beside the store: only bytes that hash to their id are kept
+/// or read back, and no id, however written, reaches outside the folder or another version.
+#[test]
+fn shared_versions_are_kept_only_under_their_hash_and_read_back_only_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let body = b"# Team\n\nThe quorum is 2.\n";
+    let id = lode_store::version_id(body);
+    // Refused: bytes that are not the id's, and ids that are not a hash of the bytes.
+    for (bad_id, bytes) in [
+        (id.as_str(), &b"# Team\n\nThe quorum is 3.\n"[..]),
+        ("../../../etc/passwd", &body[..]),
+        (&id[..12], &body[..]),
+        ("", &body[..]),
+    ] {
+        assert!(store.cache_shared_body(bad_id, bytes).is_err(), "{bad_id:?} kept");
+    }
+    assert_eq!(store.version_body(&id).unwrap(), None, "nothing kept yet");
+    store.cache_shared_body(&id, body).unwrap();
+    store.cache_shared_body(&id, body).unwrap(); // twice is once
+    assert_eq!(store.version_body(&id).unwrap().as_deref(), Some(&body[..]));
+    assert_eq!(store.versions_with_prefix(&id[..12], 2).unwrap(), vec![id.clone()]);
+    assert_eq!(store.versions_with_prefix(&id[..12].to_uppercase(), 2).unwrap(), vec![id.clone()], "hex in any case");
+    // Lookups by ids that are not 64 hex digits find nothing, whatever files lie around.
+    let cache = store.shared_cache_dir().unwrap();
+    std::fs::write(cache.join("notes.md"), "x").unwrap();
+    std::fs::write(dir.path().join("secret.md"), "x").unwrap();
+    for hostile in ["../secret.md", "notes.md", &format!("{id}/.."), "%2e%2e/secret.md", &format!("{id} ")] {
+        assert_eq!(store.version_body(hostile).unwrap(), None, "{hostile:?}");
+        assert!(store.versions_with_prefix(hostile, 2).unwrap().is_empty(), "{hostile:?}");
+    }
+    // A kept file damaged afterwards (a flipped byte, cut short, emptied) is no version.
+    let file = cache.join(&id);
+    for damaged in [b"# Team\n\nThe quorum is 3.\n".to_vec(), body[..10].to_vec(), Vec::new()] {
+        std::fs::write(&file, &damaged).unwrap();
+        assert_eq!(store.version_body(&id).unwrap(), None, "damaged bytes were read back as the version");
+    }
+}

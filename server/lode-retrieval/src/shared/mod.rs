@@ -770,6 +770,37 @@ mod tests {
         assert_eq!(SharedConfig::new("s3://b/p/").address("a/b.md"), "s3://b/p/a/b.md");
     }
 
+    /// Version lookups build a filter from what a citation says: every hostile spelling finds
+    /// nothing (and runs no query), a real id or prefix finds exactly its bytes.
+    #[test]
+    fn version_lookups_by_hostile_ids_find_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let body = b"# Runbook\n\nThe quorum is 2.\n".to_vec();
+        let id = lode_store::version_id(&body);
+        let passage = lode_store::PassageRow {
+            id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start: 11, end: 27, line: 3,
+            kind: "paragraph".into(), heading: "Runbook".into(), parent_start: 11, parent_end: 27, text: "The quorum is 2.".into(),
+        };
+        let note = NoteToPublish { path: "it's.md".into(), title: "Runbook".into(), version_id: id.clone(), body: body.clone(), meta: Default::default(), passages: vec![passage] };
+        let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
+        publish(&cfg, &[note], None, &mut |_| {}).unwrap();
+        let ix = SharedIndex::open(&cfg).unwrap();
+        for good in [id.clone(), id[..12].to_owned(), id[..12].to_uppercase(), id[..40].to_owned()] {
+            assert_eq!(ix.version_body(&good).unwrap(), Some((id.clone(), body.clone())), "{good}");
+        }
+        let quoted = format!("{}' OR '1'='1", &id[..12]);
+        let hostile = [
+            "' OR 1=1 --".to_owned(), quoted, format!("{id}0"), id[..11].to_owned(), format!("{}g", &id[..12]),
+            format!("{} ", &id[..12]), "%".repeat(12), "_".repeat(12), String::new(), "0".repeat(64), "f".repeat(12),
+        ];
+        for h in &hostile {
+            assert_eq!(ix.version_body(h).unwrap(), None, "{h:?}");
+        }
+        let found = ix.search("quorum", 5, None).unwrap();
+        assert_eq!(found.lexical.len(), 1);
+        assert_eq!(found.lexical[0].path, cfg.address("it's.md"));
+    }
+
     #[test]
     fn secrets_in_options_are_refused_by_name() {
         for k in ["aws_secret_access_key", "AWS_SESSION_TOKEN", "azure_storage_account_key", "password"] {
