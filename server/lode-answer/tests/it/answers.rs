@@ -2,7 +2,7 @@
 //! an LLM synthesizer against a scripted OpenAI-compatible server on loopback — the four failure
 //! modes, egress rules, redaction, retries and malformed answers.
 
-mod support;
+
 
 use std::path::{Path, PathBuf};
 
@@ -13,7 +13,7 @@ use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
-use support::{completion, label_of, user_message, FakeLlm};
+use crate::support::{completion, label_of, user_message, FakeLlm};
 
 const ROTATION: &str = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin.";
 const LAST: &str = "The last rotation was done on 2026-02-19.";

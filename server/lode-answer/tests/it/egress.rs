@@ -4,7 +4,7 @@
 //! decides before the index does — unsaved buffers, moves, nested vaults, unreadable rules.
 //! The `*-heldout.jsonl` sets were written blind, by someone who saw neither code nor our cases.
 
-mod support;
+
 
 use std::path::PathBuf;
 
@@ -16,7 +16,7 @@ use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 use serde_json::Value;
-use support::{completion, FakeLlm};
+use crate::support::{completion, FakeLlm};
 
 fn fixture(name: &str) -> Vec<Value> {
     let path = lode_testing::repo().join("fixtures/egress").join(name);

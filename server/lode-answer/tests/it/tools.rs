@@ -3,7 +3,7 @@
 //! models cite what the page never said, fetch no-egress domains, smuggle secrets into URLs,
 //! call unknown tools and never stop calling.
 
-mod support;
+
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -16,7 +16,7 @@ use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::{Source, Store, StoreOptions};
 use lode_testing::web::{Reply, Site};
-use support::FakeLlm;
+use crate::support::FakeLlm;
 
 const PAGE: &str = "<html><head><title>Pool limits</title></head><body><h1>Pool limits</h1><p>The shared pool allows 40 server connections.</p><p>Bursts are capped at 60.</p></body></html>";
 
@@ -75,7 +75,7 @@ fn tool_call(url: &str) -> String {
 }
 
 fn answer(content: &str) -> String {
-    support::completion(content)
+    crate::support::completion(content)
 }
 
 /// The label the tool result gave the fetched page, from the last tool message of a request.
