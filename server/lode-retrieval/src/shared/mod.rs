@@ -233,6 +233,11 @@ struct TierState {
     failed: Option<(String, Instant)>,
 }
 
+/// Passages written per add (per file in the table).
+const ROWS_PER_ADD: usize = 16_384;
+/// Files the passages table may hold before a publish merges them.
+pub const COMPACT_AFTER: usize = 24;
+
 pub const REFRESH: Duration = Duration::from_secs(30);
 pub const RETRY_AFTER: Duration = Duration::from_secs(15);
 
@@ -519,6 +524,8 @@ pub struct PublishReport {
     pub versions_added: usize,
     /// Half-written commits of an interrupted publish that were rolled back first.
     pub restored: bool,
+    /// The table's files were merged (more than [`COMPACT_AFTER`]).
+    pub compacted: bool,
     pub embedder: Option<String>,
     pub ms: f64,
 }
@@ -663,6 +670,16 @@ pub fn publish(
         }
         let rows: Vec<(&NoteToPublish, &lode_store::PassageRow)> = changed.iter().flat_map(|n| n.passages.iter().map(move |p| (*n, p))).collect();
         let mut done = 0;
+        // Rows are embedded 512 at a time (progress) but written in larger adds: each add is a
+        // file in the table, and a reader pays a request per file.
+        let mut pending: Vec<RecordBatch> = Vec::new();
+        let flush = async |pending: &mut Vec<RecordBatch>| -> Result<(), SharedError> {
+            if pending.is_empty() {
+                return Ok(());
+            }
+            passages.add(std::mem::take(pending)).execute().await.map_err(lerr)?;
+            Ok(())
+        };
         for chunk in rows.chunks(512) {
             let mut cols: Vec<Arc<dyn Array>> = vec![
                 Arc::new(StringArray::from_iter_values(chunk.iter().map(|(n, _)| n.path.as_str()))),
@@ -689,21 +706,50 @@ pub fn publish(
                     *d as i32,
                 )));
             }
-            let batch = RecordBatch::try_new(passages_schema(dims), cols).map_err(|e| err(e.to_string()))?;
-            passages.add(batch).execute().await.map_err(lerr)?;
+            pending.push(RecordBatch::try_new(passages_schema(dims), cols).map_err(|e| err(e.to_string()))?);
+            if pending.len() * 512 >= ROWS_PER_ADD {
+                flush(&mut pending).await?;
+            }
             done += chunk.len();
             progress(&format!("{done} of {} passages written", rows.len()));
         }
+        flush(&mut pending).await?;
         report.passages_added = rows.len();
 
-        // LanceDB's full-text index over the text, made again over the whole table.
+        // Files: every publish that changes something adds one or more, and deletes leave
+        // deletion files; past COMPACT_AFTER they are merged (the indexes are remapped, and the
+        // versions earlier publishes name keep their own files).
         let total = passages.count_rows(None).await.map_err(lerr)?;
-        if total > 0 && (report.changed > 0 || report.removed > 0 || last.is_none()) {
-            progress("building the full-text index");
-            passages.create_index(&["text"], Index::FTS(FtsIndexBuilder::default())).replace(true).execute().await.map_err(lerr)?;
-            if dims.is_some() && total >= 10_000 {
+        let touched = report.changed > 0 || report.removed > 0;
+        if touched && passages.stats().await.map_err(lerr)?.fragment_stats.num_fragments > COMPACT_AFTER {
+            progress("merging the table's files");
+            passages
+                .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
+                .await
+                .map_err(lerr)?;
+            report.compacted = true;
+        }
+        // Indexes: LanceDB's full-text index over the text, and a vector index from 10,000
+        // vectors, each built once and afterwards brought up to date with the rows this publish
+        // added (an incremental update: a publish of one note no longer re-reads the tier).
+        if total > 0 && (touched || last.is_none()) {
+            let indices = passages.list_indices().await.map_err(lerr)?;
+            let has = |column: &str| indices.iter().any(|i| i.columns.iter().any(|c| c == column));
+            let (has_fts, has_vector) = (has("text"), has("vector"));
+            if has_fts || has_vector {
+                progress("updating the indexes");
+                passages
+                    .optimize(lancedb::table::OptimizeAction::Index(lancedb::table::OptimizeOptions::default()))
+                    .await
+                    .map_err(lerr)?;
+            }
+            if !has_fts {
+                progress("building the full-text index");
+                passages.create_index(&["text"], Index::FTS(FtsIndexBuilder::default())).execute().await.map_err(lerr)?;
+            }
+            if dims.is_some() && total >= 10_000 && !has_vector {
                 progress("building the vector index");
-                passages.create_index(&["vector"], Index::Auto).replace(true).execute().await.map_err(lerr)?;
+                passages.create_index(&["vector"], Index::Auto).execute().await.map_err(lerr)?;
             }
         }
         // The one commit that makes this publish visible.
@@ -799,6 +845,65 @@ mod tests {
         let found = ix.search("quorum", 5, None).unwrap();
         assert_eq!(found.lexical.len(), 1);
         assert_eq!(found.lexical[0].path, cfg.address("it's.md"));
+    }
+
+    /// Many small publishes, each changing another note: the table's files are merged once
+    /// they pass [`COMPACT_AFTER`], each publish leaves the full-text index covering every row
+    /// (updated, not rebuilt), a changed note's old words are gone and its new ones found, and
+    /// a reader still on an older publish reads it whole across the merge.
+    #[test]
+    fn many_small_publishes_keep_the_index_whole_and_merge_the_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
+        let note = |i: usize, word: &str| {
+            let text = format!("The {word} runbook names the quorum.");
+            let body = format!("# Runbook {i}\n\n{text}\n").into_bytes();
+            let id = lode_store::version_id(&body);
+            let start = body.len() - text.len() - 1;
+            let passage = lode_store::PassageRow {
+                id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
+                kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
+            };
+            NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
+        };
+        // Distinct single tokens that no stemmer shortens into one another.
+        let word = |round: usize| format!("zq{round}x");
+        const NOTES: usize = 40;
+        let mut words: Vec<String> = (0..NOTES).map(|i| format!("w{i}init")).collect();
+        let mut compacted_at = None;
+        let mut early: Option<(SharedIndex, String)> = None;
+        let rt = runtime().unwrap();
+        for round in 0..(COMPACT_AFTER + 4) {
+            let old = std::mem::replace(&mut words[round % NOTES], word(round));
+            let notes: Vec<NoteToPublish> = (0..NOTES).map(|i| note(i, &words[i])).collect();
+            let r = publish(&cfg, &notes, None, &mut |_| {}).unwrap();
+            assert_eq!(r.changed, if round == 0 { NOTES } else { 1 }, "round {round}");
+            if r.compacted && compacted_at.is_none() {
+                compacted_at = Some(round);
+            }
+            let ix = SharedIndex::open(&cfg).unwrap();
+            let paths = |q: &str| ix.search(q, 5, None).unwrap().lexical.into_iter().map(|h| h.path).collect::<Vec<_>>();
+            let path = cfg.address(&format!("n{:02}.md", round % NOTES));
+            assert_eq!(paths(&word(round)), vec![path], "round {round}: the new words are found");
+            assert!(paths(&old).is_empty(), "round {round}: the old words ({old}) are gone");
+            assert_eq!(paths(&words[NOTES - 1]), vec![cfg.address(&format!("n{:02}.md", NOTES - 1))], "round {round}: an unchanged note");
+            let stats = rt.block_on(async {
+                let t = connect(&cfg).await.unwrap().open_table(PASSAGES).execute().await.unwrap();
+                let name = t.list_indices().await.unwrap().into_iter().find(|i| i.columns == ["text"]).expect("a full-text index").name;
+                t.index_stats(name).await.unwrap().unwrap()
+            });
+            assert_eq!((stats.num_indexed_rows, stats.num_unindexed_rows), (NOTES, 0), "round {round}: every row in the index");
+            if round == 2 {
+                early = Some((ix, word(2)));
+            }
+        }
+        let at = compacted_at.expect("the files were merged");
+        assert!(at >= COMPACT_AFTER - 1, "merged at round {at}, before the table had {COMPACT_AFTER} files");
+        // A reader that opened publish 3 still reads publish 3 after the merge.
+        let (early, w) = early.unwrap();
+        let found = early.search(&w, 5, None).unwrap().lexical;
+        assert_eq!(found.len(), 1);
+        assert!(found[0].text.contains(&w));
     }
 
     #[test]
