@@ -224,6 +224,11 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     let quote = first_cite["quoted_span"].as_str().unwrap();
     assert!(shown.contains(quote.split_whitespace().take(6).collect::<Vec<_>>().join(" ").as_str()), "hover shows the pinned quote {quote:?}: {hover}");
     assert!(m.join(".lode/shared-versions").join(first_cite["version_id"].as_str().unwrap()).is_file(), "the cited bytes are kept");
+    // The editor's status shows the tier the hover opened: its newest publish.
+    let status = c.request("lode/status", json!({})).unwrap();
+    let shared = &status["result"]["shared"];
+    assert_eq!((shared["state"].as_str(), shared["publish"]["seq"].as_i64(), shared["publish"]["notes"].as_i64()), (Some("open"), Some(3), Some(13)), "{status}");
+    assert!(shared["index"].as_str().unwrap().starts_with("s3://"), "{status}");
     let _ = c.stop();
 }
 

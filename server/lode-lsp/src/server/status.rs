@@ -46,6 +46,7 @@ impl Backend {
                 "unsaved": st.writer.unsaved(),
                 "reranker": st.reranker.as_ref().map_or(json!("off (no [models] reranker)"), |p| p.status()),
                 "nli": st.nli.as_ref().map_or(json!("off (no [models] nli)"), |p| p.status()),
+                "shared": st.settings.ask.shared.as_ref().map_or(json!("off (no [shared] index)"), |t| t.peek()),
                 "dense": match (&model, st.settings.vectors.is_some()) {
                     (Some(m), _) => {
                         let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});

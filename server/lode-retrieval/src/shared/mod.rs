@@ -256,6 +256,26 @@ impl SharedTier {
         &self.cfg
     }
 
+    /// What is known of the tier without reading it (for `lode/status`, which must not wait on
+    /// the network): not opened yet, the publish it has open, or why the last open failed.
+    pub fn peek(&self) -> serde_json::Value {
+        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let mut v = serde_json::json!({"index": self.cfg.uri});
+        match (&st.open, &st.failed) {
+            (Some((ix, at)), _) => {
+                v["state"] = "open".into();
+                v["publish"] = serde_json::to_value(&ix.publish).unwrap_or_default();
+                v["opened_secs_ago"] = at.elapsed().as_secs().into();
+            }
+            (None, Some((why, at))) => {
+                v["state"] = format!("failed: {why}").into();
+                v["retry_in_secs"] = RETRY_AFTER.saturating_sub(at.elapsed()).as_secs().into();
+            }
+            (None, None) => v["state"] = "configured; opened by the first question".into(),
+        }
+        v
+    }
+
     /// The tier at its newest complete publish, or why it cannot be read now.
     pub fn get(&self) -> Result<Arc<SharedIndex>, String> {
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
