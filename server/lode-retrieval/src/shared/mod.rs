@@ -233,6 +233,9 @@ struct TierState {
     failed: Option<(String, Instant)>,
 }
 
+/// Why a publish stops when another one writes to the same tier at the same time.
+const CONCURRENT: &str = "another publish wrote to this tier while this one was writing: nothing was recorded, readers keep the last publish, and the next publish rolls back the unrecorded writes (publish one at a time: a CI concurrency group)";
+
 /// Passages written per add (per file in the table).
 const ROWS_PER_ADD: usize = 16_384;
 /// Files the passages table may hold before a publish merges them.
@@ -577,7 +580,11 @@ pub fn publish(
     let err = |detail: String| SharedError { uri: cfg.uri.clone(), detail };
     s3::refuse_secrets(&cfg.options).map_err(err)?;
     let rt = runtime().map_err(err)?;
-    let lerr = |e: lancedb::Error| err(brief(&e.to_string()));
+    // Lance refuses a commit that conflicts with another writer's (a roll-back under it).
+    let lerr = |e: lancedb::Error| {
+        let e = e.to_string();
+        err(if e.contains("Incompatible transaction") || e.contains("concurrent transaction") { CONCURRENT.into() } else { brief(&e) })
+    };
     let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
     rt.block_on(async {
         let db = connect(cfg).await.map_err(lerr)?;
@@ -623,6 +630,19 @@ pub fn publish(
             versions.delete("true").await.map_err(lerr)?;
             report.restored = true;
         }
+        // Each commit this publish makes must come right after its previous one: another
+        // publish writing at the same time interleaves its commits, and a row naming the
+        // versions at the end would name a mix of both (checked again before recording).
+        let mut pv = passages.version().await.map_err(lerr)?;
+        let mut vv = versions.version().await.map_err(lerr)?;
+        let step = async |t: &Table, seen: &mut u64| -> Result<(), SharedError> {
+            let now = t.version().await.map_err(lerr)?;
+            if now > *seen + 1 {
+                return Err(err(CONCURRENT.into()));
+            }
+            *seen = now;
+            Ok(())
+        };
         // What the last publish holds: note path → version.
         progress("reading what was published before");
         let mut published: BTreeMap<String, String> = BTreeMap::new();
@@ -673,6 +693,7 @@ pub fn publish(
             )
             .map_err(|e| err(e.to_string()))?;
             versions.add(batch).execute().await.map_err(lerr)?;
+            step(&versions, &mut vv).await?;
         }
         report.versions_added = new_versions.len();
 
@@ -681,6 +702,7 @@ pub fn publish(
         for chunk in gone.chunks(200) {
             let list = chunk.iter().map(|p| format!("'{}'", p.replace('\'', "''"))).collect::<Vec<_>>().join(",");
             passages.delete(format!("path IN ({list})").as_str()).await.map_err(lerr)?;
+            step(&passages, &mut pv).await?;
         }
         if cfg!(debug_assertions) && std::env::var("LODE_FAULT_PUBLISH").is_ok_and(|at| at == "pause-after-delete") {
             // Tests: a reader asks now, while the changed notes' old passages are deleted and
@@ -693,12 +715,12 @@ pub fn publish(
         // Rows are embedded 512 at a time (progress) but written in larger adds: each add is a
         // file in the table, and a reader pays a request per file.
         let mut pending: Vec<RecordBatch> = Vec::new();
-        let flush = async |pending: &mut Vec<RecordBatch>| -> Result<(), SharedError> {
+        let flush = async |pending: &mut Vec<RecordBatch>, pv: &mut u64| -> Result<(), SharedError> {
             if pending.is_empty() {
                 return Ok(());
             }
             passages.add(std::mem::take(pending)).execute().await.map_err(lerr)?;
-            Ok(())
+            step(&passages, pv).await
         };
         for chunk in rows.chunks(512) {
             let mut cols: Vec<Arc<dyn Array>> = vec![
@@ -728,12 +750,12 @@ pub fn publish(
             }
             pending.push(RecordBatch::try_new(passages_schema(dims), cols).map_err(|e| err(e.to_string()))?);
             if pending.len() * 512 >= ROWS_PER_ADD {
-                flush(&mut pending).await?;
+                flush(&mut pending, &mut pv).await?;
             }
             done += chunk.len();
             progress(&format!("{done} of {} passages written", rows.len()));
         }
-        flush(&mut pending).await?;
+        flush(&mut pending, &mut pv).await?;
         report.passages_added = rows.len();
 
         // Files: every publish that changes something adds one or more, and deletes leave
@@ -747,6 +769,9 @@ pub fn publish(
                 .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
                 .await
                 .map_err(lerr)?;
+            // A merge is two commits (the files, then the indexes remapped onto them).
+            pv += 1;
+            step(&passages, &mut pv).await?;
             report.compacted = true;
         }
         // Indexes: LanceDB's full-text index over the text, and a vector index from 10,000
@@ -762,15 +787,24 @@ pub fn publish(
                     .optimize(lancedb::table::OptimizeAction::Index(lancedb::table::OptimizeOptions::default()))
                     .await
                     .map_err(lerr)?;
+                step(&passages, &mut pv).await?;
             }
             if !has_fts {
                 progress("building the full-text index");
                 passages.create_index(&["text"], Index::FTS(FtsIndexBuilder::default())).execute().await.map_err(lerr)?;
+                step(&passages, &mut pv).await?;
             }
             if dims.is_some() && total >= 10_000 && !has_vector {
                 progress("building the vector index");
                 passages.create_index(&["vector"], Index::Auto).execute().await.map_err(lerr)?;
+                step(&passages, &mut pv).await?;
             }
+        }
+        // Nothing committed after this publish's last commit, in either table.
+        passages.checkout_latest().await.map_err(lerr)?;
+        versions.checkout_latest().await.map_err(lerr)?;
+        if passages.version().await.map_err(lerr)? != pv || versions.version().await.map_err(lerr)? != vv {
+            return Err(err(CONCURRENT.into()));
         }
         // The one commit that makes this publish visible.
         let seq = last.as_ref().map_or(1, |l| l.seq + 1);
@@ -924,6 +958,84 @@ mod tests {
         let found = early.search(&w, 5, None).unwrap().lexical;
         assert_eq!(found.len(), 1);
         assert!(found[0].text.contains(&w));
+    }
+
+    /// Two publishes at once: the one whose commits were overtaken stops with the reason and
+    /// records nothing, readers see the other whole, and the next publish completes after
+    /// rolling back what the stopped one wrote.
+    #[test]
+    fn a_publish_overtaken_by_another_records_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
+        let note = |i: usize, word: &str| {
+            let text = format!("The {word} runbook names the quorum.");
+            let body = format!("# Runbook {i}\n\n{text}\n").into_bytes();
+            let id = lode_store::version_id(&body);
+            let start = body.len() - text.len() - 1;
+            let passage = lode_store::PassageRow {
+                id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
+                kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
+            };
+            NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
+        };
+        let vault = |changed: Option<(usize, &str)>| -> Vec<NoteToPublish> {
+            (0..6).map(|i| match changed {
+                Some((c, w)) if c == i => note(i, w),
+                _ => note(i, &format!("w{i}init")),
+            }).collect()
+        };
+        publish(&cfg, &vault(None), None, &mut |_| {}).unwrap();
+        // A has deleted n00's passages and not yet written the new ones when B publishes whole.
+        let mut overtaken = false;
+        let b_cfg = cfg.clone();
+        let a = publish(&cfg, &vault(Some((0, "alphaword"))), None, &mut |msg| {
+            if !overtaken && msg.contains("passages written") {
+                overtaken = true;
+                let (c, b) = (b_cfg.clone(), vault(Some((1, "bravoword"))));
+                let r = std::thread::spawn(move || publish(&c, &b, None, &mut |_| {})).join().unwrap().unwrap();
+                assert_eq!((r.seq, r.restored), (2, true), "B rolls back A's unrecorded writes");
+            }
+        });
+        assert!(overtaken);
+        let e = a.expect_err("A was overtaken");
+        assert!(e.detail.contains("another publish wrote to this tier"), "{e}");
+        let paths = |q: &str| {
+            let ix = SharedIndex::open(&cfg).unwrap();
+            (ix.publish().seq, ix.search(q, 5, None).unwrap().lexical.into_iter().map(|h| h.path).collect::<Vec<_>>())
+        };
+        assert_eq!(paths("bravoword"), (2, vec![cfg.address("n01.md")]));
+        assert_eq!(paths("alphaword"), (2, vec![]));
+        assert_eq!(paths("w0init"), (2, vec![cfg.address("n00.md")]), "B's publish is whole: n00 as first published");
+        // A again (Lance refused its write after B's roll-back, so nothing of it is left).
+        let r = publish(&cfg, &vault(Some((0, "alphaword"))), None, &mut |_| {}).unwrap();
+        assert_eq!(r.seq, 3);
+        assert_eq!(paths("alphaword"), (3, vec![cfg.address("n00.md")]));
+        assert_eq!(paths("bravoword"), (3, vec![]));
+        assert_eq!(paths("w1init"), (3, vec![cfg.address("n01.md")]));
+
+        // Both start from the same publish (no roll-back, nothing for Lance to refuse: deletes
+        // of other rows and appends commute): C reads the tier, D publishes whole, C writes.
+        let mut overtaken = false;
+        let c = publish(&cfg, &vault(Some((2, "charlieword"))), None, &mut |msg| {
+            if !overtaken && msg.starts_with("reading what was published") {
+                overtaken = true;
+                let (c, d) = (b_cfg.clone(), vault(Some((3, "deltaword"))));
+                let r = std::thread::spawn(move || publish(&c, &d, None, &mut |_| {})).join().unwrap().unwrap();
+                assert_eq!((r.seq, r.restored), (4, false));
+            }
+        });
+        assert!(overtaken);
+        let e = c.expect_err("C was overtaken");
+        assert!(e.detail.contains("another publish wrote to this tier"), "{e}");
+        assert_eq!(paths("deltaword"), (4, vec![cfg.address("n03.md")]));
+        assert_eq!(paths("charlieword"), (4, vec![]), "C's writes are in no recorded publish");
+        assert_eq!(paths("w2init"), (4, vec![cfg.address("n02.md")]));
+        assert_eq!(paths("alphaword"), (4, vec![]), "D's vault has n00 as first published");
+        // The next publish rolls C's writes back and completes.
+        let r = publish(&cfg, &vault(Some((2, "charlieword"))), None, &mut |_| {}).unwrap();
+        assert_eq!((r.seq, r.restored), (5, true));
+        assert_eq!(paths("charlieword"), (5, vec![cfg.address("n02.md")]));
+        assert_eq!(paths("deltaword"), (5, vec![]));
     }
 
     #[test]
