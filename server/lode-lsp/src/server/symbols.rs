@@ -28,19 +28,19 @@ impl Backend {
             for (state, _) in &vaults {
                 let store = state.readers.get()?;
                 let root = &state.root;
-            for (path, name, line, is_title) in store.symbols(&q, LIMIT).map_err(|e| e.to_string())? {
-                let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
-                let pos = Position { line: line.saturating_sub(1) as u32, character: 0 };
-                #[allow(deprecated)]
-                out.push(SymbolInformation {
-                    name,
-                    kind: if is_title { SymbolKind::FILE } else { SymbolKind::STRING },
-                    tags: None,
-                    deprecated: None,
-                    location: Location { uri, range: Range { start: pos, end: pos } },
-                    container_name: Some(path),
-                });
-            }
+                for (path, name, line, is_title) in store.symbols(&q, LIMIT).map_err(|e| e.to_string())? {
+                    let Some(uri) = Uri::from_file_path(root.join(&path)) else { continue };
+                    let pos = Position { line: line.saturating_sub(1) as u32, character: 0 };
+                    #[allow(deprecated)]
+                    out.push(SymbolInformation {
+                        name,
+                        kind: if is_title { SymbolKind::FILE } else { SymbolKind::STRING },
+                        tags: None,
+                        deprecated: None,
+                        location: Location { uri, range: Range { start: pos, end: pos } },
+                        container_name: Some(path),
+                    });
+                }
             }
             out.truncate(LIMIT);
             Ok(out)
