@@ -215,7 +215,9 @@ async fn read_publishes(db: &lancedb::Connection) -> lancedb::Result<Vec<Publish
         };
         out.extend(get().map_err(|m| lancedb::Error::Runtime { message: format!("{PUBLISHES}: {m}") })?);
     }
-    out.sort_by_key(|p| p.seq);
+    // Two publishes that recorded at the same instant share a seq (both reported it): the
+    // later one wins, deterministically.
+    out.sort_by_key(|p| (p.seq, p.published_at, p.passages_version));
     Ok(out)
 }
 
@@ -238,8 +240,12 @@ const CONCURRENT: &str = "another publish wrote to this tier while this one was 
 
 /// Passages written per add (per file in the table).
 const ROWS_PER_ADD: usize = 16_384;
-/// Files the passages table may hold before a publish merges them.
+/// Files (fragments) the passages table may hold before a publish merges them.
 pub const COMPACT_AFTER: usize = 24;
+/// Passages from which a tier with vectors gets a vector index (unit tests: a few hundred).
+const VECTOR_INDEX_MIN: usize = if cfg!(test) { 512 } else { 10_000 };
+/// Deltas the vector index may hold before a publish merges them.
+pub const MAX_VECTOR_DELTAS: usize = 8;
 
 pub const REFRESH: Duration = Duration::from_secs(30);
 pub const RETRY_AFTER: Duration = Duration::from_secs(15);
@@ -262,8 +268,16 @@ impl SharedTier {
     /// What is known of the tier without reading it (for `lode/status`, which must not wait on
     /// the network): not opened yet, the publish it has open, or why the last open failed.
     pub fn peek(&self) -> serde_json::Value {
-        let st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let mut v = serde_json::json!({"index": self.cfg.uri});
+        // A question opening the tier holds the lock for as long as the network takes.
+        let st = match self.state.try_lock() {
+            Ok(st) => st,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => {
+                v["state"] = "opening".into();
+                return v;
+            }
+        };
         match (&st.open, &st.failed) {
             (Some((ix, at)), _) => {
                 v["state"] = "open".into();
@@ -583,24 +597,14 @@ pub fn publish(
     // Lance refuses a commit that conflicts with another writer's (a roll-back under it).
     let lerr = |e: lancedb::Error| {
         let e = e.to_string();
-        err(if e.contains("Incompatible transaction") || e.contains("concurrent transaction") { CONCURRENT.into() } else { brief(&e) })
+        let conflict = ["Incompatible transaction", "concurrent transaction", "Commit conflict for version", "Too many concurrent writers"];
+        err(if conflict.iter().any(|c| e.contains(c)) { CONCURRENT.into() } else { brief(&e) })
     };
     let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
     rt.block_on(async {
         let db = connect(cfg).await.map_err(lerr)?;
         let names = db.table_names().execute().await.map_err(lerr)?;
-        let last = read_publishes(&db).await.map_err(lerr)?.pop();
         let dims = embed.as_ref().map(|e| e.1);
-        if let Some(l) = &last {
-            let want = embed.as_ref().map(|e| (e.0.as_str(), e.1 as i64)).unwrap_or(("", 0));
-            if (l.embedder.as_str(), l.dims) != want {
-                return Err(err(format!(
-                    "it was published with {}, this publish has {}: publish to a new location to change the model",
-                    if l.embedder.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", l.embedder, l.dims) },
-                    if want.0.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", want.0, want.1) },
-                )));
-            }
-        }
         let open_or_create = |name: &'static str, schema: Arc<Schema>| {
             let db = &db;
             let exists = names.iter().any(|n| n == name);
@@ -612,9 +616,33 @@ pub fn publish(
                 }
             }
         };
+        // The tables are opened before the record is read: a roll-back below then never
+        // targets an older state than one already recorded when this publish began.
         let passages = open_or_create(PASSAGES, passages_schema(dims)).await.map_err(lerr)?;
         let versions = open_or_create(VERSIONS, versions_schema()).await.map_err(lerr)?;
         let publishes = open_or_create(PUBLISHES, publishes_schema()).await.map_err(lerr)?;
+        let last = read_publishes(&db).await.map_err(lerr)?.pop();
+        if let Some(l) = &last {
+            let want = embed.as_ref().map(|e| (e.0.as_str(), e.1 as i64)).unwrap_or(("", 0));
+            if (l.embedder.as_str(), l.dims) != want {
+                return Err(err(format!(
+                    "it was published with {}, this publish has {}: publish to a new location to change the model",
+                    if l.embedder.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", l.embedder, l.dims) },
+                    if want.0.is_empty() { "no vectors".to_owned() } else { format!("{} ({} dims)", want.0, want.1) },
+                )));
+            }
+        }
+        // Each commit this publish makes must come right after its previous one: another
+        // publish writing at the same time interleaves its commits, and a row naming the
+        // versions at the end would name a mix of both (checked again before recording).
+        let step = async |t: &Table, seen: &mut u64| -> Result<(), SharedError> {
+            let now = t.version().await.map_err(lerr)?;
+            if now > *seen + 1 {
+                return Err(err(CONCURRENT.into()));
+            }
+            *seen = now;
+            Ok(())
+        };
         // Commits an interrupted publish made after its last recorded state are rolled back.
         if let Some(l) = &last {
             for (t, v) in [(&passages, l.passages_version), (&versions, l.versions_version)] {
@@ -626,23 +654,15 @@ pub fn publish(
             }
         } else if passages.count_rows(None).await.map_err(lerr)? > 0 || versions.count_rows(None).await.map_err(lerr)? > 0 {
             // A first publish that died: start again from empty tables.
-            passages.delete("true").await.map_err(lerr)?;
-            versions.delete("true").await.map_err(lerr)?;
+            for t in [&passages, &versions] {
+                let mut seen = t.version().await.map_err(lerr)?;
+                t.delete("true").await.map_err(lerr)?;
+                step(t, &mut seen).await?;
+            }
             report.restored = true;
         }
-        // Each commit this publish makes must come right after its previous one: another
-        // publish writing at the same time interleaves its commits, and a row naming the
-        // versions at the end would name a mix of both (checked again before recording).
         let mut pv = passages.version().await.map_err(lerr)?;
         let mut vv = versions.version().await.map_err(lerr)?;
-        let step = async |t: &Table, seen: &mut u64| -> Result<(), SharedError> {
-            let now = t.version().await.map_err(lerr)?;
-            if now > *seen + 1 {
-                return Err(err(CONCURRENT.into()));
-            }
-            *seen = now;
-            Ok(())
-        };
         // What the last publish holds: note path → version.
         progress("reading what was published before");
         let mut published: BTreeMap<String, String> = BTreeMap::new();
@@ -765,14 +785,17 @@ pub fn publish(
         let touched = report.changed > 0 || report.removed > 0;
         if touched && passages.stats().await.map_err(lerr)?.fragment_stats.num_fragments > COMPACT_AFTER {
             progress("merging the table's files");
-            passages
+            let done = passages
                 .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
                 .await
                 .map_err(lerr)?;
-            // A merge is two commits (the files, then the indexes remapped onto them).
-            pv += 1;
+            // A merge is two commits (fragment ids reserved, then the rewrite, which carries
+            // the indexes remapped onto it); nothing to merge is none.
+            report.compacted = done.compaction.as_ref().is_some_and(|c| c.fragments_removed > 0);
+            if report.compacted {
+                pv += 1;
+            }
             step(&passages, &mut pv).await?;
-            report.compacted = true;
         }
         // Indexes: LanceDB's full-text index over the text, and a vector index from 10,000
         // vectors, each built once and afterwards brought up to date with the rows this publish
@@ -783,10 +806,16 @@ pub fn publish(
             let (has_fts, has_vector) = (has("text"), has("vector"));
             if has_fts || has_vector {
                 progress("updating the indexes");
-                passages
-                    .optimize(lancedb::table::OptimizeAction::Index(lancedb::table::OptimizeOptions::default()))
-                    .await
-                    .map_err(lerr)?;
+                // The vector index grows by a delta per update, and a query reads every delta:
+                // past MAX_VECTOR_DELTAS they are merged into one.
+                let mut options = lancedb::table::OptimizeOptions::default();
+                if let Some(ix) = indices.iter().find(|i| i.columns.iter().any(|c| c == "vector")) {
+                    let parts = passages.index_stats(&ix.name).await.map_err(lerr)?.and_then(|s| s.num_indices).unwrap_or(1) as usize;
+                    if parts >= MAX_VECTOR_DELTAS {
+                        options = lancedb::table::OptimizeOptions::merge(parts);
+                    }
+                }
+                passages.optimize(lancedb::table::OptimizeAction::Index(options)).await.map_err(lerr)?;
                 step(&passages, &mut pv).await?;
             }
             if !has_fts {
@@ -794,16 +823,21 @@ pub fn publish(
                 passages.create_index(&["text"], Index::FTS(FtsIndexBuilder::default())).execute().await.map_err(lerr)?;
                 step(&passages, &mut pv).await?;
             }
-            if dims.is_some() && total >= 10_000 && !has_vector {
+            if dims.is_some() && total >= VECTOR_INDEX_MIN && !has_vector {
                 progress("building the vector index");
                 passages.create_index(&["vector"], Index::Auto).execute().await.map_err(lerr)?;
                 step(&passages, &mut pv).await?;
             }
         }
-        // Nothing committed after this publish's last commit, in either table.
+        // Nothing committed after this publish's last commit, in either table, and nothing
+        // recorded since this publish read the record.
         passages.checkout_latest().await.map_err(lerr)?;
         versions.checkout_latest().await.map_err(lerr)?;
         if passages.version().await.map_err(lerr)? != pv || versions.version().await.map_err(lerr)? != vv {
+            return Err(err(CONCURRENT.into()));
+        }
+        let newest = |p: Option<Publish>| p.map(|p| p.seq);
+        if newest(read_publishes(&db).await.map_err(lerr)?.pop()) != newest(last.clone()) {
             return Err(err(CONCURRENT.into()));
         }
         // The one commit that makes this publish visible.
@@ -839,6 +873,11 @@ pub fn publish(
         )
         .map_err(|e| err(e.to_string()))?;
         publishes.add(batch).execute().await.map_err(lerr)?;
+        // Two publishes that passed the check above at the same instant both recorded this
+        // seq: each says so (readers take the later whole; the next publish goes on from it).
+        if read_publishes(&db).await.map_err(lerr)?.iter().filter(|p| p.seq == seq).count() > 1 {
+            return Err(err(CONCURRENT.into()));
+        }
         report.seq = seq;
         Ok(())
     })?;
@@ -901,6 +940,19 @@ mod tests {
         assert_eq!(found.lexical[0].path, cfg.address("it's.md"));
     }
 
+    /// Note `n{i}.md` of a generated tier: one paragraph holding `word`.
+    fn note(i: usize, word: &str) -> NoteToPublish {
+        let text = format!("The {word} runbook names the quorum.");
+        let body = format!("# Runbook {i}\n\n{text}\n").into_bytes();
+        let id = lode_store::version_id(&body);
+        let start = body.len() - text.len() - 1;
+        let passage = lode_store::PassageRow {
+            id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
+            kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
+        };
+        NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
+    }
+
     /// Many small publishes, each changing another note: the table's files are merged once
     /// they pass [`COMPACT_AFTER`], each publish leaves the full-text index covering every row
     /// (updated, not rebuilt), a changed note's old words are gone and its new ones found, and
@@ -909,17 +961,6 @@ mod tests {
     fn many_small_publishes_keep_the_index_whole_and_merge_the_files() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
-        let note = |i: usize, word: &str| {
-            let text = format!("The {word} runbook names the quorum.");
-            let body = format!("# Runbook {i}\n\n{text}\n").into_bytes();
-            let id = lode_store::version_id(&body);
-            let start = body.len() - text.len() - 1;
-            let passage = lode_store::PassageRow {
-                id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
-                kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
-            };
-            NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
-        };
         // Distinct single tokens that no stemmer shortens into one another.
         let word = |round: usize| format!("zq{round}x");
         const NOTES: usize = 40;
@@ -960,6 +1001,60 @@ mod tests {
         assert!(found[0].text.contains(&w));
     }
 
+    /// A tier with vectors and its vector index, published to one note at a time: each update
+    /// adds a delta to the index, and past [`MAX_VECTOR_DELTAS`] they are merged, so what a
+    /// query reads stays bounded; the changed note is found by its new vector every time.
+    #[test]
+    fn vector_index_deltas_are_merged_and_changed_notes_found() {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
+        const DIMS: usize = 16;
+        // A deterministic unit vector per text.
+        let vector = |t: &str| -> Vec<f32> {
+            let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+            let mut v: Vec<f32> = (0..DIMS)
+                .map(|_| {
+                    for b in t.bytes() {
+                        h = (h ^ b as u64).wrapping_mul(0x100_0000_01b3);
+                    }
+                    h = h.rotate_left(17);
+                    (h % 2000) as f32 / 1000.0 - 1.0
+                })
+                .collect();
+            let n = v.iter().map(|x| x * x).sum::<f32>().sqrt();
+            v.iter_mut().for_each(|x| *x /= n);
+            v
+        };
+        let mut embed = |texts: &[String]| -> Result<Vec<Vec<f32>>, String> { Ok(texts.iter().map(|t| vector(t)).collect()) };
+        let n = VECTOR_INDEX_MIN;
+        let mut words: Vec<String> = (0..n).map(|i| format!("w{i}init")).collect();
+        let rt = runtime().unwrap();
+        let parts = || {
+            rt.block_on(async {
+                let t = connect(&cfg).await.unwrap().open_table(PASSAGES).execute().await.unwrap();
+                let ix = t.list_indices().await.unwrap().into_iter().find(|i| i.columns == ["vector"]).expect("a vector index");
+                t.index_stats(ix.name).await.unwrap().unwrap().num_indices.unwrap_or(1) as usize
+            })
+        };
+        let mut most = 0;
+        for round in 0..(MAX_VECTOR_DELTAS + 3) {
+            if round > 0 {
+                words[round] = format!("zq{round}x");
+            }
+            let notes: Vec<NoteToPublish> = (0..n).map(|i| note(i, &words[i])).collect();
+            publish(&cfg, &notes, Some(("test-embedder".into(), DIMS, &mut embed)), &mut |_| {}).unwrap();
+            let p = parts();
+            most = most.max(p);
+            assert!(p <= MAX_VECTOR_DELTAS, "round {round}: the vector index has {p} parts");
+            // The changed note's passage, by the vector of exactly what was embedded.
+            let text = crate::worker::embedded_text(&format!("Runbook {round}"), [format!("The {} runbook names the quorum.", words[round]).as_str()]);
+            let ix = SharedIndex::open(&cfg).unwrap();
+            let found = ix.search("", 3, Some(&vector(&text))).unwrap().dense;
+            assert_eq!(found.first().map(|h| h.path.clone()), Some(cfg.address(&format!("n{round:02}.md"))), "round {round}");
+        }
+        assert!(most > 1, "the updates added deltas ({most} at most)");
+    }
+
     /// Two publishes at once: the one whose commits were overtaken stops with the reason and
     /// records nothing, readers see the other whole, and the next publish completes after
     /// rolling back what the stopped one wrote.
@@ -967,17 +1062,6 @@ mod tests {
     fn a_publish_overtaken_by_another_records_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
-        let note = |i: usize, word: &str| {
-            let text = format!("The {word} runbook names the quorum.");
-            let body = format!("# Runbook {i}\n\n{text}\n").into_bytes();
-            let id = lode_store::version_id(&body);
-            let start = body.len() - text.len() - 1;
-            let passage = lode_store::PassageRow {
-                id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
-                kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
-            };
-            NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
-        };
         let vault = |changed: Option<(usize, &str)>| -> Vec<NoteToPublish> {
             (0..6).map(|i| match changed {
                 Some((c, w)) if c == i => note(i, w),
