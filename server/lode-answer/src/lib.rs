@@ -376,6 +376,9 @@ pub fn gather_noting(
         lode_retrieval::RetrievalError::Cancelled => AskError::Cancelled,
         e => AskError::Retrieval(e),
     })?;
+    if let (true, Some(tier), Some(why)) = (retrieved.shared_down, &cfg.shared, &retrieved.shared_failed) {
+        tier.failed_reading(why);
+    }
     let shortfalls = Shortfalls { dense_failed: retrieved.dense_failed, shared_failed: retrieved.shared_failed.or(shared_unreadable) };
     for h in retrieved.hits.into_iter().map(|r| r.hit) {
         if items.iter().any(|i| i.passage_id == h.passage_id) {

@@ -132,6 +132,10 @@ pub struct Retrieved {
     /// The shared tier could not be searched: why. The results are the user's own notes.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_failed: Option<String>,
+    /// The shared tier's search itself failed (not one version's text): the tier is taken to
+    /// be unreachable for now.
+    #[serde(skip)]
+    pub shared_down: bool,
 }
 
 /// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
@@ -353,17 +357,43 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     if let Some(sh) = &cfg.shared {
         let q = query_vector.as_deref().filter(|q| sh.dense_with(model_id.as_deref().unwrap_or_default(), q.len()));
         match sh.search(question, k, if want_dense { q } else { None }) {
-            Ok(found) => {
+            Ok(mut found) => {
+                // A note the member holds unchanged (their vault is, or copies, the published
+                // one) is theirs: its passages come from their own index, cited under their own
+                // path, not a second time as the team's.
+                let mut own: HashMap<String, bool> = HashMap::new();
+                let mut held = 0;
+                for list in [&mut found.lexical, &mut found.dense] {
+                    let mut keep = Vec::with_capacity(list.len());
+                    for h in list.drain(..) {
+                        let mine = match own.get(&h.version_id) {
+                            Some(&m) => m,
+                            None => {
+                                let m = store.head_for_version(&h.version_id)?.is_some_and(|(_, head)| head == h.version_id);
+                                own.insert(h.version_id.clone(), m);
+                                m
+                            }
+                        };
+                        if mine {
+                            held += 1;
+                        } else {
+                            keep.push(h);
+                        }
+                    }
+                    *list = keep;
+                }
+                let also = if held > 0 { format!(" ({held} left to your own copy)") } else { String::new() };
                 out.stages.push(Stage {
                     name: "shared",
                     ms: found.ms,
-                    note: Some(format!("{} lexical, {} dense from {}", found.lexical.len(), found.dense.len(), sh.config().uri)),
+                    note: Some(format!("{} lexical, {} dense from {}{also}", found.lexical.len(), found.dense.len(), sh.config().uri)),
                 });
                 (shared_lex, shared_dense) = (found.lexical, found.dense);
             }
             Err(e) => {
                 out.warnings.push(format!("the shared index could not be searched ({e}): answered from your own notes only"));
                 out.shared_failed = Some(e.to_string());
+                out.shared_down = true;
             }
         }
     }
@@ -532,10 +562,17 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         let ids: Vec<String> = hits.iter().filter(|h| h.hit.source == lode_store::Source::Shared).map(|h| h.hit.version_id.clone()).collect();
         if !ids.is_empty() {
             let t = Instant::now();
-            if let Err(e) = sh.keep_bodies(store, &ids) {
-                out.warnings.push(format!("the shared index's text could not be read ({e}): its passages were left out"));
+            let failed = sh.keep_bodies(store, &ids);
+            if let Some((_, e)) = failed.first() {
+                let gone: std::collections::HashSet<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();
+                let before = hits.len();
+                hits.retain(|h| h.hit.source != lode_store::Source::Shared || !gone.contains(h.hit.version_id.as_str()));
+                let n = before - hits.len();
+                out.warnings.push(format!(
+                    "the shared index's text could not be read ({e}): {n} of its passage{} left out",
+                    if n == 1 { " was" } else { "s were" }
+                ));
                 out.shared_failed = Some(e.to_string());
-                hits.retain(|h| h.hit.source != lode_store::Source::Shared);
             }
             out.stages.push(Stage { name: "shared_bodies", ms: t.elapsed().as_secs_f64() * 1000.0, note: None });
         }

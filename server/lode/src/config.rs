@@ -317,7 +317,15 @@ impl Config {
     pub fn load(vault: &Path) -> Result<Config> {
         let path = state_dir(vault).join("config.toml");
         match std::fs::read_to_string(&path) {
-            Ok(text) => Config::parse(&text, &path),
+            Ok(text) => {
+                let mut c = Config::parse(&text, &path)?;
+                // A shared tier given as a relative folder is the vault's neighbour, wherever
+                // the command or the editor's server was started.
+                if let Some(s) = c.shared.as_mut().filter(|s| !s.index.contains("://") && Path::new(&s.index).is_relative()) {
+                    s.index = vault.join(&s.index).to_string_lossy().into_owned();
+                }
+                Ok(c)
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }
@@ -398,6 +406,23 @@ mod tests {
         let block = &readme[start..start + readme[start..].find("```").unwrap()];
         let c: Config = toml::from_str(block).expect("README's models example is valid configuration");
         assert_eq!(c.models.embedder, d.models.embedder);
+    }
+
+    /// `[shared] index` as a relative folder names the same tier from any working directory.
+    #[test]
+    fn a_relative_shared_folder_is_the_vaults_neighbour() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = dir.path().join("notes");
+        std::fs::create_dir_all(vault.join(".lode")).unwrap();
+        for (index, want) in [
+            ("../team-tier", lode_retrieval::shared::normalize_uri(&vault.join("../team-tier").to_string_lossy())),
+            ("s3://team/handbook", "s3://team/handbook".to_owned()),
+            ("/srv/tier", "file:///srv/tier".to_owned()),
+        ] {
+            std::fs::write(vault.join(".lode/config.toml"), format!("[shared]\nindex = \"{index}\"\n")).unwrap();
+            let c = Config::load(&vault).unwrap();
+            assert_eq!(c.shared.unwrap().config().uri, want, "{index}");
+        }
     }
 
     #[test]

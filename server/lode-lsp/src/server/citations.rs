@@ -25,6 +25,7 @@ impl Backend {
         let key = uri.as_str().to_owned();
         let st = state.clone();
         let egress_key = Backend::buffer_key(&state, &uri);
+        let shared_uri = state.settings.ask.shared.as_ref().map(|t| t.config().uri.clone());
         let diags = blocking(move || {
             let store = readers.get()?;
             // The note's own egress marks: near-miss spellings are warned about on their line.
@@ -61,7 +62,7 @@ impl Backend {
                 let verdict = match verdicts.get(&key) {
                     Some(v) => v.clone(),
                     None => {
-                        let v = citation_verdict(&store, &c, &mut bodies)?;
+                        let v = citation_verdict(&store, &c, &mut bodies, shared_uri.as_deref())?;
                         verdicts.insert(key, v.clone());
                         v
                     }
@@ -139,11 +140,22 @@ impl Backend {
             };
             let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
             let info = store.version_info(&c.version_id).map_err(|e| e.to_string())?;
+            // A version this vault never held is the team's (kept beside the store, checked
+            // against its id): it is named by the address the citation gives it.
+            let team = info.is_none();
             // When lode first saw these bytes (not when the file was written: no record of that).
-            let (path, title, indexed) = info.unwrap_or_default();
+            let (path, title, indexed) = match info {
+                Some((path, title, at)) => (path, title, format!("first indexed {at}")),
+                None => {
+                    let at = c.target.split('#').next().unwrap_or_default().to_owned();
+                    let title = at.rsplit('/').next().unwrap_or_default().trim_end_matches(".md").to_owned();
+                    (at, title, "from the team's shared index".to_owned())
+                }
+            };
             let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
             let what = if path.contains("://") { "snapshot" } else { "note" };
             let status = match head {
+                None if team => "a version of the team's shared index, checked against its id".to_owned(),
                 Some((_, h)) if h == c.version_id => format!("the {what}'s current version"),
                 Some((p, h)) => {
                     let hb = store.version_body(&h).map_err(|e| e.to_string())?.unwrap_or_default();
@@ -162,7 +174,7 @@ impl Backend {
             let crumb = lode_core::structure::Structure::parse(&text).context(c.span.clone()).breadcrumb();
             let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
             Ok(format!(
-                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, first indexed {indexed} · {status}{rung}",
+                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, {indexed} · {status}{rung}",
                 &c.version_id[..12]
             ))
         })
@@ -289,10 +301,31 @@ impl Bodies {
 }
 
 /// What a citation's diagnostic says (its range is the caller's): nothing while the quote is
-/// in its note's head version, else the drift or the move.
-fn citation_verdict(store: &Store, c: &lode_core::citation::CitationLink, bodies: &mut Bodies) -> std::result::Result<Option<Diagnostic>, String> {
+/// in its note's head version, else the drift or the move. A citation of the team's shared
+/// tier (`shared_uri`) whose version is not kept here yet is not fetched for a diagnostic (the
+/// network stays off this path): it is said to be unchecked, and a hover fetches and checks it.
+fn citation_verdict(
+    store: &Store,
+    c: &lode_core::citation::CitationLink,
+    bodies: &mut Bodies,
+    shared_uri: Option<&str>,
+) -> std::result::Result<Option<Diagnostic>, String> {
     let range = Range::default();
+    let of_tier = shared_uri.is_some_and(|u| c.target.starts_with(&format!("{}/", u.trim_end_matches('/'))));
     let unknown = |message: String| {
+        if of_tier {
+            return Some(Diagnostic {
+                range,
+                severity: Some(DiagnosticSeverity::INFORMATION),
+                code: Some(NumberOrString::String("lode.shared-unchecked".into())),
+                source: Some("lode".into()),
+                message: format!(
+                    "cited version {} of the team's shared index is not kept here yet, so not checked: hover it to fetch and check it",
+                    &c.version_id[..c.version_id.len().min(12)]
+                ),
+                ..Default::default()
+            });
+        }
         Some(Diagnostic {
             range,
             severity: Some(DiagnosticSeverity::WARNING),

@@ -87,6 +87,13 @@ pub fn brief(detail: &str) -> String {
         let why = rest.split("message: \"").nth(1).and_then(|m| m.split('"').next()).unwrap_or("cannot connect");
         return format!("cannot connect to {addr}: {}", why.to_lowercase());
     }
+    // object_store's own: "Error performing GET http://host:port/… in 220ms, after 2 retries…
+    // - HTTP error: error sending request".
+    if has("error sending request") || has("Connection refused") || has("tcp connect error") || has("dns error") {
+        let from = detail.find("Error performing ").unwrap_or(0);
+        let addr = detail[from..].split("://").nth(1).and_then(|r| r.split(['/', ' ']).next()).filter(|a| !a.is_empty());
+        return format!("cannot connect to {}", addr.unwrap_or("the object store"));
+    }
     if has("NoSuchBucket") {
         return "the bucket does not exist".into();
     }
@@ -291,6 +298,15 @@ impl SharedTier {
             (None, None) => v["state"] = "configured; opened by the first question".into(),
         }
         v
+    }
+
+    /// A search of the open tier failed (the bucket went away, the network is down): until the
+    /// retry interval has passed, questions answer without it at once instead of each waiting
+    /// out the timeout, and `lode/status` says why.
+    pub fn failed_reading(&self, why: &str) {
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        st.open = None;
+        st.failed = Some((why.to_owned(), Instant::now()));
     }
 
     /// The tier at its newest complete publish, or why it cannot be read now.
@@ -531,20 +547,25 @@ impl SharedIndex {
 
     /// Keeps the bodies of these shared versions beside `store` (see
     /// [`Store::cache_shared_body`]) so the gate, hover and goto read them like any version.
-    /// Versions already kept are not fetched again.
-    pub fn keep_bodies(&self, store: &Store, ids: &[String]) -> Result<usize, SharedError> {
-        let mut fetched = 0;
+    /// Versions already kept are not fetched again. Returns the versions that could not be
+    /// kept, each with why (the others are kept whatever became of those).
+    pub fn keep_bodies(&self, store: &Store, ids: &[String]) -> Vec<(String, SharedError)> {
+        let mut failed = Vec::new();
         let mut seen = HashSet::new();
         for id in ids {
             if !seen.insert(id) || store.version_body(id).ok().flatten().is_some() {
                 continue;
             }
-            if let Some((vid, body)) = self.version_body(id)? {
-                store.cache_shared_body(&vid, &body).map_err(|e| self.err(e))?;
-                fetched += 1;
+            let kept = match self.version_body(id) {
+                Ok(Some((vid, body))) => store.cache_shared_body(&vid, &body).map_err(|e| self.err(e)),
+                Ok(None) => Err(self.err(format!("version {} is not in the tier", &id[..id.len().min(12)]))),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = kept {
+                failed.push((id.clone(), e));
             }
         }
-        Ok(fetched)
+        failed
     }
 }
 
@@ -879,6 +900,17 @@ pub fn publish(
             return Err(err(CONCURRENT.into()));
         }
         report.seq = seq;
+        // Each record is a file of its own, and every reader's open reads them all: past
+        // COMPACT_AFTER they are merged. The publish is recorded already; a merge that fails
+        // is only said (the next publish merges them).
+        if publishes.stats().await.map_err(lerr)?.fragment_stats.num_fragments > COMPACT_AFTER {
+            let merged = publishes
+                .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
+                .await;
+            if let Err(e) = merged {
+                progress(&format!("the publish records' files were not merged ({})", brief(&e.to_string())));
+            }
+        }
         Ok(())
     })?;
     report.ms = t.elapsed().as_secs_f64() * 1000.0;
@@ -893,6 +925,10 @@ mod tests {
     fn library_errors_become_one_line_a_person_can_act_on() {
         let refused = r#"Invalid input, Failed to connect to namespace: IO { source: Generic { store: "S3", source: ListRequest { source: RetryError(RetryErrorImpl { method: GET, uri: Some(http://127.0.0.1:5055/b?list-type=2), retries: 2, max_retries: 2, elapsed: 296.1ms, retry_timeout: 6s, inner: Http(HttpError { kind: Connect, source: reqwest::Error { kind: Request, source: hyper_util::client::legacy::Error(Connect, ConnectError("tcp connect error", 127.0.0.1:5055, Os { code: 111, kind: ConnectionRefused, message: "Connection refused" })) } }) }) } }, location: Location { file: "x.rs", line: 1, column: 2 }"#;
         assert_eq!(brief(refused), "cannot connect to 127.0.0.1:5055: connection refused");
+        // A read of an open tier, as LanceDB words it.
+        let read = "shared index s3://t/h: a search: lance error: LanceError(IO): Generic N/A error: LanceError(IO): Generic S3 error: Error performing GET http://127.0.0.1:37551/t/h/lode_passages.lance/data/1.lance in 221.9ms, after 2 retries, max_retries: 10, retry_timeout: 180s  - HTTP error: error sending request";
+        assert_eq!(brief(read), "cannot connect to 127.0.0.1:37551");
+        assert_eq!(brief("Error performing GET REDACTED in 1s - HTTP error: error sending request"), "cannot connect to the object store");
         assert_eq!(brief("... <Code>NoSuchBucket</Code> ..."), "the bucket does not exist");
         assert!(brief("Client error with status 403 Forbidden: <Code>InvalidAccessKeyId</Code>").starts_with("access denied"));
         let long = "word ".repeat(200);
@@ -994,6 +1030,15 @@ mod tests {
         }
         let at = compacted_at.expect("the files were merged");
         assert!(at >= COMPACT_AFTER - 1, "merged at round {at}, before the table had {COMPACT_AFTER} files");
+        // The publish records (one file each) are merged too, and still read whole.
+        let (records, files) = rt.block_on(async {
+            let db = connect(&cfg).await.unwrap();
+            let t = db.open_table(PUBLISHES).execute().await.unwrap();
+            (read_publishes(&db).await.unwrap(), t.stats().await.unwrap().fragment_stats.num_fragments)
+        });
+        assert!(files <= COMPACT_AFTER, "{files} files of publish records");
+        assert_eq!(records.iter().map(|p| p.seq).collect::<Vec<_>>(), (1..=records.len() as i64).collect::<Vec<_>>());
+        assert!(records.len() > COMPACT_AFTER, "{} publishes", records.len());
         // A reader that opened publish 3 still reads publish 3 after the merge.
         let (early, w) = early.unwrap();
         let found = early.search(&w, 5, None).unwrap().lexical;

@@ -210,7 +210,14 @@ impl Store {
             if let Ok(entries) = std::fs::read_dir(dir) {
                 for e in entries.flatten() {
                     let name = e.file_name().to_string_lossy().into_owned();
-                    if name.len() == 64 && name.starts_with(&p) && name.bytes().all(|b| b.is_ascii_hexdigit()) && !ids.contains(&name) {
+                    // A damaged file is no version: it names nothing, so the tier is asked
+                    // again and the file is written anew.
+                    if name.len() == 64
+                        && name.starts_with(&p)
+                        && name.bytes().all(|b| b.is_ascii_hexdigit())
+                        && !ids.contains(&name)
+                        && self.shared_body(&name).is_some()
+                    {
                         ids.push(name);
                     }
                 }
@@ -230,19 +237,31 @@ impl Store {
     }
 
     /// Keeps `body` as the shared version `id`, if it is the SHA-256 of `body` (anything else is
-    /// refused: a citation must never resolve to other bytes than it pinned). Written whole.
+    /// refused: a citation must never resolve to other bytes than it pinned). Written whole
+    /// (a temporary file of this writer's own, synced, then renamed over the name), so a reader
+    /// sees the old file or the new one; a kept file that no longer holds its version (a crash
+    /// before its bytes reached the disk, a damaged disk) is written again.
     pub fn cache_shared_body(&self, id: &str, body: &[u8]) -> Result<(), String> {
+        use std::io::Write;
         if crate::version_id(body) != id {
             return Err(format!("the shared tier's bytes for version {} do not hash to that id", &id[..id.len().min(12)]));
         }
         let dir = self.shared_cache_dir().ok_or("this store has no folder for shared versions")?;
         let file = dir.join(id);
-        if file.exists() {
+        if self.shared_body(id).is_some() {
             return Ok(());
         }
         std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let tmp = dir.join(format!(".{id}.{}.tmp", std::process::id()));
-        std::fs::write(&tmp, body).and_then(|_| std::fs::rename(&tmp, &file)).map_err(|e| {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{id}.{}.{n}.tmp", std::process::id()));
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &file)
+        };
+        write().map_err(|e| {
             let _ = std::fs::remove_file(&tmp);
             format!("keeping a shared version in {}: {e}", dir.display())
         })
