@@ -136,6 +136,11 @@ fn scan_steps(state: &State, mut reading: impl FnMut(usize, usize), mut progress
     };
     let mut report = plan.report;
     report.rechunked = rechunked;
+    if vault::is_bulk(vault::saves(&plan.steps) + rechunked, report.scanned) {
+        if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
+            tracing::warn!("the scan writes with FTS5's own merge settings: {e}");
+        }
+    }
     let total = plan.steps.len();
     let (mut done, mut last) = (0, Instant::now());
     // While the writer applies a batch, this thread reads and chunks the next one: a save takes

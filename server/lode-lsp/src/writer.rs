@@ -71,6 +71,8 @@ pub enum Job {
 pub enum Background {
     /// Re-chunk every head (the chunker settings changed).
     Rechunk,
+    /// A scan that writes most of the vault begins ([`lode_store::Store::begin_bulk`]).
+    Bulk,
     Steps(Vec<Step>),
     /// Links, chunker settings, full-text merge after a scan.
     Finish(IndexReport),
@@ -341,6 +343,10 @@ impl Writer {
                         }
                         Background::Rechunk => guarded(|| match retrying_busy(|| store.rechunk_heads(|_, _| {})) {
                             Ok(n) => Done::Rechunked(n),
+                            Err(e) => Done::Failed(e.to_string()),
+                        }),
+                        Background::Bulk => guarded(|| match retrying_busy(|| store.begin_bulk()) {
+                            Ok(()) => Done::Finished,
                             Err(e) => Done::Failed(e.to_string()),
                         }),
                         Background::Finish(report) => guarded(|| match retrying_busy(|| vault::finish(&mut store, &report)) {

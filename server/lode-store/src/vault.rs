@@ -9,8 +9,17 @@ use crate::store::{DiskStat, SaveStatus, Store};
 
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
-/// Notes written in one scan past which the full-text index is merged afterwards.
+/// Notes written in one scan from which it is bulk work (see [`is_bulk`]).
 const OPTIMIZE_AFTER: usize = 200;
+
+/// Whether a scan writing `writes` notes of a vault of `scanned` is bulk work: full-text
+/// segments merged sixteen at a time while it runs ([`Store::begin_bulk`]), every full-text
+/// index merged whole when it ends. Only when it writes a tenth of the vault or more: merging
+/// whole rewrites the index, which for 200 changed notes of a million would cost more than
+/// the notes.
+pub fn is_bulk(writes: usize, scanned: usize) -> bool {
+    writes >= OPTIMIZE_AFTER && writes.saturating_mul(10) >= scanned
+}
 
 #[derive(Debug, Clone)]
 pub struct IndexOptions {
@@ -516,17 +525,18 @@ pub fn tally(report: &mut IndexReport, step: &Step, applied: Applied) {
     }
 }
 
-/// After the steps of a scan: resolve links, record the chunker settings, and merge the
-/// full-text index after bulk work.
+/// After the steps of a scan: resolve links, record the chunker settings, and end bulk work
+/// (merging the full-text indexes whole, so queries read one b-tree per term instead of
+/// dozens).
 pub fn finish(store: &mut Store, report: &IndexReport) -> Result<(), StoreError> {
     store.resolve_links()?;
     store.record_chunking()?;
-    // Per-note commits leave the full-text index in many small segments; after bulk work, merge
-    // them so queries read one b-tree per term instead of dozens.
-    if report.created + report.updated + report.rechunked >= OPTIMIZE_AFTER {
-        store.optimize()?;
-    }
-    Ok(())
+    store.end_bulk(is_bulk(report.created + report.updated + report.rechunked, report.scanned))
+}
+
+/// The notes a plan saves (new, changed or re-chunked).
+pub fn saves(steps: &[Step]) -> usize {
+    steps.iter().filter(|s| matches!(s, Step::Save { .. })).count()
 }
 
 /// Steps committed together in a bulk scan: one commit (and one full-text segment flush) per
@@ -586,6 +596,9 @@ pub fn index_vault(
     }
     let Plan { steps, mut report, .. } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
+    if is_bulk(saves(&steps) + rechunked, report.scanned) {
+        store.begin_bulk()?;
+    }
     // The notes to save are read and chunked on a thread of their own, a batch or two ahead of
     // the writer (parsing is about half of a save): the writer takes a chunking only for
     // exactly the bytes it saves (keyed by version id), so what is indexed is the same.

@@ -700,5 +700,80 @@ fn shared_versions_are_kept_only_under_their_hash_and_read_back_only_intact() {
     for damaged in [b"# Team\n\nThe quorum is 3.\n".to_vec(), body[..10].to_vec(), Vec::new()] {
         std::fs::write(&file, &damaged).unwrap();
         assert_eq!(store.version_body(&id).unwrap(), None, "damaged bytes were read back as the version");
+        // Nor does it answer a citation's prefix (else the tier is never asked again) …
+        assert!(store.versions_with_prefix(&id[..12], 2).unwrap().is_empty(), "a damaged file answered a prefix");
+        // … and keeping the version again repairs it.
+        store.cache_shared_body(&id, body).unwrap();
+        assert_eq!(store.version_body(&id).unwrap().as_deref(), Some(&body[..]), "a damaged file was not written again");
+        assert_eq!(store.versions_with_prefix(&id[..12], 2).unwrap(), vec![id.clone()]);
     }
+    // Writers of one version at once (an answer's and a hover's) each leave it whole.
+    std::fs::remove_file(&file).unwrap();
+    std::thread::scope(|s| {
+        for _ in 0..8 {
+            s.spawn(|| store_path_writer(dir.path(), &id, body));
+        }
+    });
+    assert_eq!(store.version_body(&id).unwrap().as_deref(), Some(&body[..]));
+    let left: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+/// One writer of a shared version through a store of its own (as a reader thread has).
+fn store_path_writer(dir: &std::path::Path, id: &str, body: &[u8]) {
+    let store = open(dir);
+    for _ in 0..20 {
+        store.cache_shared_body(id, body).unwrap();
+        assert_eq!(store.version_body(id).unwrap().as_deref(), Some(body));
+    }
+}
+
+/// FTS5's `automerge` setting of the passages index as stored in the database (`None`: never
+/// set, FTS5's own 4).
+fn automerge(db: &Path) -> Option<i64> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row("SELECT v FROM passages_fts_config WHERE k = 'automerge'", [], |r| r.get(0)).ok()
+}
+
+#[test]
+fn a_cold_index_merges_sixteen_segments_at_a_time_and_ends_with_fts5s_own_settings() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("vault");
+    std::fs::create_dir_all(&root).unwrap();
+    for i in 0..260 {
+        let body = format!("# Note {i}\n\nParagraph about topic{i} and the shared word lighthouse.\n\n## Part\n\n- item {i}\n");
+        std::fs::write(root.join(format!("n{i:03}.md")), body).unwrap();
+    }
+    let db = tmp.path().join("lode.db");
+    let mut store = open(tmp.path());
+    let mut seen = None;
+    let report = index_vault(&mut store, &root, &IndexOptions::default(), |p| {
+        if p.phase == "indexing" && p.done == 130 {
+            seen = Some(automerge(&db));
+        }
+    })
+    .unwrap();
+    assert_eq!(report.created, 260);
+    assert_eq!(seen, Some(Some(16)), "the cold index did not write in bulk");
+    assert_eq!(automerge(&db), Some(4), "bulk merging outlived the scan");
+    assert_eq!(paths(&store, "topic217"), vec!["n217.md".to_owned()]);
+    assert!(!paths(&store, "lighthouse").is_empty());
+
+    // A scan killed while writing in bulk leaves the setting on; the next scan ends it, even
+    // one that writes a single note (which is no bulk work of its own).
+    store.begin_bulk().unwrap();
+    drop(store);
+    assert_eq!(automerge(&db), Some(16));
+    std::fs::write(root.join("n007.md"), "# Note 7\n\nNow about harbours.\n").unwrap();
+    let mut store = open(tmp.path());
+    let report = index_vault(&mut store, &root, &IndexOptions::default(), |_| {}).unwrap();
+    assert_eq!((report.updated, report.unchanged), (1, 259));
+    assert_eq!(automerge(&db), Some(4));
+    assert_eq!(paths(&store, "harbours"), vec!["n007.md".to_owned()]);
+    assert!(!paths(&store, "topic7").contains(&"n007.md".to_owned()), "the old version's passages are still found");
+
+    // A few notes changed in a large vault are no bulk work: FTS5's settings are not touched.
+    assert!(!lode_store::vault::is_bulk(260, 2_601));
+    assert!(lode_store::vault::is_bulk(260, 2_600));
+    assert!(!lode_store::vault::is_bulk(199, 199), "a small vault's first index");
 }

@@ -25,7 +25,7 @@
 
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags, OptionalExtension, TransactionBehavior};
 
 use super::navigation::backfill_from_heads;
 use super::passages::backfill_sections;
@@ -234,14 +234,69 @@ impl Store {
         }
     }
 
-    /// Merges the full-text index into one segment (after bulk indexing).
+    /// Merges each full-text index into one segment (after bulk indexing).
     pub fn optimize(&mut self) -> Result<(), StoreError> {
-        self.conn
-            .execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", [])
-            .map(|_| ())
-            .map_err(|e| self.err(e))
+        for t in FTS_TABLES {
+            self.conn.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), []).map_err(|e| self.err(e))?;
+        }
+        Ok(())
+    }
+
+    /// Bulk writing (a scan that writes most of the vault): each full-text index merges its
+    /// segments sixteen at a time instead of four until [`Store::end_bulk`]. A commit adds a
+    /// segment, and FTS5 rewrites every row once per level of merging: with four-way merges a
+    /// million notes make about seven levels against three for five thousand, with sixteen-way
+    /// about three against two, so a row's cost stays near flat as the vault grows (queries
+    /// meanwhile read up to four times as many segments). The setting is kept in the database,
+    /// so a scan killed midway leaves it on until the next scan ends it.
+    /// `LODE_BENCH_NO_BULK` (for benchmarks' A/B runs only) leaves the defaults.
+    pub fn begin_bulk(&mut self) -> Result<(), StoreError> {
+        if self.opts.read_only || std::env::var_os("LODE_BENCH_NO_BULK").is_some() {
+            return Ok(());
+        }
+        self.set_merging(BULK_AUTOMERGE, BULK_CRISISMERGE)
+    }
+
+    /// Ends bulk writing (see [`Store::begin_bulk`]), also one a killed process left on, and
+    /// merges the full-text indexes when `merge` (bulk work done) or the merging was bulk.
+    pub fn end_bulk(&mut self, merge: bool) -> Result<(), StoreError> {
+        let automerge: Option<String> = self
+            .conn
+            .query_row("SELECT v FROM passages_fts_config WHERE k = 'automerge'", [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .optional()
+            .map_err(|e| self.err(e))?
+            .map(|v| match v {
+                rusqlite::types::Value::Integer(i) => i.to_string(),
+                rusqlite::types::Value::Text(t) => t,
+                _ => String::new(),
+            });
+        let bulk = automerge.is_some_and(|v| v != DEFAULT_AUTOMERGE.to_string());
+        if merge || bulk {
+            self.optimize()?;
+        }
+        if bulk {
+            self.set_merging(DEFAULT_AUTOMERGE, DEFAULT_CRISISMERGE)?;
+        }
+        Ok(())
+    }
+
+    fn set_merging(&mut self, automerge: i64, crisismerge: i64) -> Result<(), StoreError> {
+        for t in FTS_TABLES {
+            for (k, v) in [("automerge", automerge), ("crisismerge", crisismerge)] {
+                self.conn.execute(&format!("INSERT INTO {t}({t}, rank) VALUES (?1, ?2)"), rusqlite::params![k, v]).map_err(|e| self.err(e))?;
+            }
+        }
+        Ok(())
     }
 }
+
+/// Every full-text index of the schema.
+const FTS_TABLES: [&str; 4] = ["passages_fts", "sections_fts", "headings_tri", "titles_tri"];
+/// FTS5's own merge settings, and bulk writing's.
+const DEFAULT_AUTOMERGE: i64 = 4;
+const DEFAULT_CRISISMERGE: i64 = 16;
+const BULK_AUTOMERGE: i64 = 16;
+const BULK_CRISISMERGE: i64 = 64;
 
 fn tracing_free_warn(msg: &str) {
     eprintln!("warning: {msg}");
