@@ -118,12 +118,40 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
     again
 }
 
-/// Plans on a read connection, then applies the steps through the writer in batches.
-fn scan_steps(state: &State, mut reading: impl FnMut(usize, usize), mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
+/// Plans on a read connection, then applies the steps through the writer in batches. A scan
+/// that began bulk work and fails ends it (the writer lives on, and so do the editor's saves).
+fn scan_steps(state: &State, reading: impl FnMut(usize, usize), progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
+    let mut bulk = false;
+    let result = scan_steps_bulk(state, &mut bulk, reading, progress);
+    if result.is_err() && bulk {
+        if let Ok(Done::Failed(e)) = state.writer.background(Background::EndBulk).blocking_recv() {
+            tracing::warn!("ending the failed scan's bulk merging: {e}");
+        }
+    }
+    result
+}
+
+fn scan_steps_bulk(
+    state: &State,
+    bulk: &mut bool,
+    mut reading: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize, usize),
+) -> Result<IndexReport, String> {
     let wait = |rx: oneshot::Receiver<Done>| rx.blocking_recv().map_err(|_| "the writer stopped".to_owned());
+    let mut begin_bulk = || -> Result<(), String> {
+        if !*bulk {
+            *bulk = true;
+            if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
+                tracing::warn!("the scan writes with FTS5's own merge settings: {e}");
+            }
+        }
+        Ok(())
+    };
     let rechunk = state.readers.get()?.chunking_changed().map_err(|e| e.to_string())?;
     let mut rechunked = 0;
     if rechunk {
+        // Every head is written again.
+        begin_bulk()?;
         match wait(state.writer.background(Background::Rechunk))? {
             Done::Rechunked(n) => rechunked = n,
             Done::Failed(e) => return Err(e),
@@ -137,9 +165,7 @@ fn scan_steps(state: &State, mut reading: impl FnMut(usize, usize), mut progress
     let mut report = plan.report;
     report.rechunked = rechunked;
     if vault::is_bulk(vault::saves(&plan.steps) + rechunked, report.scanned) {
-        if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
-            tracing::warn!("the scan writes with FTS5's own merge settings: {e}");
-        }
+        begin_bulk()?;
     }
     let total = plan.steps.len();
     let (mut done, mut last) = (0, Instant::now());

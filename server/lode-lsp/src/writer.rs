@@ -73,6 +73,9 @@ pub enum Background {
     Rechunk,
     /// A scan that writes most of the vault begins ([`lode_store::Store::begin_bulk`]).
     Bulk,
+    /// A scan that began bulk work stopped before its `Finish`: merge and put FTS5's own
+    /// settings back, so the editor's saves do not go on with bulk merging.
+    EndBulk,
     Steps(Vec<Step>),
     /// Links, chunker settings, full-text merge after a scan.
     Finish(IndexReport),
@@ -346,6 +349,10 @@ impl Writer {
                             Err(e) => Done::Failed(e.to_string()),
                         }),
                         Background::Bulk => guarded(|| match retrying_busy(|| store.begin_bulk()) {
+                            Ok(()) => Done::Finished,
+                            Err(e) => Done::Failed(e.to_string()),
+                        }),
+                        Background::EndBulk => guarded(|| match retrying_busy(|| store.end_bulk(false)) {
                             Ok(()) => Done::Finished,
                             Err(e) => Done::Failed(e.to_string()),
                         }),

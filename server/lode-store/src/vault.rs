@@ -10,7 +10,7 @@ use crate::store::{DiskStat, SaveStatus, Store};
 pub const DEFAULT_MAX_FILE_BYTES: u64 = 10 * 1024 * 1024;
 
 /// Notes written in one scan from which it is bulk work (see [`is_bulk`]).
-const OPTIMIZE_AFTER: usize = 200;
+const BULK_MIN_NOTES: usize = 200;
 
 /// Whether a scan writing `writes` notes of a vault of `scanned` is bulk work: full-text
 /// segments merged sixteen at a time while it runs ([`Store::begin_bulk`]), every full-text
@@ -18,7 +18,7 @@ const OPTIMIZE_AFTER: usize = 200;
 /// whole rewrites the index, which for 200 changed notes of a million would cost more than
 /// the notes.
 pub fn is_bulk(writes: usize, scanned: usize) -> bool {
-    writes >= OPTIMIZE_AFTER && writes.saturating_mul(10) >= scanned
+    writes >= BULK_MIN_NOTES && writes.saturating_mul(10) >= scanned
 }
 
 #[derive(Debug, Clone)]
@@ -590,14 +590,18 @@ pub fn index_vault(
     opts: &IndexOptions,
     mut progress: impl FnMut(Progress<'_>),
 ) -> Result<IndexReport, StoreError> {
+    // Bulk merging only speeds writing up: a store that cannot take it says what is wrong on
+    // its first write.
     let mut rechunked = 0;
     if store.chunking_changed()? {
+        // Every head is written again.
+        let _ = store.begin_bulk();
         rechunked = store.rechunk_heads(|done, total| progress(Progress { phase: "re-chunking", done, total, path: "" }))?;
     }
     let Plan { steps, mut report, .. } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
     if is_bulk(saves(&steps) + rechunked, report.scanned) {
-        store.begin_bulk()?;
+        let _ = store.begin_bulk();
     }
     // The notes to save are read and chunked on a thread of their own, a batch or two ahead of
     // the writer (parsing is about half of a save): the writer takes a chunking only for

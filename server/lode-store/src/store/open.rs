@@ -248,29 +248,32 @@ impl Store {
     /// million notes make about seven levels against three for five thousand, with sixteen-way
     /// about three against two, so a row's cost stays near flat as the vault grows (queries
     /// meanwhile read up to four times as many segments). The setting is kept in the database,
-    /// so a scan killed midway leaves it on until the next scan ends it.
-    /// `LODE_BENCH_NO_BULK` (for benchmarks' A/B runs only) leaves the defaults.
+    /// so it holds for every connection (the server's saves too, while a `lode index` runs),
+    /// and a scan killed midway leaves it on until the next scan ends it.
     pub fn begin_bulk(&mut self) -> Result<(), StoreError> {
-        if self.opts.read_only || std::env::var_os("LODE_BENCH_NO_BULK").is_some() {
+        if self.opts.read_only || no_bulk() {
             return Ok(());
         }
         self.set_merging(BULK_AUTOMERGE, BULK_CRISISMERGE)
     }
 
-    /// Ends bulk writing (see [`Store::begin_bulk`]), also one a killed process left on, and
-    /// merges the full-text indexes when `merge` (bulk work done) or the merging was bulk.
+    /// Ends bulk writing (see [`Store::begin_bulk`]), also one a killed process left on:
+    /// merges every full-text index whole when `merge` (the scan was bulk work) or the merging
+    /// was bulk, then puts FTS5's own settings back.
     pub fn end_bulk(&mut self, merge: bool) -> Result<(), StoreError> {
-        let automerge: Option<String> = self
+        let automerge: Option<rusqlite::types::Value> = self
             .conn
-            .query_row("SELECT v FROM passages_fts_config WHERE k = 'automerge'", [], |r| r.get::<_, rusqlite::types::Value>(0))
+            .query_row("SELECT v FROM sections_fts_config WHERE k = 'automerge'", [], |r| r.get(0))
             .optional()
-            .map_err(|e| self.err(e))?
-            .map(|v| match v {
-                rusqlite::types::Value::Integer(i) => i.to_string(),
-                rusqlite::types::Value::Text(t) => t,
-                _ => String::new(),
-            });
-        let bulk = automerge.is_some_and(|v| v != DEFAULT_AUTOMERGE.to_string());
+            .map_err(|e| self.err(e))?;
+        let bulk = automerge.is_some_and(|v| v != rusqlite::types::Value::Integer(DEFAULT_AUTOMERGE));
+        if no_bulk() {
+            // The behaviour before bulk merging, for benchmarks' A/B runs.
+            if merge {
+                self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []).map_err(|e| self.err(e))?;
+            }
+            return Ok(());
+        }
         if merge || bulk {
             self.optimize()?;
         }
@@ -280,18 +283,31 @@ impl Store {
         Ok(())
     }
 
+    /// Sets the merge settings of every full-text index in one transaction (they are rows of
+    /// each index's `_config` table): a failure leaves all of them as they were, so the one
+    /// [`Store::end_bulk`] reads stands for all.
     fn set_merging(&mut self, automerge: i64, crisismerge: i64) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
         for t in FTS_TABLES {
             for (k, v) in [("automerge", automerge), ("crisismerge", crisismerge)] {
-                self.conn.execute(&format!("INSERT INTO {t}({t}, rank) VALUES (?1, ?2)"), rusqlite::params![k, v]).map_err(|e| self.err(e))?;
+                tx.execute(&format!("INSERT INTO {t}({t}, rank) VALUES (?1, ?2)"), rusqlite::params![k, v]).map_err(err)?;
             }
         }
-        Ok(())
+        tx.commit().map_err(err)
     }
 }
 
-/// Every full-text index of the schema.
-const FTS_TABLES: [&str; 4] = ["passages_fts", "sections_fts", "headings_tri", "titles_tri"];
+/// `LODE_BENCH_NO_BULK` set: scans write with FTS5's own merge settings and merge only the
+/// passages index at the end, as before bulk merging (for benchmarks' A/B runs only).
+fn no_bulk() -> bool {
+    std::env::var_os("LODE_BENCH_NO_BULK").is_some()
+}
+
+/// Every full-text index of the schema. Bulk settings are read back from `sections_fts`, the
+/// last one written.
+const FTS_TABLES: [&str; 4] = ["passages_fts", "headings_tri", "titles_tri", "sections_fts"];
 /// FTS5's own merge settings, and bulk writing's.
 const DEFAULT_AUTOMERGE: i64 = 4;
 const DEFAULT_CRISISMERGE: i64 = 16;
