@@ -119,11 +119,11 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
 }
 
 /// Plans on a read connection, then applies the steps through the writer in batches. A scan
-/// that began bulk work and fails ends it (the writer lives on, and so do the editor's saves).
+/// that fails after beginning bulk merging ends it at once (the writer lives on, and so do the
+/// editor's saves); ending it is a no-op when none began.
 fn scan_steps(state: &State, reading: impl FnMut(usize, usize), progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
-    let mut bulk = false;
-    let result = scan_steps_bulk(state, &mut bulk, reading, progress);
-    if result.is_err() && bulk {
+    let result = scan_steps_writing(state, reading, progress);
+    if result.is_err() {
         if let Ok(Done::Failed(e)) = state.writer.background(Background::EndBulk).blocking_recv() {
             tracing::warn!("ending the failed scan's bulk merging: {e}");
         }
@@ -131,19 +131,11 @@ fn scan_steps(state: &State, reading: impl FnMut(usize, usize), progress: impl F
     result
 }
 
-fn scan_steps_bulk(
-    state: &State,
-    bulk: &mut bool,
-    mut reading: impl FnMut(usize, usize),
-    mut progress: impl FnMut(usize, usize),
-) -> Result<IndexReport, String> {
+fn scan_steps_writing(state: &State, mut reading: impl FnMut(usize, usize), mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
     let wait = |rx: oneshot::Receiver<Done>| rx.blocking_recv().map_err(|_| "the writer stopped".to_owned());
-    let mut begin_bulk = || -> Result<(), String> {
-        if !*bulk {
-            *bulk = true;
-            if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
-                tracing::warn!("the scan writes with FTS5's own merge settings: {e}");
-            }
+    let begin_bulk = || -> Result<(), String> {
+        if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
+            tracing::warn!("the scan writes with FTS5's own merge settings: {e}");
         }
         Ok(())
     };

@@ -361,27 +361,16 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
                 // A note the member holds unchanged (their vault is, or copies, the published
                 // one) is theirs: its passages come from their own index, cited under their own
                 // path, not a second time as the team's.
-                let mut own: HashMap<String, bool> = HashMap::new();
-                let mut held = 0;
-                for list in [&mut found.lexical, &mut found.dense] {
-                    let mut keep = Vec::with_capacity(list.len());
-                    for h in list.drain(..) {
-                        let mine = match own.get(&h.version_id) {
-                            Some(&m) => m,
-                            None => {
-                                let m = store.head_for_version(&h.version_id)?.is_some_and(|(_, head)| head == h.version_id);
-                                own.insert(h.version_id.clone(), m);
-                                m
-                            }
-                        };
-                        if mine {
-                            held += 1;
-                        } else {
-                            keep.push(h);
-                        }
+                let (mut mine, mut asked) = (HashSet::new(), HashSet::new());
+                for id in found.lexical.iter().chain(&found.dense).map(|h| &h.version_id) {
+                    if asked.insert(id) && store.head_for_version(id)?.is_some_and(|(_, head)| &head == id) {
+                        mine.insert(id.clone());
                     }
-                    *list = keep;
                 }
+                let before = found.lexical.len() + found.dense.len();
+                found.lexical.retain(|h| !mine.contains(&h.version_id));
+                found.dense.retain(|h| !mine.contains(&h.version_id));
+                let held = before - found.lexical.len() - found.dense.len();
                 let also = if held > 0 { format!(" ({held} left to your own copy)") } else { String::new() };
                 out.stages.push(Stage {
                     name: "shared",
@@ -564,7 +553,7 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
             let t = Instant::now();
             let failed = sh.keep_bodies(store, &ids);
             if let Some((_, e)) = failed.first() {
-                let gone: std::collections::HashSet<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();
+                let gone: HashSet<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();
                 let before = hits.len();
                 hits.retain(|h| h.hit.source != lode_store::Source::Shared || !gone.contains(h.hit.version_id.as_str()));
                 let n = before - hits.len();

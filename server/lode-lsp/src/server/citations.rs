@@ -311,7 +311,7 @@ fn citation_verdict(
     shared_uri: Option<&str>,
 ) -> std::result::Result<Option<Diagnostic>, String> {
     let range = Range::default();
-    let of_tier = shared_uri.is_some_and(|u| c.target.starts_with(&format!("{}/", u.trim_end_matches('/'))));
+    let of_tier = shared_uri.is_some_and(|u| lode_retrieval::shared::in_tier(&c.target, u));
     let unknown = |message: String| {
         if of_tier {
             return Some(Diagnostic {

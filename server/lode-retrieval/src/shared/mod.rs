@@ -70,6 +70,13 @@ pub fn normalize_uri(uri: &str) -> String {
     format!("file://{}", abs.to_string_lossy().trim_end_matches('/'))
 }
 
+/// Whether a citation's `target` names a file inside the tier at `tier_uri`: the tier's
+/// address (a trailing `/` aside), then `/` and a path. Compared as written: a sibling such as
+/// `…/handbook-old/x.md` is not inside `…/handbook`.
+pub fn in_tier(target: &str, tier_uri: &str) -> bool {
+    target.strip_prefix(tier_uri.trim_end_matches('/')).and_then(|rest| rest.strip_prefix('/')).is_some_and(|path| !path.is_empty())
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("shared index {uri}: {detail}")]
 pub struct SharedError {

@@ -236,7 +236,11 @@ impl Store {
 
     /// Merges each full-text index into one segment (after bulk indexing).
     pub fn optimize(&mut self) -> Result<(), StoreError> {
-        for t in FTS_TABLES {
+        self.optimize_tables(&FTS_TABLES)
+    }
+
+    fn optimize_tables(&mut self, tables: &[&str]) -> Result<(), StoreError> {
+        for t in tables {
             self.conn.execute(&format!("INSERT INTO {t}({t}) VALUES ('optimize')"), []).map_err(|e| self.err(e))?;
         }
         Ok(())
@@ -269,10 +273,7 @@ impl Store {
         let bulk = automerge.is_some_and(|v| v != rusqlite::types::Value::Integer(DEFAULT_AUTOMERGE));
         if no_bulk() {
             // The behaviour before bulk merging, for benchmarks' A/B runs.
-            if merge {
-                self.conn.execute("INSERT INTO passages_fts(passages_fts) VALUES ('optimize')", []).map_err(|e| self.err(e))?;
-            }
-            return Ok(());
+            return if merge { self.optimize_tables(&["passages_fts"]) } else { Ok(()) };
         }
         if merge || bulk {
             self.optimize()?;
