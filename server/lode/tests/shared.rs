@@ -253,6 +253,17 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     assert!(text(&o.stderr).lines().any(|l| l.starts_with("shared:") && l.contains("left to your own copy")), "{}", text(&o.stderr));
     let a = ask(&team, "What has the Sentinel quorum been since 2026-03-09?");
     assert!(!citations(&a).is_empty() && citations(&a).iter().all(|c| c["kind"] == "note"), "{a}");
+    // Once the publisher's copy differs from what was published (an edit not yet published),
+    // the published version is the team's again, not theirs.
+    let local = std::fs::read_to_string(team.join(RUNBOOK)).unwrap();
+    std::fs::write(team.join(RUNBOOK), format!("{local}
+Draft: the Sentinel quorum is under review.
+")).unwrap();
+    let o = lode(&["index"], &team, &env);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = lode(&["search", "--json", "--timings", "--mode", "hybrid", "Sentinel quorum"], &team, &env);
+    let hits: Vec<Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert!(hits.iter().any(|h| h["kind"] == "shared"), "an edited note's published version was taken for the member's own: {hits:?}");
 }
 
 #[test]

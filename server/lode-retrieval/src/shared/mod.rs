@@ -98,7 +98,7 @@ pub fn brief(detail: &str) -> String {
     // - HTTP error: error sending request".
     if has("error sending request") || has("Connection refused") || has("tcp connect error") || has("dns error") {
         let from = detail.find("Error performing ").unwrap_or(0);
-        let addr = detail[from..].split("://").nth(1).and_then(|r| r.split(['/', ' ']).next()).filter(|a| !a.is_empty());
+        let addr = detail[from..].split("://").nth(1).and_then(|r| r.split(['/', ' ', '?', ')']).next()).filter(|a| !a.is_empty());
         return format!("cannot connect to {}", addr.unwrap_or("the object store"));
     }
     if has("NoSuchBucket") {
@@ -927,6 +927,33 @@ pub fn publish(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Cases written blind (by someone who saw neither this code nor the tests above), to
+    /// defeat the two parsers of addresses: which citation targets are the tier's, and which
+    /// host an object-store error could not reach.
+    #[test]
+    fn blind_cases_for_tier_addresses_and_connection_errors() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/shared-blind/cases.json");
+        let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+        let mut wrong = Vec::new();
+        for c in cases["in_tier"].as_array().unwrap() {
+            let (target, tier) = (c["target"].as_str().unwrap(), c["tier"].as_str().unwrap());
+            if in_tier(target, tier) != c["inside"].as_bool().unwrap() {
+                wrong.push(format!("in_tier({target:?}, {tier:?}): {}", c["why"]));
+            }
+        }
+        for c in cases["connect_error"].as_array().unwrap() {
+            let got = brief(c["detail"].as_str().unwrap());
+            let ok = match c["expect"].as_str() {
+                Some(want) => got == want,
+                None => !got.starts_with("cannot connect"),
+            };
+            if !ok {
+                wrong.push(format!("brief({:?}) = {got:?}, want {}: {}", c["detail"], c["expect"], c["why"]));
+            }
+        }
+        assert!(wrong.is_empty(), "{} cases wrong:\n{}", wrong.len(), wrong.join("\n"));
+    }
 
     #[test]
     fn library_errors_become_one_line_a_person_can_act_on() {
