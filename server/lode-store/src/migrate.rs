@@ -13,6 +13,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (6, include_str!("../../../migrations/0006_headings.sql")),
     (7, include_str!("../../../migrations/0007_externals.sql")),
     (8, include_str!("../../../migrations/0008_windows.sql")),
+    (9, include_str!("../../../migrations/0009_fts_in_code.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

@@ -777,3 +777,94 @@ fn a_cold_index_merges_sixteen_segments_at_a_time_and_ends_with_fts5s_own_settin
     assert!(lode_store::vault::is_bulk(260, 2_600));
     assert!(!lode_store::vault::is_bulk(199, 199), "a small vault's first index");
 }
+
+/// Distinct segments of a full-text index (a segment's pages are rows of `<t>_data` whose
+/// rowid carries the segment id from bit 37 up; rowids below that are FTS5's own records).
+fn segments(db: &Path, table: &str) -> i64 {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.query_row(&format!("SELECT count(DISTINCT id >> 37) FROM {table}_data WHERE id >> 37 > 0"), [], |r| r.get(0)).unwrap()
+}
+
+/// SQLite opens a statement journal for a statement that runs a trigger, has a RETURNING
+/// clause, deletes several rows of a table with an expression or partial index, or writes a
+/// row whose foreign keys it enforces; opening one makes every FTS5 table in the transaction
+/// flush its pending terms into a new segment. With
+/// the full-text rows written by triggers, a batch of notes wrote one segment per passage, and
+/// FTS5 then spent most of a cold index merging them. A batch of new notes must flush once, at
+/// its commit; edited notes (titles, headings, passages and links changed) and deleted ones at
+/// most once per note.
+#[test]
+fn a_batch_of_notes_flushes_each_full_text_index_once() {
+    const TABLES: [&str; 4] = ["passages_fts", "headings_tri", "titles_tri", "sections_fts"];
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    drop(open(tmp.path()));
+    {
+        // No merging: every flush stays a segment of its own.
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        for t in TABLES {
+            conn.execute(&format!("INSERT INTO {t}({t}, rank) VALUES ('automerge', 0)"), []).unwrap();
+            conn.execute(&format!("INSERT INTO {t}({t}, rank) VALUES ('crisismerge', 1999)"), []).unwrap();
+        }
+    }
+    let note = |i: usize, v: &str| {
+        format!(
+            "---\naliases: [alias{i}{v}]\n---\n# Title {v} {i}\n\nFirst paragraph {v}word{i} about ships.\n\n\
+             Second paragraph linking [[n{next:03}]] and #tag{v}.\n\n## Heading{v}{i}\n\n- item one {v}\n- item two\n\n\
+             Closing text {v}close{i}.\n",
+            next = (i + 1) % 120
+        )
+    };
+    let mut store = open(tmp.path());
+    store.begin_batch().unwrap();
+    for i in 0..120 {
+        store.save_note(&format!("n{i:03}.md"), note(i, "a").as_bytes()).unwrap();
+    }
+    store.end_batch().unwrap();
+    for t in TABLES {
+        let n = segments(&db, t);
+        assert!((1..=2).contains(&n), "{t}: {n} segments after one batch of new notes");
+    }
+
+    // Every note edited: its title, a heading, three passages and its tag change.
+    store.begin_batch().unwrap();
+    for i in 0..120 {
+        store.save_note(&format!("n{i:03}.md"), note(i, "b").as_bytes()).unwrap();
+    }
+    store.end_batch().unwrap();
+    for t in TABLES {
+        let n = segments(&db, t);
+        // An edited note's old rows leave before its new ones are written, but below the rowids
+        // the batch's earlier notes wrote: FTS5 flushes there, once per note (it was once per
+        // passage). Titles keep their rowid.
+        let most = if t == "titles_tri" { 4 } else { 2 + 120 + 2 };
+        assert!(n <= most, "{t}: {n} segments after a batch of edits");
+    }
+    store.begin_batch().unwrap();
+    for i in 0..10 {
+        assert!(store.delete_note(&format!("n{i:03}.md")).unwrap());
+    }
+    store.rename_note("n050.md", "moved/n050.md").unwrap();
+    store.end_batch().unwrap();
+    for t in TABLES {
+        let n = segments(&db, t);
+        let most = if t == "titles_tri" { 6 } else { 2 + 120 + 2 + 11 + 2 };
+        assert!(n <= most, "{t}: {n} segments after a batch of deletes");
+    }
+
+    // The full-text rows follow their rows: every index checks out against its content, the
+    // edits' words are found and the old ones are not.
+    let v = store.verify().unwrap();
+    assert!(v.problems.is_empty(), "{:?}", v.problems);
+    assert_eq!(paths(&store, "bword17"), vec!["n017.md".to_owned()]);
+    assert!(paths(&store, "aword17").is_empty(), "an edited passage is still found by its old text");
+    assert!(paths(&store, "bword3").is_empty(), "a deleted note's passage is still found");
+    assert_eq!(paths(&store, "bclose50"), vec!["moved/n050.md".to_owned()]);
+    // Substrings, not prefixes: these are answered by the trigram indexes.
+    let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|s| s.1).collect::<Vec<_>>();
+    assert!(names("adingb17").contains(&"Headingb17".to_owned()), "{:?}", names("adingb17"));
+    assert!(names("adinga17").is_empty(), "an old heading is still a symbol: {:?}", names("adinga17"));
+    assert!(names("tle b 17").contains(&"Title b 17".to_owned()), "{:?}", names("tle b 17"));
+    assert!(names("tle a 17").is_empty(), "an old title is still a symbol: {:?}", names("tle a 17"));
+    assert!(!names("adingb4").contains(&"Headingb4".to_owned()), "a deleted note's heading is still a symbol");
+}

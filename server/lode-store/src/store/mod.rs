@@ -4,6 +4,7 @@
 //! - `versions`: notes and their immutable versions (save, delete, rename, history);
 //! - `passages`: a head's write path (passages, sections, their full-text rows, then links and
 //!   navigation) and the store's counts;
+//! - `indexed`: rows of the full-text-indexed tables in and out, with their full-text rows;
 //! - `navigation`: links, tags, aliases and headings, and the lookups over them;
 //! - `symbols`: `workspace/symbol` over titles and headings.
 //!
@@ -16,6 +17,7 @@
 //! - a note's stem is its file name without extension, lowercased (`stem_of`): the key a wiki
 //!   link resolves by.
 
+mod indexed;
 mod navigation;
 mod open;
 mod passages;

@@ -334,13 +334,12 @@ pub(super) fn backfill_from_heads(conn: &mut Connection, chunk: &lode_core::chun
 
 /// The headings of a note's head (replacing what it had): `workspace/symbol`'s section names.
 pub(super) fn write_headings(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM headings WHERE note_id = ?1")?.execute([id])?;
-    let mut ins = tx.prepare_cached("INSERT INTO headings (note_id, name, line, level) VALUES (?1, ?2, ?3, ?4)")?;
+    super::indexed::remove_headings_of(tx, id)?;
     for h in note.headings.iter().filter(|h| !h.text.is_empty()) {
         // Heading ranges are in the decoded text: the same bytes unless the note is lossy, where
         // the line is the nearest the raw bytes give.
         let at = h.range.start.min(bytes.len());
-        ins.execute(params![id, h.text, line_of(bytes, at) as i64, h.level as i64])?;
+        super::indexed::add_heading(tx, id, &h.text, line_of(bytes, at) as i64, h.level as i64)?;
     }
     Ok(())
 }

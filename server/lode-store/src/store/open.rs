@@ -80,8 +80,14 @@ impl Drop for BatchWrite<'_> {
     fn drop(&mut self) {
         if !self.done {
             let _ = self.conn.execute_batch("ROLLBACK");
+            batch_over(self.conn);
         }
     }
+}
+
+/// After a batch's transaction ends: foreign keys are enforced again (see [`Store::begin_batch`]).
+fn batch_over(conn: &Connection) {
+    let _ = conn.execute_batch("PRAGMA foreign_keys = ON");
 }
 
 impl std::ops::Deref for WriteTx<'_> {
@@ -202,11 +208,19 @@ impl Store {
     /// one commit, and one full-text segment flush, per batch instead of per note. Readers see
     /// none of a batch until it ends. A write that fails inside rolls the whole batch back
     /// ([`Store::in_batch`] turns false): use [`crate::vault::apply_batch`].
+    ///
+    /// A batch writes with foreign keys off (they are enforced per statement, and SQLite opens
+    /// a statement journal for each write they check, which flushes every full-text index into
+    /// a new segment: see `indexed`); [`Store::verify`] checks them.
     pub fn begin_batch(&mut self) -> Result<(), StoreError> {
         if !self.conn.is_autocommit() {
             return Ok(());
         }
-        self.conn.execute_batch("BEGIN IMMEDIATE").map_err(|e| self.err(e))
+        let begun = self.conn.execute_batch("PRAGMA foreign_keys = OFF; BEGIN IMMEDIATE");
+        if begun.is_err() {
+            batch_over(&self.conn);
+        }
+        begun.map_err(|e| self.err(e))
     }
 
     /// Commits the open batch, if any. On failure the whole batch is rolled back.
@@ -214,11 +228,12 @@ impl Store {
         if self.conn.is_autocommit() {
             return Ok(());
         }
-        if let Err(e) = self.conn.execute_batch("COMMIT") {
+        let committed = self.conn.execute_batch("COMMIT");
+        if committed.is_err() {
             let _ = self.conn.execute_batch("ROLLBACK");
-            return Err(self.err(e));
         }
-        Ok(())
+        batch_over(&self.conn);
+        committed.map_err(|e| self.err(e))
     }
 
     /// Whether a batch is open.
@@ -354,7 +369,7 @@ pub struct Verification {
 }
 
 impl Store {
-    /// Full consistency check: SQLite integrity, FTS5 index against passages, and that every
+    /// Full consistency check: SQLite integrity, each full-text index against its table, and that every
     /// passage belongs to its note's current head version (never a half-indexed one).
     pub fn verify(&self) -> Result<Verification, StoreError> {
         let mut problems = Vec::new();
@@ -362,9 +377,19 @@ impl Store {
         if integrity != "ok" {
             problems.push(format!("sqlite integrity: {integrity}"));
         }
-        if let Err(e) = self.conn.execute("INSERT INTO passages_fts(passages_fts, rank) VALUES ('integrity-check', 1)", []) {
-            problems.push(format!("full-text index does not match passages: {e}"));
+        // External-content indexes are checked against their tables (rank 1); the contentless
+        // sections index against itself.
+        for (table, rank, of) in [("passages_fts", 1, "passages"), ("titles_tri", 1, "note titles"), ("headings_tri", 1, "headings"), ("sections_fts", 0, "sections")] {
+            if let Err(e) = self.conn.execute(&format!("INSERT INTO {table}({table}, rank) VALUES ('integrity-check', {rank})"), []) {
+                problems.push(format!("full-text index {table} does not match {of}: {e}"));
+            }
         }
+        let orphans: Vec<String> = {
+            let mut st = self.conn.prepare("PRAGMA foreign_key_check").map_err(|e| self.err(e))?;
+            let it = st.query_map([], |r| Ok(format!("{} row {:?} names a missing {} row", r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, String>(2)?))).map_err(|e| self.err(e))?;
+            it.take(5).collect::<Result<_, _>>().map_err(|e| self.err(e))?
+        };
+        problems.extend(orphans);
         let stale: i64 = self
             .conn
             .query_row(

@@ -6,8 +6,8 @@
 //! - only head versions have passages: `write_note` replaces a note's passages, sections,
 //!   links, tags, aliases and headings inside the caller's transaction, the one that moves its
 //!   head, so a note's passages, FTS rows and links change together or not at all;
-//! - full-text rows follow their rows: `passages_fts` through the schema's triggers,
-//!   `sections_fts` written here with each new section and dropped by trigger with it;
+//! - full-text rows follow their rows, written beside them through `indexed` (no triggers: a
+//!   batch flushes each full-text index once, at its commit);
 //! - a passage (or section) whose heading and text are unchanged keeps its row, its id and its
 //!   FTS5 entry, and only moves: an edit re-tokenizes just what it touched, and what is keyed
 //!   by passage id (vectors) survives for the rest;
@@ -19,8 +19,9 @@
 
 use lode_core::chunk::ChunkedNote;
 use lode_core::text::line_of;
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{params, Connection, OptionalExtension, TransactionBehavior};
 
+use super::indexed;
 use super::navigation::{link_key, resolve_incoming, resolve_key, write_headings, write_nav};
 use super::{now_ms, stem_of, PassageRow, SaveOutcome, SaveStatus, Stats, Store};
 use crate::error::StoreError;
@@ -96,18 +97,22 @@ pub(crate) fn write_note(
     // Whether the note exists is decided here, inside the write transaction: what the caller
     // read before taking the write lock may be stale (another process — `lode index` beside
     // `lode serve` — created or removed the row meanwhile).
-    let existed: bool = tx.prepare_cached("SELECT EXISTS (SELECT 1 FROM notes WHERE path = ?1)")?.query_row([path], |r| r.get(0))?;
-    let (id, created, snapshot) = if existed {
-        let (id, kind): (i64, String) = tx.prepare_cached(
+    let found: Option<(i64, String, String)> = tx
+        .prepare_cached("SELECT id, kind, title FROM notes WHERE path = ?1")?
+        .query_row([path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let existed = found.is_some();
+    let (id, created, snapshot) = if let Some((id, kind, old_title)) = found {
+        tx.prepare_cached(
             "UPDATE notes SET head_version = ?2, title = ?3, meta = ?4, updated_at = ?5,
                     disk_size = CASE WHEN ?6 THEN NULL ELSE disk_size END,
                     disk_mtime = CASE WHEN ?6 THEN NULL ELSE disk_mtime END
-             WHERE path = ?1 RETURNING id, kind",
+             WHERE id = ?1",
         )?
-        .query_row(
-            params![path, vid, title, meta, now, new_version],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        .execute(params![id, vid, title, meta, now, new_version])?;
+        if old_title != title {
+            indexed::title_changed(tx, id, &old_title, &title)?;
+        }
         let was_deleted: bool = tx
             .prepare_cached("SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)")?
             .query_row(
@@ -117,14 +122,13 @@ pub(crate) fn write_note(
         (id, was_deleted, kind == "snapshot")
     } else {
         let (stem, kind) = if snapshot { (String::new(), "snapshot") } else { (stem_of(path), "note") };
-        let id: i64 = tx.prepare_cached(
+        tx.prepare_cached(
             "INSERT INTO notes (path, stem, title, head_version, meta, created_at, updated_at, kind)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7) RETURNING id",
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6, ?7)",
         )?
-        .query_row(
-            params![path, stem, title, vid, meta, now, kind],
-            |r| r.get(0),
-        )?;
+        .execute(params![path, stem, title, vid, meta, now, kind])?;
+        let id = tx.last_insert_rowid();
+        indexed::title_added(tx, id, &title)?;
         (id, true, snapshot)
     };
     if new_version {
@@ -156,9 +160,13 @@ pub(crate) fn write_note(
                              parent_id = ?8, parent_start = ?9, parent_end = ?10
          WHERE id = ?1",
     )?;
-    // Line numbers are computed incrementally: passages are in document order.
+    // Which old passage each new one keeps is decided first, so the old ones that go leave
+    // before any passage is written: FTS5 flushes its pending rows when a write's rowid is
+    // lower than the last one's (see `indexed`). Line numbers are computed incrementally:
+    // passages are in document order.
     let (mut line, mut at) = (1usize, 0usize);
-    for (ordinal, p) in note.passages.iter().enumerate() {
+    let mut plan = Vec::with_capacity(note.passages.len());
+    for p in &note.passages {
         line += line_of(&bytes[at..p.range.start], p.range.start - at) - 1;
         at = p.range.start;
         let mut heading_parts: Vec<&str> = Vec::with_capacity(p.heading_path.len() + 1);
@@ -166,11 +174,18 @@ pub(crate) fn write_note(
             heading_parts.push(&title);
         }
         heading_parts.extend(p.heading_path.iter().map(String::as_str));
-        let heading = heading_parts.join(" › ");
-        let text = String::from_utf8_lossy(&bytes[p.range.clone()]).into_owned();
+        let key = (heading_parts.join(" › "), String::from_utf8_lossy(&bytes[p.range.clone()]).into_owned());
+        let kept = old.get_mut(&key).and_then(Vec::pop);
+        plan.push((p, line, key, kept));
+    }
+    let mut gone: Vec<i64> = old.into_values().flatten().collect();
+    gone.sort_unstable();
+    for pid in gone {
+        indexed::remove_passage(tx, pid)?;
+    }
+    for (ordinal, (p, line, (heading, text), kept)) in plan.into_iter().enumerate() {
         let parent_id = format!("{vid}:{}-{}", p.parent.start, p.parent.end);
-        let key = (heading, text);
-        if let Some(pid) = old.get_mut(&key).and_then(Vec::pop) {
+        if let Some(pid) = kept {
             mv.execute(params![
                 pid,
                 vid,
@@ -185,7 +200,6 @@ pub(crate) fn write_note(
             ])?;
             continue;
         }
-        let (heading, text) = key;
         let body = lode_core::text::index_text(&text);
         let section = section_of(&heading);
         ins.execute(params![
@@ -204,14 +218,11 @@ pub(crate) fn write_note(
             body,
             section,
         ])?;
-    }
-    let mut del = tx.prepare_cached("DELETE FROM passages WHERE id = ?1")?;
-    for pid in old.into_values().flatten() {
-        del.execute([pid])?;
+        indexed::passage_added(tx, tx.last_insert_rowid(), &heading, &body)?;
     }
     write_sections(tx, id)?;
 
-    tx.prepare_cached("DELETE FROM links WHERE src_note = ?1")?.execute([id])?;
+    indexed::remove_links_of(tx, id)?;
     if snapshot {
         // A page's own links, tags and headings are not the user's: nothing links, completes
         // or navigates through a snapshot.
@@ -294,23 +305,29 @@ fn write_sections(tx: &Connection, note_id: i64) -> rusqlite::Result<()> {
             old.entry(hash).or_default().push(sid);
         }
     }
-    let mut mv = tx.prepare_cached("UPDATE sections SET first_ordinal = ?2, last_ordinal = ?3 WHERE id = ?1")?;
-    let mut ins = tx.prepare_cached(
-        "INSERT INTO sections (note_id, heading, first_ordinal, last_ordinal, hash) VALUES (?1, ?2, ?3, ?4, ?5) RETURNING id",
-    )?;
-    let mut fts = tx.prepare_cached("INSERT INTO sections_fts (rowid, heading, body) VALUES (?1, ?2, ?3)")?;
-    for run in &runs {
-        let hash = fnv1a(&[&run.heading, &run.body]);
-        if let Some(sid) = old.get_mut(&hash).and_then(Vec::pop) {
-            mv.execute(params![sid, run.first, run.last])?;
-            continue;
-        }
-        let sid: i64 = ins.query_row(params![note_id, run.heading, run.first, run.last, hash], |r| r.get(0))?;
-        fts.execute(params![sid, run.heading, run.body])?;
+    // As with passages, the sections that go leave first.
+    let plan: Vec<(&Run, i64, Option<i64>)> = runs
+        .iter()
+        .map(|run| {
+            let hash = fnv1a(&[&run.heading, &run.body]);
+            (run, hash, old.get_mut(&hash).and_then(Vec::pop))
+        })
+        .collect();
+    let mut gone: Vec<i64> = old.into_values().flatten().collect();
+    gone.sort_unstable();
+    for sid in gone {
+        indexed::remove_section(tx, sid)?;
     }
-    let mut del = tx.prepare_cached("DELETE FROM sections WHERE id = ?1")?;
-    for sid in old.into_values().flatten() {
-        del.execute([sid])?;
+    let mut mv = tx.prepare_cached("UPDATE sections SET first_ordinal = ?2, last_ordinal = ?3 WHERE id = ?1")?;
+    for (run, hash, kept) in plan {
+        match kept {
+            Some(sid) => {
+                mv.execute(params![sid, run.first, run.last])?;
+            }
+            None => {
+                indexed::add_section(tx, note_id, &run.heading, run.first, run.last, hash, &run.body)?;
+            }
+        }
     }
     Ok(())
 }

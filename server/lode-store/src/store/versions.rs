@@ -92,12 +92,12 @@ impl Store {
             params![id, now_ms()],
         )
         .map_err(e)?;
-        tx.execute("DELETE FROM passages WHERE note_id = ?1", [id]).map_err(e)?;
-        tx.execute("DELETE FROM sections WHERE note_id = ?1", [id]).map_err(e)?;
-        tx.execute("DELETE FROM links WHERE src_note = ?1", [id]).map_err(e)?;
+        super::indexed::remove_passages_of(&tx, id).map_err(e)?;
+        super::indexed::remove_sections_of(&tx, id).map_err(e)?;
+        super::indexed::remove_links_of(&tx, id).map_err(e)?;
         tx.execute("DELETE FROM tags WHERE note_id = ?1", [id]).map_err(e)?;
         tx.execute("DELETE FROM aliases WHERE note_id = ?1", [id]).map_err(e)?;
-        tx.execute("DELETE FROM headings WHERE note_id = ?1", [id]).map_err(e)?;
+        super::indexed::remove_headings_of(&tx, id).map_err(e)?;
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
         tx.commit().map_err(e)?;
         Ok(true)
