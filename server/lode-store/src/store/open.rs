@@ -190,6 +190,13 @@ impl Store {
         self.conn.wal_hook(Some(on_commit));
     }
 
+    /// Puts SQLite's own automatic checkpoint back on this connection (after
+    /// [`Store::watch_log`]): a commit that leaves 1000 frames or more checkpoints itself.
+    pub fn default_checkpoints(&self) {
+        // Installs SQLite's default WAL hook in place of `on_commit`.
+        let _ = self.conn.execute_batch("PRAGMA wal_autocheckpoint = 1000");
+    }
+
     /// Copies committed pages from the log back into the database, as far as no reader still
     /// needs them (`PASSIVE`: it waits for no one). Returns (pages in the log, pages copied).
     pub fn checkpoint(&self) -> Result<(i64, i64), StoreError> {
