@@ -867,4 +867,17 @@ fn a_batch_of_notes_flushes_each_full_text_index_once() {
     assert!(names("tle b 17").contains(&"Title b 17".to_owned()), "{:?}", names("tle b 17"));
     assert!(names("tle a 17").is_empty(), "an old title is still a symbol: {:?}", names("tle a 17"));
     assert!(!names("adingb4").contains(&"Headingb4".to_owned()), "a deleted note's heading is still a symbol");
+
+    // What the check reports when something writes around the store: a heading row gone
+    // without its full-text row, a tag of a note that does not exist.
+    drop(store);
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute("DELETE FROM headings WHERE id = (SELECT max(id) FROM headings)", []).unwrap();
+        conn.execute_batch("PRAGMA foreign_keys = OFF").unwrap();
+        conn.execute("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (99999, 'x', 'x', 0, 1)", []).unwrap();
+    }
+    let problems = open(tmp.path()).verify().unwrap().problems;
+    assert!(problems.iter().any(|p| p.contains("headings_tri")), "{problems:?}");
+    assert!(problems.iter().any(|p| p.contains("tags row") && p.contains("missing notes row")), "{problems:?}");
 }

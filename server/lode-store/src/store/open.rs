@@ -393,7 +393,12 @@ impl Store {
         }
         let orphans: Vec<String> = {
             let mut st = self.conn.prepare("PRAGMA foreign_key_check").map_err(|e| self.err(e))?;
-            let it = st.query_map([], |r| Ok(format!("{} row {:?} names a missing {} row", r.get::<_, String>(0)?, r.get::<_, Option<i64>>(1)?, r.get::<_, String>(2)?))).map_err(|e| self.err(e))?;
+            let it = st
+                .query_map([], |r| {
+                    let rowid = r.get::<_, Option<i64>>(1)?.map_or_else(|| "?".to_owned(), |n| n.to_string());
+                    Ok(format!("{} row {rowid} names a missing {} row", r.get::<_, String>(0)?, r.get::<_, String>(2)?))
+                })
+                .map_err(|e| self.err(e))?;
             it.take(5).collect::<Result<_, _>>().map_err(|e| self.err(e))?
         };
         problems.extend(orphans);
