@@ -881,3 +881,115 @@ fn a_batch_of_notes_flushes_each_full_text_index_once() {
     assert!(problems.iter().any(|p| p.contains("headings_tri")), "{problems:?}");
     assert!(problems.iter().any(|p| p.contains("tags row") && p.contains("missing notes row")), "{problems:?}");
 }
+
+/// The full-text rows follow their rows through any mix of writes: a seeded run of saves (new
+/// notes, edits that keep, move, duplicate and drop passages, titles and headings that change),
+/// deletes, renames and re-creations, alone or several to a batch. After each, every index
+/// holds exactly the notes a model of the vault says contain each word, and `verify` (FTS5's
+/// own check of each index against its table, foreign keys) is clean.
+#[test]
+fn full_text_rows_follow_every_mix_of_saves_deletes_and_renames() {
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: usize) -> usize {
+            self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            ((self.0 >> 33) % n as u64) as usize
+        }
+    }
+    let mut rng = Lcg(0x5eed);
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    let mut store = open(tmp.path());
+    let paths: Vec<String> = (0..14).map(|i| format!("d{}/n{i}.md", i % 3)).collect();
+    let mut model: std::collections::HashMap<String, String> = std::collections::HashMap::new();
+    let note = |rng: &mut Lcg| {
+        let para = |rng: &mut Lcg| (0..3).map(|_| format!("tk{}", rng.next(12))).collect::<Vec<_>>().join(" ") + " words.";
+        let first = para(rng);
+        let mut s = format!("# tt{}yy\n\n{first}\n\n", rng.next(6));
+        for _ in 0..rng.next(3) + 1 {
+            s += &format!("## hd{}xx\n\n", rng.next(8));
+            for _ in 0..rng.next(3) + 1 {
+                // Some paragraphs repeat one written before, word for word.
+                let p = if rng.next(4) == 0 { first.clone() } else { para(rng) };
+                s += &format!("{p}\n\n");
+            }
+            if rng.next(2) == 0 {
+                s += &format!("- item tk{} and [[n{}]]\n- second tk{}\n\n", rng.next(12), rng.next(10), rng.next(12));
+            }
+        }
+        s
+    };
+    let words = |text: &str, prefix: &str| -> std::collections::HashSet<String> {
+        text.split(|c: char| !c.is_ascii_alphanumeric()).filter(|w| w.starts_with(prefix)).map(str::to_owned).collect()
+    };
+    let mut batch_left = 0;
+    let (mut batches, mut deletes, mut renames) = (0, 0, 0);
+    for step in 0..300 {
+        if batch_left == 0 && rng.next(3) == 0 {
+            store.begin_batch().unwrap();
+            batch_left = rng.next(8) + 1;
+            batches += 1;
+        }
+        let path = paths[rng.next(paths.len())].clone();
+        match rng.next(10) {
+            0 if model.contains_key(&path) => {
+                assert!(store.delete_note(&path).unwrap());
+                model.remove(&path);
+                deletes += 1;
+            }
+            1 if model.contains_key(&path) => {
+                let start = rng.next(paths.len());
+                let free = (0..paths.len()).map(|k| &paths[(start + k) % paths.len()]).find(|p| !model.contains_key(*p)).cloned();
+                if let Some(to) = free {
+                    store.rename_note(&path, &to).unwrap();
+                    let text = model.remove(&path).unwrap();
+                    model.insert(to, text);
+                    renames += 1;
+                }
+            }
+            _ => {
+                let text = note(&mut rng);
+                store.save_note(&path, text.as_bytes()).unwrap();
+                model.insert(path, text);
+            }
+        }
+        if batch_left > 0 {
+            batch_left -= 1;
+            if batch_left > 0 {
+                continue;
+            }
+            store.end_batch().unwrap();
+        }
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let found = |sql: &str, term: &str| -> std::collections::BTreeSet<String> {
+            let mut st = conn.prepare(sql).unwrap();
+            st.query_map([format!("\"{term}\"")], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+        };
+        let expect = |f: &dyn Fn(&str) -> bool| -> std::collections::BTreeSet<String> {
+            model.iter().filter(|(_, t)| f(t)).map(|(p, _)| p.clone()).collect()
+        };
+        for i in 0..12 {
+            let term = format!("tk{i}");
+            let want = expect(&|t: &str| words(t, "tk").contains(&term));
+            let passages = found("SELECT DISTINCT n.path FROM passages_fts f JOIN passages p ON p.id = f.rowid JOIN notes n ON n.id = p.note_id WHERE passages_fts MATCH 'body:' || ?1", &term);
+            assert_eq!(passages, want, "step {step}: passages_fts for {term}");
+            let sections = found("SELECT DISTINCT n.path FROM sections_fts f JOIN sections s ON s.id = f.rowid JOIN notes n ON n.id = s.note_id WHERE sections_fts MATCH 'body:' || ?1", &term);
+            assert_eq!(sections, want, "step {step}: sections_fts for {term}");
+        }
+        for i in 0..8 {
+            let term = format!("hd{i}xx");
+            let want = expect(&|t: &str| t.contains(&format!("## {term}\n")));
+            let headings = found("SELECT DISTINCT n.path FROM headings_tri f JOIN headings h ON h.id = f.rowid JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1", &term);
+            assert_eq!(headings, want, "step {step}: headings_tri for {term}");
+        }
+        for i in 0..6 {
+            let term = format!("tt{i}yy");
+            let want = expect(&|t: &str| t.starts_with(&format!("# {term}\n")));
+            let titles = found("SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL", &term);
+            assert_eq!(titles, want, "step {step}: titles_tri for {term}");
+        }
+        let problems = store.verify().unwrap().problems;
+        assert!(problems.is_empty(), "step {step}: {problems:?}");
+    }
+    assert!(batches >= 20 && deletes >= 15 && renames >= 5, "the run wrote too little of the mix: {batches} batches, {deletes} deletes, {renames} renames");
+}
