@@ -993,3 +993,23 @@ fn full_text_rows_follow_every_mix_of_saves_deletes_and_renames() {
     }
     assert!(batches >= 20 && deletes >= 15 && renames >= 5, "the run wrote too little of the mix: {batches} batches, {deletes} deletes, {renames} renames");
 }
+
+/// A note with no `# title` is titled by its file name: a rename renames it, in
+/// `workspace/symbol` and in its passages' heading path, and a titled note keeps its title.
+#[test]
+fn a_rename_retitles_a_note_titled_by_its_file_name() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    store.save_note("old-name.md", b"Just a paragraph about quimbly.\n").unwrap();
+    store.save_note("titled.md", b"# Kept Title\n\nText about zorblat.\n").unwrap();
+    store.rename_note("old-name.md", "notes/new-name.md").unwrap();
+    store.rename_note("titled.md", "moved.md").unwrap();
+    let names = |q: &str| store.symbols(q, 20).unwrap().into_iter().map(|s| (s.0, s.1)).collect::<Vec<_>>();
+    assert_eq!(names("new-name"), vec![("notes/new-name.md".to_owned(), "new-name".to_owned())]);
+    assert!(names("old-name").is_empty(), "{:?}", names("old-name"));
+    assert_eq!(names("Kept Title"), vec![("moved.md".to_owned(), "Kept Title".to_owned())]);
+    let heading = &store.passages_of("notes/new-name.md").unwrap()[0].heading;
+    assert!(heading.starts_with("new-name"), "{heading}");
+    assert_eq!(store.history("notes/new-name.md").unwrap().len(), 1, "a rename makes no new version");
+    assert!(store.verify().unwrap().problems.is_empty());
+}

@@ -103,8 +103,10 @@ impl Store {
         Ok(true)
     }
 
-    /// Moves a note to a new path, keeping its id, history and passages.
+    /// Moves a note to a new path, keeping its id, history and passages (a note titled by its
+    /// file name is written again under its new name).
     pub fn rename_note(&mut self, from: &str, to: &str) -> Result<(), StoreError> {
+        let cfg = self.opts.chunk;
         let path_buf = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path_buf, e);
         let tx = self.write_tx().map_err(e)?;
@@ -148,6 +150,23 @@ impl Store {
             let resolved = resolve_key(&tx, kind, &key).map_err(e)?;
             tx.execute("UPDATE links SET target_key = ?2, target_note = ?3 WHERE rowid = ?1", params![rowid, key, resolved])
                 .map_err(e)?;
+        }
+        // A note with no title of its own is titled by its file name (`write_note`): its title,
+        // and the heading path of its passages and sections, follow the rename. The head is
+        // written again at its new path, with no new version.
+        let head: Option<(String, Vec<u8>)> = tx
+            .query_row(
+                "SELECT v.id, v.body FROM notes n JOIN versions v ON v.id = n.head_version WHERE n.id = ?1 AND n.kind = 'note'",
+                [id],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .optional()
+            .map_err(e)?;
+        if let Some((vid, body)) = head {
+            let chunked = chunk_note(&body, &cfg);
+            if chunked.title.is_none() {
+                write_note(&tx, to, &body, &vid, &chunked, false, false).map_err(e)?;
+            }
         }
         tx.commit().map_err(e)?;
         Ok(())
