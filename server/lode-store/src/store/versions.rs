@@ -110,17 +110,22 @@ impl Store {
         let path_buf = self.path.clone();
         let e = |e| StoreError::from_sqlite(&path_buf, e);
         let tx = self.write_tx().map_err(e)?;
-        let id: i64 = tx
-            .query_row("SELECT id FROM notes WHERE path = ?1", [from], |r| r.get(0))
-            .optional()
-            .map_err(e)?
-            .ok_or_else(|| StoreError::UnknownNote(from.to_owned()))?;
+        // A refused rename has written nothing: it ends its transaction as a success, so a
+        // batch it is part of goes on (an error would roll the whole batch back).
+        let id: Option<i64> = tx.query_row("SELECT id FROM notes WHERE path = ?1", [from], |r| r.get(0)).optional().map_err(e)?;
+        let Some(id) = id else {
+            tx.commit().map_err(e)?;
+            return Err(StoreError::UnknownNote(from.to_owned()));
+        };
         let taken: Option<(i64, Option<String>)> = tx
             .query_row("SELECT id, head_version FROM notes WHERE path = ?1", [to], |r| Ok((r.get(0)?, r.get(1)?)))
             .optional()
             .map_err(e)?;
         match taken {
-            Some((_, Some(_))) => return Err(StoreError::PathTaken(to.to_owned())),
+            Some((_, Some(_))) => {
+                tx.commit().map_err(e)?;
+                return Err(StoreError::PathTaken(to.to_owned()));
+            }
             // A deleted note's old path is reused: give that history row a tombstone path.
             Some((old, None)) => {
                 tx.execute("UPDATE notes SET path = path || '#deleted-' || id WHERE id = ?1", [old]).map_err(e)?;
