@@ -835,22 +835,22 @@ fn a_batch_of_notes_flushes_each_full_text_index_once() {
         )
     };
     let mut store = open(tmp.path());
-    store.begin_batch().unwrap();
-    for i in 0..120 {
-        store.save_note(&format!("n{i:03}.md"), note(i, "a").as_bytes()).unwrap();
-    }
-    store.end_batch().unwrap();
+    // Every note saved in one batch, version `v`.
+    let save_all = |store: &mut Store, v: &str| {
+        store.begin_batch().unwrap();
+        for i in 0..120 {
+            store.save_note(&format!("n{i:03}.md"), note(i, v).as_bytes()).unwrap();
+        }
+        store.end_batch().unwrap();
+    };
+    save_all(&mut store, "a");
     for t in TABLES {
         let n = segments(&db, t);
         assert!((1..=2).contains(&n), "{t}: {n} segments after one batch of new notes");
     }
 
     // Every note edited: its title, a heading, three passages and its tag change.
-    store.begin_batch().unwrap();
-    for i in 0..120 {
-        store.save_note(&format!("n{i:03}.md"), note(i, "b").as_bytes()).unwrap();
-    }
-    store.end_batch().unwrap();
+    save_all(&mut store, "b");
     for t in TABLES {
         let n = segments(&db, t);
         // An edited note's old rows leave before its new ones are written, but below the rowids

@@ -30,19 +30,30 @@ pub(super) fn remove_passage(tx: &Connection, id: i64) -> rusqlite::Result<()> {
         .prepare_cached("SELECT heading, body FROM passages WHERE id = ?1")?
         .query_row([id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
-    if let Some((heading, body)) = row {
-        tx.prepare_cached("DELETE FROM passages WHERE id = ?1")?.execute([id])?;
-        tx.prepare_cached("INSERT INTO passages_fts (passages_fts, rowid, heading, body) VALUES ('delete', ?1, ?2, ?3)")?
-            .execute(params![id, heading, body])?;
+    match row {
+        Some((heading, body)) => drop_passage(tx, id, &heading, &body),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 /// Removes every passage of a note, with their full-text rows.
 pub(super) fn remove_passages_of(tx: &Connection, note_id: i64) -> rusqlite::Result<()> {
-    for id in ids(tx, "SELECT id FROM passages WHERE note_id = ?1", note_id)? {
-        remove_passage(tx, id)?;
+    let rows: Vec<(i64, String, String)> = {
+        let mut st = tx.prepare_cached("SELECT id, heading, body FROM passages WHERE note_id = ?1 ORDER BY id")?;
+        let it = st.query_map([note_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        it.collect::<Result<_, _>>()?
+    };
+    for (id, heading, body) in rows {
+        drop_passage(tx, id, &heading, &body)?;
     }
+    Ok(())
+}
+
+/// Deletes passage `id`, then its full-text row (the values it was indexed with).
+fn drop_passage(tx: &Connection, id: i64, heading: &str, body: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM passages WHERE id = ?1")?.execute([id])?;
+    tx.prepare_cached("INSERT INTO passages_fts (passages_fts, rowid, heading, body) VALUES ('delete', ?1, ?2, ?3)")?
+        .execute(params![id, heading, body])?;
     Ok(())
 }
 

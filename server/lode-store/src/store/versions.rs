@@ -140,25 +140,9 @@ impl Store {
         // Links written against the old path no longer name this note; links naming the new one do.
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
         resolve_incoming(&tx, id, to).map_err(e)?;
-        // Outgoing markdown links are relative to the note's folder: re-key them.
-        let mut rows: Vec<(i64, String, String)> = Vec::new();
-        {
-            let mut st = tx.prepare("SELECT rowid, kind, target FROM links WHERE src_note = ?1").map_err(e)?;
-            let it = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(e)?;
-            for row in it {
-                rows.push(row.map_err(e)?);
-            }
-        }
-        for (rowid, kind, target) in rows {
-            let kind = if kind == "wiki" { LinkKind::Wiki } else { LinkKind::Markdown };
-            let key = link_key(to, kind, &target);
-            let resolved = resolve_key(&tx, kind, &key).map_err(e)?;
-            tx.execute("UPDATE links SET target_key = ?2, target_note = ?3 WHERE rowid = ?1", params![rowid, key, resolved])
-                .map_err(e)?;
-        }
         // A note with no title of its own is titled by its file name (`write_note`): its title,
-        // and the heading path of its passages and sections, follow the rename. The head is
-        // written again at its new path, with no new version.
+        // and the heading path of its passages and sections, follow the rename. Its head is
+        // written again at its new path, with no new version, which re-keys its links too.
         let head: Option<(String, Vec<u8>)> = tx
             .query_row(
                 "SELECT v.id, v.body FROM notes n JOIN versions v ON v.id = n.head_version WHERE n.id = ?1 AND n.kind = 'note'",
@@ -167,10 +151,25 @@ impl Store {
             )
             .optional()
             .map_err(e)?;
-        if let Some((vid, body)) = head {
-            let chunked = chunk_note(&body, &cfg);
-            if chunked.title.is_none() {
-                write_note(&tx, to, &body, &vid, &chunked, false, false).map_err(e)?;
+        let untitled = head.map(|(vid, body)| (chunk_note(&body, &cfg), vid, body)).filter(|(c, _, _)| c.title.is_none());
+        if let Some((chunked, vid, body)) = untitled {
+            write_note(&tx, to, &body, &vid, &chunked, false, false).map_err(e)?;
+        } else {
+            // Outgoing markdown links are relative to the note's folder: re-key them.
+            let mut rows: Vec<(i64, String, String)> = Vec::new();
+            {
+                let mut st = tx.prepare("SELECT rowid, kind, target FROM links WHERE src_note = ?1").map_err(e)?;
+                let it = st.query_map([id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?))).map_err(e)?;
+                for row in it {
+                    rows.push(row.map_err(e)?);
+                }
+            }
+            for (rowid, kind, target) in rows {
+                let kind = if kind == "wiki" { LinkKind::Wiki } else { LinkKind::Markdown };
+                let key = link_key(to, kind, &target);
+                let resolved = resolve_key(&tx, kind, &key).map_err(e)?;
+                tx.execute("UPDATE links SET target_key = ?2, target_note = ?3 WHERE rowid = ?1", params![rowid, key, resolved])
+                    .map_err(e)?;
             }
         }
         tx.commit().map_err(e)?;
