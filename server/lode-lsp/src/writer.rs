@@ -630,6 +630,7 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
             use crate::files::{classify, Action};
             let (mut rescan, mut failed) = (false, Vec::new());
             for path in paths {
+                tracing::debug!("file event: {}", path.display());
                 // One path that panics fails alone; a rescan then puts right what it missed.
                 let one = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     match classify(root, &path, |rel| store.any_note_under(rel).unwrap_or(true)) {

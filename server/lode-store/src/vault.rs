@@ -250,7 +250,11 @@ pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
     for entry in walker {
         match entry {
             Ok(e) if e.file_type().is_some_and(|t| t.is_file()) && is_markdown(e.path()) => {
-                files.push(e.into_path())
+                // Built by joining onto its folder's path, with room to spare: half the memory
+                // of a million-note walk was that spare room.
+                let mut path = e.into_path();
+                path.shrink_to_fit();
+                files.push(path)
             }
             Ok(_) => {}
             Err(err) => problems.push(Skipped { path: String::new(), reason: err.to_string() }),
@@ -268,9 +272,18 @@ pub enum Step {
     Save { rel: String },
     /// A new path whose bytes are the head of a note whose file vanished: keep the note's id
     /// and history (if both files still look that way when applied).
-    Rename { from: String, to: String, version_id: String },
+    Rename(Box<Rename>),
     /// A note whose file is gone.
     Delete { rel: String },
+}
+
+/// A [`Step::Rename`] (boxed: a plan holds a step per changed note, a million in a first scan,
+/// and renames are rare).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rename {
+    pub from: String,
+    pub to: String,
+    pub version_id: String,
 }
 
 /// What a scan found to do, plus what it counted on the way (scanned, unchanged, skipped).
@@ -284,29 +297,39 @@ pub struct Plan {
 }
 
 /// Compares the vault folder with the store. Files whose size and mtime match what was recorded
-/// when their head was read are not opened; others are read and hashed. Writes nothing.
+/// when their head was read are not opened; others are read (and hashed, when a note holds
+/// that path, or when a new path could be a vanished note's). Writes nothing.
+///
+/// Memory: a million-note vault's plan once held every path four times (the folder's, a
+/// "seen" set, the changed list with each hash in hex, the steps: 495 MB at the peak). Now
+/// each folder path is freed as it is read, "seen" is a flag on the index's own entries, a new
+/// path is hashed only when a rename is possible, and the steps are the only list.
 pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl FnMut(Progress<'_>)) -> Result<Plan, StoreError> {
     let mut report = IndexReport::default();
     let (files, problems) = walk(root);
     report.skipped.extend(problems);
     report.scanned = files.len();
-    let live: HashMap<String, (String, Option<DiskStat>)> =
-        store.heads_with_stat()?.into_iter().map(|(p, v, s)| (p, (v, s))).collect();
-    let mut seen: HashSet<String> = HashSet::with_capacity(files.len());
-    let mut changed: Vec<(String, String)> = Vec::new();
+    let total = files.len();
+    // Each indexed note: its head, its recorded stat, and whether its path is still there.
+    let mut live: HashMap<String, (String, Option<DiskStat>, bool)> =
+        store.heads_with_stat()?.into_iter().map(|(p, v, s)| (p, (v, s, false))).collect();
+    let mut steps: Vec<Step> = Vec::with_capacity(total);
     let mut same_bytes: HashSet<String> = HashSet::new();
     // Files that are there but no notes (too large, binary): deleted from the index, never
     // taken for the source of a rename (their file did not vanish).
     let mut rejected: HashSet<String> = HashSet::new();
     let mut last = std::time::Instant::now();
-    for (i, abs) in files.iter().enumerate() {
-        let Some(rel) = relative_path(root, abs) else { continue };
+    for (i, abs) in files.into_iter().enumerate() {
+        let Some(rel) = relative_path(root, &abs) else { continue };
         if last.elapsed().as_millis() >= 100 {
             last = std::time::Instant::now();
-            progress(Progress { phase: "reading", done: i, total: files.len(), path: &rel });
+            progress(Progress { phase: "reading", done: i, total, path: &rel });
         }
-        seen.insert(rel.clone());
-        let meta = match std::fs::metadata(abs) {
+        let known = live.get_mut(&rel).map(|(head, stat, seen)| {
+            *seen = true;
+            (&*head, *stat)
+        });
+        let meta = match std::fs::metadata(&abs) {
             Ok(m) => m,
             Err(e) => {
                 report.skipped.push(Skipped { path: rel, reason: format!("cannot read: {e}") });
@@ -315,7 +338,10 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         };
         // Too large or binary: no note (an indexed one is deleted below); unreadable: kept.
         if meta.len() > opts.max_file_bytes {
-            seen.remove(&rel);
+            // Still there, but no note: not seen, so an indexed one is deleted.
+            if let Some(e) = live.get_mut(&rel) {
+                e.2 = false;
+            }
             rejected.insert(rel.clone());
             report.skipped.push(Skipped {
                 path: rel,
@@ -323,14 +349,13 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
             });
             continue;
         }
-        let known = live.get(&rel);
         if let (Some((_, Some(stat))), Some(now)) = (known, DiskStat::of(&meta)) {
-            if *stat == now {
+            if stat == now {
                 report.unchanged += 1;
                 continue;
             }
         }
-        let bytes = match std::fs::read(abs) {
+        let bytes = match std::fs::read(&abs) {
             Ok(b) => b,
             Err(e) => {
                 report.skipped.push(Skipped { path: rel, reason: format!("cannot read: {e}") });
@@ -338,7 +363,9 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
             }
         };
         if let Err(why @ (NotANote::Binary(_) | NotANote::Utf16(_))) = check_bytes(&rel, &bytes, u64::MAX) {
-            seen.remove(&rel);
+            if let Some(e) = live.get_mut(&rel) {
+                e.2 = false;
+            }
             rejected.insert(rel.clone());
             let reason = match why {
                 NotANote::Utf16(_) => "UTF-16 text: save it as UTF-8 to index it".into(),
@@ -347,36 +374,40 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl 
             report.skipped.push(Skipped { path: rel, reason });
             continue;
         }
-        let vid = crate::version_id(&bytes);
-        if known.is_some_and(|(head, _)| *head == vid) {
+        if known.is_some_and(|(head, _)| *head == crate::version_id(&bytes)) {
             same_bytes.insert(rel.clone());
         }
-        changed.push((rel, vid));
+        steps.push(Step::Save { rel });
     }
-    // Renames: a new path whose bytes are the head of a note whose path vanished.
+    // Renames: a new path whose bytes are the head of a note whose path vanished. Only then
+    // are new paths hashed (read again: rare, and never in a first scan).
     let mut vanished: HashMap<&str, &str> = HashMap::new();
     if opts.delete_missing {
-        for (path, (vid, _)) in &live {
-            if !seen.contains(path) && !rejected.contains(path) {
+        for (path, (vid, _, seen)) in &live {
+            if !seen && !rejected.contains(path) {
                 vanished.entry(vid.as_str()).or_insert(path.as_str());
             }
         }
     }
     let mut renamed_from: HashSet<String> = HashSet::new();
-    let mut steps = Vec::with_capacity(changed.len());
-    for (rel, vid) in changed {
-        if !live.contains_key(&rel) {
-            if let Some(from) = vanished.remove(vid.as_str()) {
-                renamed_from.insert(from.to_owned());
-                steps.push(Step::Rename { from: from.to_owned(), to: rel, version_id: vid });
-                continue;
-            }
+    for step in steps.iter_mut() {
+        if vanished.is_empty() {
+            break;
         }
-        steps.push(Step::Save { rel });
+        let Step::Save { rel } = step else { continue };
+        if live.contains_key(rel.as_str()) {
+            continue;
+        }
+        let Ok(bytes) = std::fs::read(root.join(rel.as_str())) else { continue };
+        let vid = crate::version_id(&bytes);
+        if let Some(from) = vanished.remove(vid.as_str()) {
+            renamed_from.insert(from.to_owned());
+            *step = Step::Rename(Box::new(Rename { from: from.to_owned(), to: std::mem::take(rel), version_id: vid }));
+        }
     }
     if opts.delete_missing {
         let mut gone: Vec<&String> =
-            live.keys().filter(|p| !seen.contains(*p) && !renamed_from.contains(*p)).collect();
+            live.iter().filter(|(p, (_, _, seen))| !seen && !renamed_from.contains(*p)).map(|(p, _)| p).collect();
         gone.sort();
         steps.extend(gone.into_iter().map(|p| Step::Delete { rel: p.clone() }));
     }
@@ -474,7 +505,8 @@ pub fn apply(store: &mut Store, root: &Path, opts: &IndexOptions, step: &Step) -
             other => Ok(other),
         },
         Step::Delete { rel } => Ok(if store.delete_note(rel)? { Applied::Deleted } else { Applied::Nothing }),
-        Step::Rename { from, to, version_id } => {
+        Step::Rename(r) => {
+            let Rename { from, to, version_id } = &**r;
             let from_gone = !root.join(from).exists();
             let still = from_gone
                 && store.head_of(to)?.is_none()
@@ -502,7 +534,7 @@ pub fn apply(store: &mut Store, root: &Path, opts: &IndexOptions, step: &Step) -
 pub fn tally(report: &mut IndexReport, step: &Step, applied: Applied) {
     let path = match step {
         Step::Save { rel } | Step::Delete { rel } => rel,
-        Step::Rename { to, .. } => to,
+        Step::Rename(r) => &r.to,
     };
     let saved = |status: SaveStatus, n: usize, report: &mut IndexReport| {
         match status {
@@ -649,7 +681,7 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
                 fed = start + i + 1;
                 if matches!(step, Step::Save { .. }) {
                     match rx.recv() {
-                        Ok(Some(p)) => ahead.insert(&p.rel, p.version_id, &cfg, p.chunked),
+                        Ok(Some(p)) => p.hand_over(&ahead, &cfg),
                         Ok(None) => {}
                         Err(_) => return,
                     }
@@ -663,24 +695,34 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
     Ok(report)
 }
 
-/// Reads and chunks the notes `steps` will save, for a writer that applies them next (the
-/// language server's scan prepares a batch while the writer applies the one before): each
-/// chunking goes into `into`, used only by a save of exactly the bytes it was made from.
-pub fn prepare_ahead(into: &crate::Prechunked, root: &Path, opts: &IndexOptions, cfg: &lode_core::chunk::ChunkConfig, steps: &[Step]) {
-    for step in steps {
-        if let Step::Save { rel } = step {
-            if let Some(p) = prepare(root, rel, opts.max_file_bytes, cfg) {
-                into.insert(&p.rel, p.version_id, cfg, p.chunked);
-            }
-        }
-    }
+/// Reads and chunks the notes `steps` will save, for a writer that applies them later (the
+/// language server's scan prepares on a thread of its own, ahead of its writer): hand the
+/// result to the writer's [`crate::Prechunked`] with [`Prepared::hand_over`] just before the
+/// steps are applied. A note that cannot be read, or whose chunking panics, is left out (its
+/// save reads and chunks it itself).
+pub fn prepare_steps(root: &Path, opts: &IndexOptions, cfg: &lode_core::chunk::ChunkConfig, steps: &[Step]) -> Vec<Prepared> {
+    steps
+        .iter()
+        .filter_map(|step| match step {
+            Step::Save { rel } => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(root, rel, opts.max_file_bytes, cfg))).ok().flatten(),
+            _ => None,
+        })
+        .collect()
 }
 
 /// A note read and chunked ahead of its save.
-struct Prepared {
+pub struct Prepared {
     rel: String,
     version_id: String,
     chunked: std::sync::Arc<lode_core::chunk::ChunkedNote>,
+}
+
+impl Prepared {
+    /// Keeps this chunking in `into`, where a save of exactly the bytes it was made from (with
+    /// `cfg`) takes it.
+    pub fn hand_over(self, into: &crate::Prechunked, cfg: &lode_core::chunk::ChunkConfig) {
+        into.insert(&self.rel, self.version_id, cfg, self.chunked);
+    }
 }
 
 /// Reads and chunks the note at `rel` for [`index_vault`]'s writer; `None` when it cannot be
@@ -721,7 +763,7 @@ fn apply_steps(
             done += 1;
             let path = match step {
                 Step::Save { rel } | Step::Delete { rel } => rel,
-                Step::Rename { to, .. } => to,
+                Step::Rename(r) => &r.to,
             };
             progress(Progress { phase: "indexing", done, total, path });
         }
@@ -952,7 +994,7 @@ mod ahead_tests {
         store.set_prechunked(ahead.clone());
         let cfg = store.options().chunk;
         let Plan { steps, .. } = plan(&store, &root, &opts, |_| {}).unwrap();
-        prepare_ahead(&ahead, &root, &opts, &cfg, &steps);
+        prepare_steps(&root, &opts, &cfg, &steps).into_iter().for_each(|p| p.hand_over(&ahead, &cfg));
         std::fs::write(root.join("a.md"), "# A\n\nThe launch moves to April.\n\nA second paragraph.\n").unwrap();
         for step in &steps {
             apply(&mut store, &root, &opts, step).unwrap();

@@ -1444,6 +1444,42 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
     answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", false, "the server did not notice the deletion");
 }
 
+/// The server's own watcher leaves lode's own folder alone: the store's log is written many
+/// times a second while a scan or a burst of saves runs, and each write came back as a file
+/// event, and each burst of them as a writer job that cut the scan's batch short.
+#[test]
+fn the_servers_own_watcher_ignores_the_stores_writes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let vault = example_vault(tmp.path());
+    let log = tmp.path().join("server.log");
+    let mut lsp = Lsp(StdioClient::spawn_with(
+        env!("CARGO_BIN_EXE_lode"),
+        ["serve"],
+        [("LODE_LOG", "lode_lsp=debug,warn")],
+        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
+    )
+    .unwrap());
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
+    lsp.notify("initialized", json!({}));
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    // Saves write the store (and its log) while the watcher runs; each is seen by the next ask.
+    let buffer = vault.join("okapi.md");
+    for i in 0..20 {
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&buffer)}, "text": format!("# Okapi\n\nThe okapi census counted {i} calves.\n")}));
+        lsp.request("lode/status", json!(null));
+    }
+    assert!(answers_with(&mut lsp, "How many calves did the okapi census count?", "19 calves"));
+    // A note written on disk still arrives through the same watcher.
+    std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
+    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "the server did not pick up the new note");
+    std::thread::sleep(Duration::from_millis(500));
+    let logged = std::fs::read_to_string(&log).unwrap();
+    let events: Vec<&str> = logged.lines().filter(|l| l.contains("file event: ")).collect();
+    assert!(events.iter().any(|l| l.ends_with("gnu.md")), "the note's event is logged:\n{logged}");
+    let own: Vec<&&str> = events.iter().filter(|l| l.contains("/.lode")).collect();
+    assert!(own.is_empty(), "events for the store's own files:\n{}", own.iter().map(|l| **l).collect::<Vec<_>>().join("\n"));
+}
+
 /// No watcher at all (the client registers none, and the server's own cannot start, as at
 /// Linux's inotify limit): the user is told, and changes on disk still arrive by rescans.
 #[test]

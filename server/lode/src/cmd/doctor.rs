@@ -241,7 +241,7 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
                 lode_store::vault::Step::Save { rel } if plan.same_bytes.contains(rel) => {}
                 lode_store::vault::Step::Save { rel } if store.head_of(rel)?.is_some() => changed += 1,
                 lode_store::vault::Step::Save { .. } => new += 1,
-                lode_store::vault::Step::Rename { .. } => renamed += 1,
+                lode_store::vault::Step::Rename(_) => renamed += 1,
                 lode_store::vault::Step::Delete { .. } => deleted += 1,
             }
         }
