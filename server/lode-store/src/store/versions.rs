@@ -185,9 +185,18 @@ impl Store {
     /// Live notes with their head version and the file's size and mtime when that head was read
     /// from disk (`None`: not known to match the file), by path.
     pub fn heads_with_stat(&self) -> Result<Vec<(String, String, Option<DiskStat>)>, StoreError> {
+        self.heads_after("", i64::MAX)
+    }
+
+    /// [`Store::heads_with_stat`] a page at a time: at most `limit` notes whose path sorts
+    /// after `after` (byte order; `""` for the first page), in path order: a range of the
+    /// path index. Each page is its own short read, so a caller walking a million notes holds
+    /// one page, and no snapshot, at a time.
+    pub fn heads_after(&self, after: &str, limit: i64) -> Result<Vec<(String, String, Option<DiskStat>)>, StoreError> {
         self.rows(
-            "SELECT path, head_version, disk_size, disk_mtime FROM notes WHERE head_version IS NOT NULL AND kind = 'note' ORDER BY path",
-            [],
+            "SELECT path, head_version, disk_size, disk_mtime FROM notes
+              WHERE path > ?1 AND head_version IS NOT NULL AND kind = 'note' ORDER BY path LIMIT ?2",
+            params![after, limit],
             |r| {
                 let stat = match (r.get::<_, Option<i64>>(2)?, r.get::<_, Option<i64>>(3)?) {
                     (Some(size), Some(mtime_ns)) => Some(DiskStat { size: size as u64, mtime_ns }),
