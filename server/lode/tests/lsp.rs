@@ -626,13 +626,18 @@ fn a_slow_llm_answer_does_not_hold_up_embedding() {
 /// A server on a copy of the example vault, its log in a file (warnings and up; `LODE_TEST_LOG`
 /// takes a `LODE_LOG` filter, e.g. `lode_lsp=debug,warn`); after the first scan.
 fn logged_server() -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
+    logged_server_with(&std::env::var("LODE_TEST_LOG").unwrap_or("warn".into()))
+}
+
+/// [`logged_server`] with the `LODE_LOG` filter `filter`.
+fn logged_server_with(filter: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
     let log = tmp.path().join("server.log");
     let mut lsp = Lsp(StdioClient::spawn_with(
         env!("CARGO_BIN_EXE_lode"),
         ["serve"],
-        [("LODE_LOG", std::env::var("LODE_TEST_LOG").unwrap_or("warn".into()))],
+        [("LODE_LOG", filter)],
         std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
     )
     .unwrap());
@@ -1449,19 +1454,7 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
 /// event, and each burst of them as a writer job that cut the scan's batch short.
 #[test]
 fn the_servers_own_watcher_ignores_the_stores_writes() {
-    let tmp = tempfile::tempdir().unwrap();
-    let vault = example_vault(tmp.path());
-    let log = tmp.path().join("server.log");
-    let mut lsp = Lsp(StdioClient::spawn_with(
-        env!("CARGO_BIN_EXE_lode"),
-        ["serve"],
-        [("LODE_LOG", "lode_lsp=debug,warn")],
-        std::process::Stdio::from(std::fs::File::create(&log).unwrap()),
-    )
-    .unwrap());
-    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
-    lsp.notify("initialized", json!({}));
-    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
+    let (_tmp, vault, log, mut lsp) = logged_server_with("lode_lsp=debug,warn");
     // Saves write the store (and its log) while the watcher runs; each is seen by the next ask.
     let buffer = vault.join("okapi.md");
     for i in 0..20 {
