@@ -237,11 +237,7 @@ fn gitignored(root: &Path, file: &Path) -> bool {
 /// global excludes (one vault, one answer, whoever's machine it is on).
 pub fn walk(root: &Path) -> (Vec<PathBuf>, Vec<Skipped>) {
     let mut files = Vec::new();
-    let problems = walk_with(root, |mut path| {
-        // Built by joining onto its folder's path, with room to spare.
-        path.shrink_to_fit();
-        files.push(path)
-    });
+    let problems = walk_with(root, |path| files.push(path));
     files.sort();
     (files, problems)
 }
@@ -256,6 +252,8 @@ pub fn walk_notes(root: &Path) -> (Vec<String>, Vec<Skipped>) {
     (files, problems)
 }
 
+/// Walks the vault as [`walk`] describes, giving each note's path to `found`; returns what
+/// could not be read.
 fn walk_with(root: &Path, mut found: impl FnMut(PathBuf)) -> Vec<Skipped> {
     let mut problems = Vec::new();
     let walker = ignore::WalkBuilder::new(root)
