@@ -14,6 +14,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (7, include_str!("../../../migrations/0007_externals.sql")),
     (8, include_str!("../../../migrations/0008_windows.sql")),
     (9, include_str!("../../../migrations/0009_fts_in_code.sql")),
+    (10, include_str!("../../../migrations/0010_trigrams_without_positions.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

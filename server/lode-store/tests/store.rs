@@ -395,6 +395,38 @@ fn long_substring_queries_return_exactly_the_names_containing_them() {
 }
 
 #[test]
+fn substring_lookups_check_every_candidate_the_trigram_index_returns() {
+    // The trigram indexes keep no positions (schema v10): a lookup finds the names holding the
+    // query's trigrams in any order and checks the substring on each. Here decoys hold every
+    // trigram of the query out of order, and come before the one real match (lower rowids).
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    let mut body = String::from("# Decoys\n\n");
+    for i in 0..200 {
+        body.push_str(&format!("## cab abc bca {i}\n\ntext\n\n## GER rge ärg {i}\n\ntext\n\n"));
+    }
+    store.save_note("decoys.md", body.as_bytes()).unwrap();
+    for i in 0..60 {
+        store.save_note(&format!("t{i:02}.md"), format!("# ger RGE Ärg {i}\n\ntext\n").as_bytes()).unwrap();
+    }
+    store.save_note("z.md", b"# Der grosse \xc3\x84rger\n\n## xabcaby\n\ntext\n\n## Noch mehr \xc3\xa4rger hier\n\ntext\n").unwrap();
+    let names = |q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    // A short ASCII query: SQL checks the substring, so the limit counts real matches only.
+    assert_eq!(names("abcab", 1), ["xabcaby"]);
+    assert_eq!(names("ABCAB", 5), ["xabcaby"]);
+    // A non-ASCII query: checked in Rust, as the rows come.
+    assert_eq!(names("ärger", 5), ["Der grosse Ärger", "Noch mehr ärger hier"]);
+    assert_eq!(names("ÄRGER", 1), ["Der grosse Ärger"]);
+    assert_eq!(names("ärge", 5), ["Der grosse Ärger", "Noch mehr ärger hier"], "each decoy holds \"ärg\" and \"rge\"");
+    // Link completion reads titles the same way.
+    let titles: Vec<String> = store.complete_notes("ärger", 3).unwrap().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(titles, ["Der grosse Ärger"]);
+    let titles: Vec<String> = store.complete_notes("ärge", 3).unwrap().into_iter().map(|(_, t, _)| t).collect();
+    assert_eq!(titles, ["Der grosse Ärger"]);
+    assert!(store.verify().unwrap().problems.is_empty());
+}
+
+#[test]
 fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_the_rest() {
     let tmp = tempfile::tempdir().unwrap();
     let mut store = open(tmp.path());
@@ -984,6 +1016,11 @@ fn full_text_rows_follow_every_mix_of_saves_deletes_and_renames() {
             let mut st = conn.prepare(sql).unwrap();
             st.query_map([format!("\"{term}\"")], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
         };
+        // The trigram indexes keep no positions: a term is its trigrams, joined by AND.
+        let found_tri = |sql: &str, term: &str| -> std::collections::BTreeSet<String> {
+            let mut st = conn.prepare(sql).unwrap();
+            st.query_map([trigrams_and(term)], |r| r.get::<_, String>(0)).unwrap().map(Result::unwrap).collect()
+        };
         let expect = |f: &dyn Fn(&str) -> bool| -> std::collections::BTreeSet<String> {
             model.iter().filter(|(_, t)| f(t)).map(|(p, _)| p.clone()).collect()
         };
@@ -998,13 +1035,13 @@ fn full_text_rows_follow_every_mix_of_saves_deletes_and_renames() {
         for i in 0..8 {
             let term = format!("hd{i}xx");
             let want = expect(&|t: &str| t.contains(&format!("## {term}\n")));
-            let headings = found("SELECT DISTINCT n.path FROM headings_tri f JOIN headings h ON h.id = f.rowid JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1", &term);
+            let headings = found_tri("SELECT DISTINCT n.path FROM headings_tri f JOIN headings h ON h.id = f.rowid JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1", &term);
             assert_eq!(headings, want, "step {step}: headings_tri for {term}");
         }
         for i in 0..6 {
             let term = format!("tt{i}yy");
             let want = expect(&|t: &str| t.starts_with(&format!("# {term}\n")));
-            let titles = found("SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL", &term);
+            let titles = found_tri("SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL", &term);
             assert_eq!(titles, want, "step {step}: titles_tri for {term}");
         }
         let problems = store.verify().unwrap().problems;
@@ -1124,11 +1161,12 @@ fn same_as_fresh(at: &str, store: &Store, dir: &Path, model: &std::collections::
         ("titles_tri", "SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL ORDER BY 1", 3),
     ];
     for w in &words {
-        let quoted = format!("\"{}\"", w.replace('"', "\"\""));
         for (index, sql, min_chars) in queries {
             if w.chars().count() < min_chars {
                 continue;
             }
+            // The trigram indexes keep no positions: a word is its trigrams, joined by AND.
+            let quoted = if min_chars == 3 { trigrams_and(w) } else { format!("\"{}\"", w.replace('"', "\"\"")) };
             let run = |c: &rusqlite::Connection| -> Vec<String> {
                 let mut st = c.prepare_cached(sql).unwrap();
                 st.query_map([&quoted], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
@@ -1136,4 +1174,64 @@ fn same_as_fresh(at: &str, store: &Store, dir: &Path, model: &std::collections::
             assert_eq!(run(&a), run(&b), "{at}: {index} for {w:?} differs from a fresh index of the same notes");
         }
     }
+}
+
+/// A trigram-index query for `term`: each of its trigrams (by character), joined by AND.
+fn trigrams_and(term: &str) -> String {
+    let chars: Vec<char> = term.chars().collect();
+    chars.windows(3).map(|w| format!("\"{}\"", w.iter().collect::<String>().replace('"', "\"\""))).collect::<Vec<_>>().join(" AND ")
+}
+
+/// Symbol lookups written blind (by someone who saw neither the store's code nor these tests),
+/// in `fixtures/symbols-blind/cases.json`: notes saved and deleted, then queries with a limit.
+/// Within the limit the answer is exactly every matching (note, name); past it, `limit`
+/// symbols that each match.
+#[test]
+fn blind_symbol_lookups_find_exactly_the_names_holding_the_query() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fixtures/symbols-blind/cases.json");
+    let data: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let cases = data["cases"].as_array().unwrap();
+    assert!(cases.len() >= 40, "{} cases", cases.len());
+    let mut failures = Vec::new();
+    for case in cases {
+        let name = case["name"].as_str().unwrap_or("?");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut store = open(tmp.path());
+        for step in case["steps"].as_array().unwrap() {
+            let path = step["path"].as_str().unwrap();
+            match step["op"].as_str().unwrap() {
+                "save" => store.save_note(path, step["text"].as_str().unwrap().as_bytes()).map(drop).unwrap_or_else(|e| panic!("{name}: {e}")),
+                "delete" => drop(store.delete_note(path).unwrap()),
+                op => panic!("{name}: unknown op {op}"),
+            }
+        }
+        for q in case["queries"].as_array().unwrap() {
+            let query = q["query"].as_str().unwrap();
+            let limit = q["limit"].as_u64().unwrap() as usize;
+            let got: Vec<(String, String)> = store.symbols(query, limit).unwrap().into_iter().map(|(p, n, _, _)| (p, n)).collect();
+            let folded = query.to_lowercase();
+            let short = query.chars().count() < 3;
+            let holds = |n: &str| if short { n.to_lowercase().starts_with(&folded) } else { n.to_lowercase().contains(&folded) };
+            let unique: std::collections::BTreeSet<&(String, String)> = got.iter().collect();
+            let problem = if unique.len() != got.len() {
+                Some(format!("a symbol twice: {got:?}"))
+            } else if let Some(want) = q.get("expect").and_then(|e| e.as_array()) {
+                let want: std::collections::BTreeSet<(String, String)> =
+                    want.iter().map(|w| (w[0].as_str().unwrap().to_owned(), w[1].as_str().unwrap().to_owned())).collect();
+                let got: std::collections::BTreeSet<(String, String)> = got.iter().cloned().collect();
+                (got != want).then(|| format!("missing {:?}, extra {:?}", want.difference(&got).collect::<Vec<_>>(), got.difference(&want).collect::<Vec<_>>()))
+            } else {
+                let count = q["expect_count"].as_u64().unwrap() as usize;
+                if got.len() != count {
+                    Some(format!("{} symbols, expected {count}", got.len()))
+                } else {
+                    got.iter().find(|(_, n)| !holds(n)).map(|s| format!("{s:?} does not hold the query"))
+                }
+            };
+            if let Some(p) = problem {
+                failures.push(format!("{name}: {query:?} (limit {limit}): {p}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
 }

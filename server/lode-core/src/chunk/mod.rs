@@ -365,7 +365,10 @@ impl<'t> Walker<'t> {
         let (level, text) = if raw.starts_with('#') {
             let level = raw.bytes().take_while(|&b| b == b'#').count().min(6) as u8;
             let t = raw.trim_start_matches('#').trim();
-            let t = t.trim_end_matches('#').trim_end();
+            // A closing sequence is all `#`s, or `#`s after a space or tab ("C# and F#" keeps
+            // its last `#`), as CommonMark has it.
+            let closed = t.trim_end_matches('#');
+            let t = if closed.is_empty() || closed.ends_with([' ', '\t']) { closed.trim_end() } else { t };
             (level, t.to_owned())
         } else {
             // setext: text lines, then an underline of = (level 1) or - (level 2)

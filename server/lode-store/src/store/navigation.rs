@@ -151,13 +151,7 @@ impl Store {
             push(&mut out, p, t, Some(a));
         }
         if folded.chars().count() >= 3 && out.len() < limit {
-            let phrase = format!("\"{}\"", prefix.trim().replace('"', "\"\""));
-            for (p, t) in self.rows(
-                "SELECT n.path, n.title FROM titles_tri x JOIN notes n ON n.id = x.rowid
-                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note' LIMIT ?2",
-                params![phrase, cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-            )? {
+            for (p, t) in self.titles_containing(prefix.trim(), cap)? {
                 push(&mut out, p, t, None);
             }
         }

@@ -153,6 +153,17 @@ impl Store {
             // backfill sorted 1.85M passages of a 100k-note vault in memory (peak 205 MB).
             conn.execute_batch(&format!("PRAGMA synchronous=NORMAL; PRAGMA temp_store=FILE; PRAGMA cache_size=-{};", opts.cache_kib))
                 .map_err(err)?;
+            // An upgrade rewrites indexes (v10 rebuilds the trigram indexes: a minute at a
+            // million notes), so a person waiting on a large index is told what is happening.
+            let upgrading = found >= 1 && found < migrate::SCHEMA_VERSION;
+            let started = std::time::Instant::now();
+            if upgrading {
+                eprintln!(
+                    "lode: upgrading {} from schema v{found} to v{}, once (a large index takes a minute or more)",
+                    path.display(),
+                    migrate::SCHEMA_VERSION
+                );
+            }
             match migrate::migrate(&mut conn).map_err(err)? {
                 Outcome::TooNew { found } => {
                     return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
@@ -166,6 +177,9 @@ impl Store {
                         backfill_from_heads(&mut conn, &opts.chunk, found < 5).map_err(err)?;
                     }
                 }
+            }
+            if upgrading {
+                eprintln!("lode: upgraded {} in {:.1} s", path.display(), started.elapsed().as_secs_f64());
             }
             conn.execute_batch("PRAGMA temp_store=MEMORY").map_err(err)?;
         } else if found < migrate::SCHEMA_VERSION {

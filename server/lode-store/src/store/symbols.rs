@@ -6,7 +6,8 @@
 //! - every result contains the query, case-insensitively (starts with it, for a query under
 //!   three characters): the indexes only narrow the candidates, and each is checked again;
 //! - a lookup's cost grows with `limit` (the names read per index and casing are capped), not
-//!   with the vault's size;
+//!   with the vault's size — bar the rows a lookup turns down: a name repeated in one note, and
+//!   a name holding a query's trigrams but not the query, cost reads (never answers);
 //! - results are titles first, then sections by path and line, each symbol once;
 //! - the trigram sample guides which trigrams are asked for, never what is returned, so a
 //!   stale one costs time, not correctness; a process keeps only full samples, of at most eight
@@ -55,29 +56,32 @@ impl Store {
                 params![prefix, cap],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             )?;
-            let sections = self.rows(
+            // A note may repeat a name any number of times: the rows are read until `cap`
+            // distinct symbols are, so the repeats of one note never hide another note's.
+            let mut seen = std::collections::HashSet::new();
+            let sections = self.kept_rows(
                 "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
                   WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2",
-                params![prefix, cap],
+                params![prefix, -1i64],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+                |(p, n, _)| seen.insert((p.clone(), n.clone())),
+                cap,
             )?;
             Ok((titles, sections))
         };
         let by_trigram = || -> Result<(Titles, Sections), StoreError> {
             let (fts, exact) = trigram_match(query, || self.trigram_counts())?;
-            let titles = self.rows(
-                "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
-                  WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
-                    AND (?3 IS NULL OR instr(lower(n.title), ?3) > 0) LIMIT ?2",
-                params![fts, cap, exact],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
-            )?;
-            let sections = self.rows(
+            let titles = self.titles_matching(&fts, exact.as_deref(), &folded, cap)?;
+            // Checked where SQL could not (see `trigram_match`), and each symbol once.
+            let mut seen = std::collections::HashSet::new();
+            let sections = self.kept_rows(
                 "SELECT n.path, h.name, h.line FROM headings_tri t JOIN headings h ON h.id = t.rowid
                    JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1
-                    AND (?3 IS NULL OR instr(lower(h.name), ?3) > 0) LIMIT ?2",
-                params![fts, cap, exact],
+                    AND (?3 IS NULL OR instr(lower(replace(h.name, char(8490), 'k')), ?3) > 0) LIMIT ?2",
+                params![fts, -1i64, exact],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
+                |(p, n, _)| (exact.is_some() || n.to_lowercase().contains(&folded)) && seen.insert((p.clone(), n.clone())),
+                cap,
             )?;
             Ok((titles, sections))
         };
@@ -92,7 +96,7 @@ impl Store {
             });
             seen.len()
         };
-        let (titles, sections) = if folded.is_ascii() {
+        let (titles, sections) = if folded.is_ascii() && !short {
             let (mut titles, mut sections) = by_prefix(&folded)?;
             if !short && distinct(&titles, &sections) < limit {
                 let (t, s) = by_trigram()?;
@@ -104,8 +108,8 @@ impl Store {
             by_trigram()?
         } else {
             // SQL's lower() folds ASCII only, so a name's non-ASCII letters keep their case in
-            // the folded-name indexes: a short query is looked up once per casing of its
-            // non-ASCII letters ("é" as "é" and "É"), each a range scan.
+            // the folded-name indexes: a short query is looked up once per spelling of its
+            // letters ("é" as "é" and "É", "k" as "k" and the Kelvin sign), each a range scan.
             let (mut titles, mut sections) = (Vec::new(), Vec::new());
             for prefix in casings(query) {
                 let (t, s) = by_prefix(&prefix)?;
@@ -187,6 +191,61 @@ static TRIGRAM_SAMPLES: std::sync::LazyLock<std::sync::Mutex<std::collections::H
     std::sync::LazyLock::new(Default::default);
 
 impl Store {
+    /// Live notes whose title holds `query` (3 characters or more) anywhere, case-insensitively:
+    /// `(path, title)`, at most `cap`; for link completion. See [`Store::symbols`].
+    pub(crate) fn titles_containing(&self, query: &str, cap: i64) -> Result<Vec<(String, String)>, StoreError> {
+        let (fts, exact) = trigram_match(query, || self.trigram_counts())?;
+        let folded = query.to_lowercase();
+        let mut titles = self.titles_matching(&fts, exact.as_deref(), &folded, cap)?;
+        titles.retain(|(_, t)| t.to_lowercase().contains(&folded));
+        Ok(titles)
+    }
+
+    /// Live notes whose title matches the trigram-index query `fts` and holds `exact` (checked
+    /// in SQL, so `LIMIT` counts real matches) or, when there is none, `folded` (checked here):
+    /// `(path, title)`, at most `cap`.
+    fn titles_matching(&self, fts: &str, exact: Option<&str>, folded: &str, cap: i64) -> Result<Vec<(String, String)>, StoreError> {
+        let sql = "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
+              WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
+                AND (?3 IS NULL OR instr(lower(replace(n.title, char(8490), 'k')), ?3) > 0) LIMIT ?2";
+        let map = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
+        match exact {
+            Some(_) => self.rows(sql, params![fts, cap, exact], map),
+            None => self.kept_rows(sql, params![fts, -1i64, exact], map, |(_, t)| t.to_lowercase().contains(folded), cap),
+        }
+    }
+
+    /// The rows of `sql` as they come, keeping those `keep` accepts, until `cap` are kept (the
+    /// query's own `LIMIT` should be none). What is read is bounded by the rows the query
+    /// matches, not by `cap`: rows `keep` turns down — a name repeated in a note, a name holding
+    /// a query's trigrams but not the query — cost reads, never answers.
+    fn kept_rows<T, P: rusqlite::Params>(
+        &self,
+        sql: &str,
+        params: P,
+        map: impl FnMut(&rusqlite::Row<'_>) -> rusqlite::Result<T>,
+        mut keep: impl FnMut(&T) -> bool,
+        cap: i64,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut st = self.conn.prepare_cached(sql).map_err(|e| self.err(e))?;
+        let mut out = Vec::new();
+        if cap <= 0 {
+            return Ok(out);
+        }
+        for row in st.query_map(params, map).map_err(|e| self.err(e))? {
+            let row = row.map_err(|e| self.err(e))?;
+            if keep(&row) {
+                out.push(row);
+                if out.len() as i64 >= cap {
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
+
+impl Store {
     /// The sample of this database, kept for the process once it is full: a sample of a
     /// database still being filled (a first scan) is read again at each lookup, which costs
     /// little while the names are few.
@@ -214,17 +273,31 @@ impl Store {
     }
 }
 
-/// The spellings of a short query as SQL's `lower()` leaves names: ASCII letters lowercase,
-/// each other character as typed, in lowercase and in uppercase ("é" → "é", "É"; "İ" → "İ",
-/// "i̇"): at most 3ⁿ strings for n such characters, and a query here has at most two.
+/// The spellings of a short query as SQL's `lower()` leaves names (ASCII letters lowercase,
+/// every other character as written): each character in every form whose lowercase is its
+/// lowercase ("é" → "é", "É"; "ß" → "ß", "ẞ"; "k" → "k", the Kelvin sign "K"). "İ" is the one
+/// character whose lowercase is two ("i̇"), so it also spells an "i" that ends the query and an
+/// "i" followed by U+0307. A query here has at most two characters, so a few strings.
 fn casings(query: &str) -> Vec<String> {
     let mut out = vec![String::new()];
-    for c in query.chars() {
-        let mut forms: Vec<String> = if c.is_ascii() {
-            vec![c.to_ascii_lowercase().to_string()]
+    let mut chars = query.chars().peekable();
+    while let Some(c) = chars.next() {
+        let lower: Vec<char> = c.to_lowercase().collect();
+        let mut forms: Vec<String> = vec![c.to_string()];
+        if let [l] = lower[..] {
+            forms.push(l.to_string());
+            forms.extend(same_lowercase(l).iter().map(char::to_string));
         } else {
-            [c.to_string(), c.to_lowercase().collect(), c.to_uppercase().collect()].into_iter().map(|f: String| f.to_ascii_lowercase()).collect()
-        };
+            forms.push(lower.iter().collect());
+        }
+        if lower == ['i'] && chars.peek().is_none() {
+            forms.push("\u{130}".to_owned());
+        }
+        let mut forms: Vec<String> = forms.into_iter().map(|f| f.to_ascii_lowercase()).collect();
+        if lower == ['i'] && chars.peek() == Some(&'\u{307}') {
+            chars.next();
+            forms = forms.into_iter().map(|f| f + "\u{307}").chain(["\u{130}".to_owned()]).collect();
+        }
         forms.sort();
         forms.dedup();
         out = out.iter().flat_map(|p| forms.iter().map(move |f| format!("{p}{f}"))).collect();
@@ -234,25 +307,72 @@ fn casings(query: &str) -> Vec<String> {
     out
 }
 
+/// The characters other than `lower` whose lowercase is `lower` alone ('k': 'K' and the Kelvin
+/// sign; 'ß': 'ẞ'), from every character's lowercase, computed once per process.
+fn same_lowercase(lower: char) -> &'static [char] {
+    static BY_LOWER: std::sync::LazyLock<std::collections::HashMap<char, Vec<char>>> = std::sync::LazyLock::new(|| {
+        let mut map: std::collections::HashMap<char, Vec<char>> = std::collections::HashMap::new();
+        for u in (0..=0x10FFFF).filter_map(char::from_u32) {
+            let mut l = u.to_lowercase();
+            if let (Some(l), None) = (l.next(), l.next()) {
+                if l != u {
+                    map.entry(l).or_default().push(u);
+                }
+            }
+        }
+        map
+    });
+    BY_LOWER.get(&lower).map_or(&[], Vec::as_slice)
+}
+
 /// The trigram-index query for a substring lookup of `query` (at least 3 characters), and the
-/// folded needle the rows must then contain, if the index query alone does not guarantee it.
+/// ASCII-folded needle SQL checks each candidate for (`instr(lower(name), needle)`, with the
+/// Kelvin sign read as "k": besides "İ", whose lowercase "i̇" no ASCII needle can end inside of
+/// unless the tokenizer folded it, which it does not, the one character whose lowercase is
+/// ASCII), when it can.
 ///
-/// A phrase of every trigram costs one doclist per trigram: a 20-character query reads 18,
-/// most of them common. An ASCII query instead asks for at most [`TRIGRAM_PICKS`] trigrams, the
-/// rarest (by `counts`, a sample of names) of its words and word boundaries, and checks the
-/// substring on the candidate rows with `instr`, which keeps `LIMIT` exact: the candidates are at most the names holding the
-/// rarest trigram. Trigrams picked by position instead (first, last, evenly between) cost up
-/// to 25 ms on the 100k-note vault when a query repeats a word ("onboarding onb": its picks
-/// were four common trigrams matching every "Onboarding …" heading). Non-ASCII queries keep
-/// the phrase: `lower()` folds ASCII only, while the trigram tokenizer folds all of Unicode.
+/// The trigram indexes keep no positions (`detail=none`, schema v10): a query is trigrams joined
+/// by AND, which finds the names holding all of them in any order, and the substring is checked
+/// on each candidate. Checked in SQL, `LIMIT` stays exact. An ASCII query of up to six
+/// characters asks for each of its (at most four) trigrams. A longer one asks for at most
+/// [`TRIGRAM_PICKS`], the rarest (by `counts`, a sample of names) of its words and word
+/// boundaries: every trigram costs a doclist (a 20-character query has 18, most of them
+/// common), and the candidates are at most the names holding the rarest one. Trigrams picked
+/// by position instead (first, last, evenly between) cost up to 25 ms on the 100k-note vault
+/// when a query repeats a word ("onboarding onb": its picks were four common trigrams matching
+/// every "Onboarding …" heading). A non-ASCII query asks for its trigrams by character (at
+/// most [`UNCHECKED_PICKS`], spread over it) with no needle: `lower()` folds ASCII only, while
+/// the trigram tokenizer folds all of Unicode, so its candidates are checked by the caller.
 fn trigram_match<C: std::ops::Deref<Target = TrigramCounts>>(
     query: &str,
     counts: impl FnOnce() -> Result<C, StoreError>,
 ) -> Result<(String, Option<String>), StoreError> {
     let quote = |s: &str| format!("\"{}\"", s.replace('"', "\"\""));
+    let and = |picks: &[&str]| picks.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" AND ");
     let folded = query.to_lowercase();
-    if !folded.is_ascii() || folded.len() <= 6 {
-        return Ok((quote(query), None));
+    if !folded.is_ascii() {
+        let bounds: Vec<usize> = query.char_indices().map(|(i, _)| i).chain([query.len()]).collect();
+        let all: Vec<&str> = (0..bounds.len().saturating_sub(3)).map(|k| &query[bounds[k]..bounds[k + 3]]).collect();
+        let mut picks: Vec<&str> = Vec::new();
+        let n = all.len();
+        let spread = UNCHECKED_PICKS.min(n);
+        for k in 0..spread {
+            let t = all[if spread == 1 { 0 } else { k * (n - 1) / (spread - 1) }];
+            if !picks.contains(&t) {
+                picks.push(t);
+            }
+        }
+        return Ok((and(&picks), None));
+    }
+    if folded.len() <= 6 {
+        let mut picks: Vec<&str> = Vec::new();
+        for i in 0..folded.len() - 2 {
+            let t = &folded[i..i + 3];
+            if !picks.contains(&t) {
+                picks.push(t);
+            }
+        }
+        return Ok((and(&picks), Some(folded)));
     }
     let counts = counts()?;
     // Trigrams of one word occur together (every "invoice" holds "nvo" and "ice"): asking for
@@ -287,9 +407,11 @@ fn trigram_match<C: std::ops::Deref<Target = TrigramCounts>>(
             picks.push(t);
         }
     }
-    let fts = picks.iter().map(|t| quote(t)).collect::<Vec<_>>().join(" AND ");
-    Ok((fts, Some(folded)))
+    Ok((and(&picks), Some(folded)))
 }
+
+/// Trigrams a non-ASCII substring lookup asks the index for.
+const UNCHECKED_PICKS: usize = 6;
 
 /// Trigrams a long substring lookup asks the index for.
 const TRIGRAM_PICKS: usize = 4;
@@ -300,6 +422,18 @@ pub const SYMBOL_CANDIDATES: usize = 2000;
 #[cfg(test)]
 mod tests {
     use super::TrigramCounts;
+
+    #[test]
+    fn a_short_query_is_spelled_every_way_a_name_may_hold_it() {
+        assert_eq!(super::casings("Ab"), ["ab"]);
+        assert_eq!(super::casings("k"), ["k", "\u{212a}"], "the Kelvin sign lowercases to k");
+        assert_eq!(super::casings("ß"), ["ß", "ẞ"]);
+        assert_eq!(super::casings("é"), ["É", "é"]);
+        assert_eq!(super::casings("i"), ["i", "İ"], "İ lowercases to i + U+0307, which starts with i");
+        assert_eq!(super::casings("ix"), ["ix"]);
+        assert_eq!(super::casings("İ"), ["i\u{307}", "İ"]);
+        assert_eq!(super::casings("i\u{307}"), ["i\u{307}", "İ"]);
+    }
 
     #[test]
     fn a_substring_lookup_asks_for_the_rarest_trigram_of_each_word_and_of_the_boundaries() {
@@ -324,8 +458,14 @@ mod tests {
         // A trigram holding a quote is quoted with the quote doubled.
         let (fts, exact) = trigram_match("qq\"rrrr", &counts);
         assert_eq!((fts.as_str(), exact.as_deref()), ("\"rrr\" AND \"\"\"rr\"", Some("qq\"rrrr")));
-        // Short and non-ASCII queries: the phrase, nothing to check after.
-        assert_eq!(trigram_match("abcdef", &counts), ("\"abcdef\"".to_owned(), None));
-        assert_eq!(trigram_match("straße und", &counts), ("\"straße und\"".to_owned(), None));
+        // A short ASCII query asks for each of its trigrams, once.
+        assert_eq!(trigram_match("Abcabc", &counts), ("\"abc\" AND \"bca\" AND \"cab\"".to_owned(), Some("abcabc".to_owned())));
+        assert_eq!(trigram_match("abc", &counts), ("\"abc\"".to_owned(), Some("abc".to_owned())));
+        // A non-ASCII query: its trigrams by character, as typed (the tokenizer folds them),
+        // at most six spread over it, and nothing SQL could check.
+        assert_eq!(trigram_match("Straße", &counts), ("\"Str\" AND \"tra\" AND \"raß\" AND \"aße\"".to_owned(), None));
+        let (fts, exact) = trigram_match("straße und weg nach hause", &counts);
+        let picks: Vec<&str> = fts.split(" AND ").collect();
+        assert_eq!((picks.len(), picks[0], picks[5], exact), (6, "\"str\"", "\"use\"", None), "{fts}");
     }
 }
