@@ -25,7 +25,10 @@ pub(crate) enum Outcome {
     TooNew { found: i64 },
 }
 
-pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Outcome> {
+/// Applies the missing migrations; `upgrading(from)` is called once, holding the lock, before
+/// the first one this process applies (none applied: `UpToDate`, even if another process just
+/// migrated).
+pub(crate) fn migrate(conn: &mut Connection, mut upgrading: impl FnMut(i64)) -> rusqlite::Result<Outcome> {
     let found: i64 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     if found > SCHEMA_VERSION {
         return Ok(Outcome::TooNew { found });
@@ -33,6 +36,7 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Outcome> {
     if found == SCHEMA_VERSION {
         return Ok(Outcome::UpToDate);
     }
+    let mut applied = false;
     for (version, sql) in MIGRATIONS.iter().filter(|(v, _)| *v > found) {
         let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Exclusive)?;
         // Re-read inside the lock: another process may have migrated meanwhile.
@@ -40,9 +44,13 @@ pub(crate) fn migrate(conn: &mut Connection) -> rusqlite::Result<Outcome> {
         if now >= *version {
             continue;
         }
+        if !applied {
+            upgrading(now);
+            applied = true;
+        }
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", version)?;
         tx.commit()?;
     }
-    Ok(Outcome::Migrated)
+    Ok(if applied { Outcome::Migrated } else { Outcome::UpToDate })
 }

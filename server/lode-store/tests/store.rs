@@ -367,6 +367,16 @@ fn symbols_fold_unicode_case_and_take_wildcards_literally() {
     store.save_note("i.md", "# İzmir notes\n\ntext\n".as_bytes()).unwrap();
     let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
     assert_eq!(names("İ"), ["İzmir notes"], "a letter whose lowercase is two characters");
+    // Two characters typed are a prefix, even when their lowercase is three ("i̇z"); a query
+    // with no trigram never reaches the trigram index (an empty FTS5 query is an error).
+    assert_eq!(names("İz"), ["İzmir notes"]);
+    assert_eq!(names("İİ"), Vec::<String>::new());
+    assert!(store.complete_notes("İz", 5).is_ok());
+    // A name's final "Σ" lowercases to "ς".
+    store.save_note("g.md", "# ΑΣ\n\ntext\n".as_bytes()).unwrap();
+    let names = |q: &str| store.symbols(q, 50).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    assert_eq!(names("ας"), ["ΑΣ"]);
+    assert_eq!(names("ΑΣ"), ["ΑΣ"]);
 }
 
 #[test]

@@ -22,7 +22,7 @@ impl Backend {
         for (state, barrier) in &vaults {
             state.writer.wait(*barrier).await;
         }
-        let q = params.query.to_lowercase();
+        let q = params.query;
         let syms = blocking(move || {
             let mut out = Vec::new();
             for (state, _) in &vaults {

@@ -150,7 +150,7 @@ impl Store {
         )? {
             push(&mut out, p, t, Some(a));
         }
-        if folded.chars().count() >= 3 && out.len() < limit {
+        if prefix.trim().chars().count() >= 3 && out.len() < limit {
             for (p, t) in self.titles_containing(prefix.trim(), cap)? {
                 push(&mut out, p, t, None);
             }

@@ -155,16 +155,20 @@ impl Store {
                 .map_err(err)?;
             // An upgrade rewrites indexes (v10 rebuilds the trigram indexes: a minute at a
             // million notes), so a person waiting on a large index is told what is happening.
-            let upgrading = found >= 1 && found < migrate::SCHEMA_VERSION;
             let started = std::time::Instant::now();
-            if upgrading {
-                eprintln!(
-                    "lode: upgrading {} from schema v{found} to v{}, once (a large index takes a minute or more)",
-                    path.display(),
-                    migrate::SCHEMA_VERSION
-                );
-            }
-            match migrate::migrate(&mut conn).map_err(err)? {
+            let mut upgrading = false;
+            let outcome = migrate::migrate(&mut conn, |from| {
+                if from >= 1 {
+                    upgrading = true;
+                    eprintln!(
+                        "lode: upgrading {} from schema v{from} to v{}, once (a large index takes a minute or more)",
+                        path.display(),
+                        migrate::SCHEMA_VERSION
+                    );
+                }
+            })
+            .map_err(err)?;
+            match outcome {
                 Outcome::TooNew { found } => {
                     return Err(StoreError::TooNew { path: path.to_path_buf(), found, supported: migrate::SCHEMA_VERSION })
                 }
