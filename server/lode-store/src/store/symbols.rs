@@ -341,7 +341,7 @@ fn same_lowercase(lower: char) -> &'static [char] {
 /// of fewer than 3 characters, which has no trigram.
 ///
 /// Known gap: the trigram tokenizer does not fold "İ" (U+0130), whose lowercase in Rust is "i"
-/// + U+0307, so a lookup of 3 or more characters whose trigrams cross such a letter of a name
+/// followed by U+0307, so a lookup of 3 or more characters whose trigrams cross such a letter of a name
 /// ("kadi" in "KADİR") does not find it; prefix lookups of 1-2 characters do (see [`casings`]).
 ///
 /// The trigram indexes keep no positions (`detail=none`, schema v10): a query is trigrams joined
