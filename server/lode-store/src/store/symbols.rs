@@ -200,24 +200,22 @@ impl Store {
         let Some((fts, exact)) = trigram_match(query, || self.trigram_counts())? else {
             return Ok(Vec::new());
         };
-        let folded = query.to_lowercase();
-        let mut titles = self.titles_matching(&fts, exact.as_deref(), &folded, cap)?;
-        titles.retain(|(_, t)| t.to_lowercase().contains(&folded));
-        Ok(titles)
+        self.titles_matching(&fts, exact.as_deref(), &query.to_lowercase(), cap)
     }
 
     /// Live notes whose title matches the trigram-index query `fts` and holds `exact` (checked
-    /// in SQL, so `LIMIT` counts real matches) or, when there is none, `folded` (checked here):
-    /// `(path, title)`, at most `cap`.
+    /// in SQL) or, when there is none, `folded` (checked here): `(path, title)`, at most `cap`.
     fn titles_matching(&self, fts: &str, exact: Option<&str>, folded: &str, cap: i64) -> Result<Vec<(String, String)>, StoreError> {
         let sql = "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
               WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
                 AND (?3 IS NULL OR instr(lower(replace(n.title, char(8490), 'k')), ?3) > 0) LIMIT ?2";
-        let map = |r: &rusqlite::Row<'_>| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?));
-        match exact {
-            Some(_) => self.rows(sql, params![fts, cap, exact], map),
-            None => self.kept_rows(sql, params![fts, -1i64, exact], map, |(_, t)| t.to_lowercase().contains(folded), cap),
-        }
+        self.kept_rows(
+            sql,
+            params![fts, -1i64, exact],
+            |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+            |(_, t)| exact.is_some() || t.to_lowercase().contains(folded),
+            cap,
+        )
     }
 
     /// The rows of `sql` as they come, keeping those `keep` accepts, until `cap` are kept (the
