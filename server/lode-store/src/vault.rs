@@ -714,6 +714,8 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
     report.rechunked = rechunked;
     if is_bulk(saves(&steps) + rechunked, report.scanned) {
         let _ = store.begin_bulk();
+        // A cold index: the random-key indexes are built at the end, by sort.
+        let _ = store.defer_indexes(saves(&steps));
     }
     // The notes to save are read and chunked on a thread of their own, a batch or two ahead of
     // the writer (parsing is about half of a save): the writer takes a chunking only for
@@ -756,6 +758,9 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
     });
     store.replace_prechunked(before);
     result?;
+    // The end of a large scan takes a while (a million notes: links, six indexes and four
+    // full-text merges, a minute or more): said, so a finished count is not read as a hang.
+    progress(Progress { phase: "finishing: links, indexes, full-text merges", done: 0, total: 0, path: "" });
     finish(store, &report)?;
     Ok(report)
 }

@@ -303,6 +303,12 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(include_str!("../../../migrations/0001_init.sql")).unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
+        // A scan killed midway had deferred an index: the upgrade builds it first.
+        conn.execute_batch(
+            "DROP INDEX note_versions_version;
+             INSERT INTO meta VALUES ('deferred_index:note_versions_version', 'CREATE INDEX note_versions_version ON note_versions(version_id)');",
+        )
+        .unwrap();
         let body = "# A\n\n## Sub part\n\nText #topic here.\n";
         conn.execute("INSERT INTO versions VALUES ('v', ?1, 1, 0, 0)", [body.as_bytes()]).unwrap();
         conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('a.md', 'a', 'A', 'v', 0, 0)", []).unwrap();
@@ -315,6 +321,8 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
     }
     let store = Store::open(&db, StoreOptions::default()).unwrap();
     assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
+    assert!(store.deferred_indexes().unwrap().is_empty());
+    assert_eq!(indexes(&db).0.iter().filter(|(n, _)| n == "note_versions_version").count(), 1);
     assert_eq!(store.notes().unwrap()[0].path, "a.md");
     // Filled by the upgrade: section names (symbols) and tags of existing heads.
     let names: Vec<String> = store.symbols("sub p", 10).unwrap().into_iter().map(|s| s.1).collect();
@@ -837,6 +845,122 @@ fn a_cold_index_merges_sixteen_segments_at_a_time_and_ends_with_fts5s_own_settin
     assert!(!lode_store::vault::is_bulk(260, 2_601));
     assert!(lode_store::vault::is_bulk(260, 2_600));
     assert!(!lode_store::vault::is_bulk(199, 199), "a small vault's first index");
+}
+
+/// The indexes of the database at `db` with their definitions (SQLite's own, for `UNIQUE` and
+/// `PRIMARY KEY`, have none and are left out), and the definitions a scan deferred.
+fn indexes(db: &Path) -> (Vec<(String, String)>, Vec<String>) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    let mut st = conn.prepare("SELECT name, sql FROM sqlite_master WHERE type = 'index' AND sql IS NOT NULL ORDER BY name").unwrap();
+    let defs = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().collect::<Result<_, _>>().unwrap();
+    let mut st = conn.prepare("SELECT key FROM meta WHERE key LIKE 'deferred_index:%' ORDER BY key").unwrap();
+    let deferred = st.query_map([], |r| r.get(0)).unwrap().collect::<Result<_, _>>().unwrap();
+    (defs, deferred)
+}
+
+/// What a person gets through the indexes a cold index defers: symbols by prefix (folded
+/// headings and titles), notes by tag, a version's note, and the notes linking to one.
+fn answers_through_deferred(store: &Store, root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    out.extend(store.symbols("part 21", 20).unwrap().into_iter().map(|s| format!("symbol {} {}", s.0, s.1)));
+    out.extend(store.symbols("note 21", 20).unwrap().into_iter().map(|s| format!("symbol {} {}", s.0, s.1)));
+    out.extend(store.tagged("TOPIC/B7", 20).unwrap().into_iter().map(|t| format!("tag {} {}", t.0, t.1)));
+    let v = store.head_of("n042.md").unwrap().unwrap();
+    out.push(format!("version of {:?}", store.head_for_version(&v).unwrap()));
+    let body = std::fs::read_to_string(root.join("n042.md")).unwrap();
+    out.push(format!("body {}", body.len()));
+    let incoming: Vec<String> = store.linking_notes("n003.md").unwrap().into_iter().map(|b| b.0).collect();
+    out.push(format!("backlinks of n003 {incoming:?}"));
+    out
+}
+
+/// A cold index adds to its random-key indexes (version ids, folded names, link targets) on a
+/// page of their own per row once they outgrow a batch, so it builds them at its end instead.
+/// What must hold: the finished index has exactly the indexes a fresh schema has, and answers
+/// through them; a scan killed midway loses none (the next scan, or the next upgrade, builds
+/// them from their kept definitions, and meanwhile every lookup still answers); a scan that
+/// writes fewer notes than the store holds defers nothing; and only definitions the store
+/// wrote itself are ever run.
+#[test]
+fn a_cold_index_builds_its_random_key_indexes_at_the_end_and_a_killed_scan_loses_none() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("vault");
+    std::fs::create_dir_all(&root).unwrap();
+    for i in 0..260 {
+        let body = format!(
+            "---\naliases: [Alias {i}]\n---\n# Note {i}\n\nAbout #topic/b{} and [[n{:03}]].\n\n## Part {i}\n\n- item {i}\n",
+            i % 10,
+            (i * 7 + 3) % 260
+        );
+        std::fs::write(root.join(format!("n{i:03}.md")), body).unwrap();
+    }
+    let fresh_dir = tmp.path().join("fresh");
+    drop(open(&fresh_dir));
+    let (fresh, none) = indexes(&fresh_dir.join("lode.db"));
+    assert!(none.is_empty());
+    for name in ["headings_folded", "notes_title_folded", "note_versions_version", "tags_folded", "aliases_folded", "links_target"] {
+        assert!(fresh.iter().any(|(n, _)| n == name), "{name} is not in the schema any more: {fresh:?}");
+    }
+
+    let db = tmp.path().join("lode.db");
+    let mut store = open(tmp.path());
+    let mut midway = None;
+    let report = index_vault(&mut store, &root, &IndexOptions::default(), |p| {
+        if p.phase == "indexing" && p.done == 130 {
+            midway = Some(indexes(&db));
+        }
+    })
+    .unwrap();
+    assert_eq!(report.created, 260);
+    let (during, deferred) = midway.unwrap();
+    assert_eq!(deferred.len(), 6, "the cold index deferred nothing: {deferred:?}");
+    assert_eq!(during.len(), fresh.len() - 6);
+    assert_eq!(indexes(&db), (fresh.clone(), vec![]), "the finished index lacks or adds an index");
+    assert!(store.deferred_indexes().unwrap().is_empty());
+    let expected = answers_through_deferred(&store, &root);
+    assert!(expected.iter().any(|a| a.starts_with("symbol n021.md Part 21")), "{expected:?}");
+    assert!(expected.iter().any(|a| a.starts_with("symbol n021.md Note 21")), "{expected:?}");
+    assert_eq!(expected.iter().filter(|a| a.starts_with("tag ")).count(), 20, "{expected:?}");
+    assert!(expected.contains(&"backlinks of n003 [\"n000.md\"]".to_owned()), "{expected:?}");
+    assert!(store.verify().unwrap().problems.is_empty());
+
+    // Killed midway: the definitions are kept, every lookup still answers (by full scans), the
+    // check says what is missing, and the next scan's end builds them, even one that saves a
+    // single note.
+    assert_eq!(store.defer_indexes(usize::MAX).unwrap(), 6);
+    drop(store);
+    let store = open(tmp.path());
+    assert_eq!(store.deferred_indexes().unwrap().len(), 6);
+    assert_eq!(answers_through_deferred(&store, &root), expected);
+    let problems = store.verify().unwrap().problems;
+    assert!(problems.iter().any(|p| p.contains("headings_folded") && p.contains("lode index")), "{problems:?}");
+    drop(store);
+    std::fs::write(root.join("n200.md"), "# Note 200\n\nNow about harbours.\n").unwrap();
+    let mut store = open(tmp.path());
+    let report = index_vault(&mut store, &root, &IndexOptions::default(), |_| {}).unwrap();
+    assert_eq!((report.updated, report.unchanged), (1, 259));
+    assert_eq!(indexes(&db), (fresh.clone(), vec![]));
+    assert_eq!(answers_through_deferred(&store, &root), expected);
+
+    // Fewer notes to write than the store holds: nothing is deferred.
+    assert_eq!(store.defer_indexes(259).unwrap(), 0);
+    assert_eq!(indexes(&db), (fresh.clone(), vec![]));
+
+    // Only the store's own definitions are run: a row naming another index, or holding other
+    // SQL, is dropped without being run.
+    drop(store);
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "INSERT INTO meta VALUES ('deferred_index:headings_folded', 'DROP TABLE notes');
+             INSERT INTO meta VALUES ('deferred_index:evil', 'CREATE INDEX evil ON notes(path)');",
+        )
+        .unwrap();
+    }
+    let mut store = open(tmp.path());
+    assert_eq!(store.restore_indexes().unwrap(), 0);
+    assert_eq!(indexes(&db), (fresh.clone(), vec![]));
+    assert_eq!(store.notes().unwrap().len(), 260);
 }
 
 /// Distinct segments of a full-text index (a segment's pages are rows of `<t>_data` whose

@@ -25,7 +25,12 @@ impl Progress {
         }
         self.last = Some(now);
         let item: String = item.chars().take(60).collect();
-        let _ = write!(std::io::stderr(), "\r\x1b[K{label} {done}/{total} {item}");
+        // A total of 0: a step with no count (the end of a scan).
+        let _ = if total == 0 {
+            write!(std::io::stderr(), "\r\x1b[K{label}…")
+        } else {
+            write!(std::io::stderr(), "\r\x1b[K{label} {done}/{total} {item}")
+        };
         self.drawn = true;
     }
 

@@ -6,7 +6,8 @@
 //!   navigation) and the store's counts;
 //! - `indexed`: rows of the full-text-indexed tables in and out, with their full-text rows;
 //! - `navigation`: links, tags, aliases and headings, and the lookups over them;
-//! - `symbols`: `workspace/symbol` over titles and headings.
+//! - `symbols`: `workspace/symbol` over titles and headings;
+//! - `deferred`: the random-key indexes a cold index builds at its end.
 //!
 //! Invariants kept here:
 //! - a `Store` is one SQLite connection to one file, made only by [`Store::open`]; a SQLite
@@ -17,6 +18,7 @@
 //! - a note's stem is its file name without extension, lowercased (`stem_of`): the key a wiki
 //!   link resolves by.
 
+mod deferred;
 mod indexed;
 mod navigation;
 mod open;

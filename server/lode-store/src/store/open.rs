@@ -156,6 +156,12 @@ impl Store {
             // An upgrade rewrites indexes (v10 rebuilds the trigram indexes: a minute at a
             // million notes), so a person waiting on a large index is told what is happening.
             let started = std::time::Instant::now();
+            if found >= 1 && found < migrate::SCHEMA_VERSION {
+                // A migration may name an index a killed scan left deferred.
+                let tx = conn.transaction().map_err(err)?;
+                super::deferred::restore(&tx).map_err(err)?;
+                tx.commit().map_err(err)?;
+            }
             let mut upgrading = false;
             let outcome = migrate::migrate(&mut conn, |from| {
                 if from >= 1 {
@@ -302,9 +308,11 @@ impl Store {
     }
 
     /// Ends bulk writing (see [`Store::begin_bulk`]), also one a killed process left on:
-    /// merges every full-text index whole when `merge` (the scan was bulk work) or the merging
-    /// was bulk, then puts FTS5's own settings back.
+    /// builds the indexes a scan deferred ([`Store::defer_indexes`]), merges every full-text
+    /// index whole when `merge` (the scan was bulk work) or the merging was bulk, then puts
+    /// FTS5's own settings back.
     pub fn end_bulk(&mut self, merge: bool) -> Result<(), StoreError> {
+        self.restore_indexes()?;
         let automerge: Option<rusqlite::types::Value> = self
             .conn
             .query_row("SELECT v FROM sections_fts_config WHERE k = 'automerge'", [], |r| r.get(0))
@@ -420,6 +428,13 @@ impl Store {
             it.take(5).collect::<Result<_, _>>().map_err(|e| self.err(e))?
         };
         problems.extend(orphans);
+        let deferred = self.deferred_indexes()?;
+        if !deferred.is_empty() {
+            problems.push(format!(
+                "indexes a killed scan deferred are not built yet ({}): lookups by them scan whole tables until the next `lode index` builds them",
+                deferred.join(", ")
+            ));
+        }
         let stale: i64 = self
             .conn
             .query_row(

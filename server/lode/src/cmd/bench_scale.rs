@@ -103,6 +103,7 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
             "floor_per_note_vs_first": round2(per_note.1 / base.1),
             "passages": report["passages"],
             "lode_peak_rss_mib": report["peak_rss_mib"],
+            "lode_phase_s": report["phase_seconds"],
             "lode_db_mb": round2(db_mb),
         }));
     }

@@ -29,9 +29,25 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
     let mut store = vault.open_for_write()?;
     let opts = IndexOptions { max_file_bytes: vault.config.index.max_file_mb * 1_000_000, ..Default::default() };
     let mut progress = Progress::new(!args.quiet && !args.vault.json);
-    let report = index_vault(&mut store, &vault.root, &opts, |p| progress.update(p.phase, p.done, p.total, p.path))?;
+    // When each phase began (reading the folder, indexing, finishing), for `--json`.
+    let mut phases: Vec<(&'static str, Instant)> = Vec::new();
+    let report = index_vault(&mut store, &vault.root, &opts, |p| {
+        if phases.last().map(|(name, _)| *name) != Some(p.phase) {
+            phases.push((p.phase, Instant::now()));
+        }
+        progress.update(p.phase, p.done, p.total, p.path)
+    })?;
     progress.finish();
     let lexical_secs = started.elapsed().as_secs_f64();
+    let lexical_end = Instant::now();
+    let phase_seconds: serde_json::Map<String, serde_json::Value> = phases
+        .iter()
+        .enumerate()
+        .map(|(i, (name, at))| {
+            let end = phases.get(i + 1).map_or(lexical_end, |(_, next)| *next);
+            (name.to_string(), serde_json::json!((end - *at).as_secs_f64()))
+        })
+        .collect();
 
     // Vectors: embed what lacks one, unless told not to; without a model, say so and go on.
     let mut vectors = serde_json::json!({"status": "skipped (--no-vectors)"});
@@ -78,6 +94,7 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
         let mut v = serde_json::to_value(&report)?;
         v["seconds"] = serde_json::json!(secs);
         v["lexical_seconds"] = serde_json::json!(lexical_secs);
+        v["phase_seconds"] = serde_json::Value::Object(phase_seconds);
         v["vectors"] = vectors;
         v["peak_rss_mib"] = serde_json::json!(peak_rss_mib());
         v["db"] = serde_json::json!(vault.db);
