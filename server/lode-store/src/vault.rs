@@ -710,12 +710,15 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         let _ = store.begin_bulk();
         rechunked = store.rechunk_heads(|done, total| progress(Progress { phase: "re-chunking", done, total, path: "" }))?;
     }
-    let Plan { steps, mut report, .. } = plan(store, root, opts, &mut progress)?;
+    let Plan { steps, mut report, same_bytes } = plan(store, root, opts, &mut progress)?;
     report.rechunked = rechunked;
-    if is_bulk(saves(&steps) + rechunked, report.scanned) {
+    // Only saves that write bytes count: a file whose stat alone moved (copied, touched, or
+    // read within two seconds of its last change) writes nothing.
+    let writes = steps.iter().filter(|s| matches!(s, Step::Save { rel } if !same_bytes.contains(rel))).count();
+    if is_bulk(writes + rechunked, report.scanned) {
         let _ = store.begin_bulk();
         // A cold index: the random-key indexes are built at the end, by sort.
-        let _ = store.defer_indexes(saves(&steps));
+        let _ = store.defer_indexes(writes);
     }
     // The notes to save are read and chunked on a thread of their own, a batch or two ahead of
     // the writer (parsing is about half of a save): the writer takes a chunking only for

@@ -272,13 +272,19 @@ fn crash_mid_index_leaves_no_half_indexed_note() {
     if status.success() {
         assert!(o.status.success(), "consistent: {}", stdout(&o));
     } else {
-        assert!((1..4000).contains(&notes_after_crash), "killed after a batch and before the end: {notes_after_crash}");
-        // Consistent, bar the indexes a cold index builds at its end: the check names them and
-        // what builds them, and says nothing else; lookups answer meanwhile.
+        assert!((1..=4000).contains(&notes_after_crash), "killed after a batch: {notes_after_crash}");
+        // Consistent, bar the indexes a cold index builds at its end (until then, or killed
+        // while it built them at the end): the check names them and what builds them, and says
+        // nothing else; lookups answer meanwhile.
         let problems: Vec<&str> = s["problems"].as_array().unwrap().iter().map(|p| p.as_str().unwrap()).collect();
-        assert!(!o.status.success(), "the check hid the unbuilt indexes: {}", stdout(&o));
-        assert_eq!(problems.len(), 1, "{problems:?}");
-        assert!(problems[0].contains("headings_folded") && problems[0].contains("`lode index`"), "{problems:?}");
+        if notes_after_crash < 4000 {
+            assert!(!o.status.success(), "the check hid the unbuilt indexes: {}", stdout(&o));
+            assert_eq!(problems.len(), 1, "{problems:?}");
+        }
+        assert!(problems.len() <= 1, "{problems:?}");
+        if let Some(p) = problems.first() {
+            assert!(p.contains("headings_folded") && p.contains("`lode index`"), "{problems:?}");
+        }
         assert!(stdout(&lode(&["search", "topic0"], &v)).contains("n00000.md"));
     }
 

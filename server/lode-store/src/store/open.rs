@@ -158,7 +158,7 @@ impl Store {
             let started = std::time::Instant::now();
             if found >= 1 && found < migrate::SCHEMA_VERSION {
                 // A migration may name an index a killed scan left deferred.
-                let tx = conn.transaction().map_err(err)?;
+                let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
                 super::deferred::restore(&tx).map_err(err)?;
                 tx.commit().map_err(err)?;
             }
@@ -312,7 +312,14 @@ impl Store {
     /// index whole when `merge` (the scan was bulk work) or the merging was bulk, then puts
     /// FTS5's own settings back.
     pub fn end_bulk(&mut self, merge: bool) -> Result<(), StoreError> {
-        self.restore_indexes()?;
+        // A failed build (the disk full, the lock held elsewhere) leaves the index deferred for
+        // the next scan's end and still puts the merge settings back.
+        let built = self.restore_indexes();
+        self.end_merging(merge)?;
+        built.map(|_| ())
+    }
+
+    fn end_merging(&mut self, merge: bool) -> Result<(), StoreError> {
         let automerge: Option<rusqlite::types::Value> = self
             .conn
             .query_row("SELECT v FROM sections_fts_config WHERE k = 'automerge'", [], |r| r.get(0))
@@ -431,7 +438,7 @@ impl Store {
         let deferred = self.deferred_indexes()?;
         if !deferred.is_empty() {
             problems.push(format!(
-                "indexes a killed scan deferred are not built yet ({}): lookups by them scan whole tables until the next `lode index` builds them",
+                "indexes a cold index builds at its end are not built yet ({}): lookups by them scan whole tables until a scan ends (`lode index`, or the server's)",
                 deferred.join(", ")
             ));
         }
