@@ -797,6 +797,19 @@ fn store_path_writer(dir: &std::path::Path, id: &str, body: &[u8]) {
     }
 }
 
+/// Indexes the vault at `root`, and what `see` says halfway through its 260 notes (from
+/// another connection: what is committed then).
+fn index_seeing<T>(store: &mut Store, root: &Path, mut see: impl FnMut() -> T) -> (lode_store::vault::IndexReport, Option<T>) {
+    let mut seen = None;
+    let report = index_vault(store, root, &IndexOptions::default(), |p| {
+        if p.phase == "indexing" && p.done == 130 {
+            seen = Some(see());
+        }
+    })
+    .unwrap();
+    (report, seen)
+}
+
 /// FTS5's `automerge` setting of the passages index as stored in the database (`None`: never
 /// set, FTS5's own 4).
 fn automerge(db: &Path) -> Option<i64> {
@@ -815,13 +828,7 @@ fn a_cold_index_merges_sixteen_segments_at_a_time_and_ends_with_fts5s_own_settin
     }
     let db = tmp.path().join("lode.db");
     let mut store = open(tmp.path());
-    let mut seen = None;
-    let report = index_vault(&mut store, &root, &IndexOptions::default(), |p| {
-        if p.phase == "indexing" && p.done == 130 {
-            seen = Some(automerge(&db));
-        }
-    })
-    .unwrap();
+    let (report, seen) = index_seeing(&mut store, &root, || automerge(&db));
     assert_eq!(report.created, 260);
     assert_eq!(seen, Some(Some(16)), "the cold index did not write in bulk");
     assert_eq!(automerge(&db), Some(4), "bulk merging outlived the scan");
@@ -904,13 +911,7 @@ fn a_cold_index_builds_its_random_key_indexes_at_the_end_and_a_killed_scan_loses
 
     let db = tmp.path().join("lode.db");
     let mut store = open(tmp.path());
-    let mut midway = None;
-    let report = index_vault(&mut store, &root, &IndexOptions::default(), |p| {
-        if p.phase == "indexing" && p.done == 130 {
-            midway = Some(indexes(&db));
-        }
-    })
-    .unwrap();
+    let (report, midway) = index_seeing(&mut store, &root, || indexes(&db));
     assert_eq!(report.created, 260);
     let (during, deferred) = midway.unwrap();
     assert_eq!(deferred.len(), 5, "the cold index deferred nothing: {deferred:?}");
@@ -928,13 +929,7 @@ fn a_cold_index_builds_its_random_key_indexes_at_the_end_and_a_killed_scan_loses
 
     // The same files again, read within two seconds of their last change (so their stat was
     // not trusted): every one is a save step that writes nothing, and nothing is deferred.
-    let mut midway = None;
-    let report = index_vault(&mut store, &root, &IndexOptions::default(), |p| {
-        if p.phase == "indexing" && p.done == 130 {
-            midway = Some(indexes(&db));
-        }
-    })
-    .unwrap();
+    let (report, midway) = index_seeing(&mut store, &root, || indexes(&db));
     assert_eq!(report.unchanged, 260);
     assert_eq!(midway, Some((fresh.clone(), vec![])), "a rescan that writes nothing deferred indexes");
 
