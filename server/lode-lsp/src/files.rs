@@ -154,9 +154,10 @@ fn scan_steps_writing(state: &State, mut reading: impl FnMut(usize, usize), mut 
         let reader = state.readers.get()?;
         vault::plan(&reader, &state.root, &state.settings.index, |p| reading(p.done, p.total)).map_err(|e| e.to_string())?
     };
+    let writes = plan.writes();
     let mut report = plan.report;
     report.rechunked = rechunked;
-    if vault::is_bulk(vault::saves(&plan.steps) + rechunked, report.scanned) {
+    if vault::is_bulk(writes + rechunked, report.scanned) {
         begin_bulk()?;
     }
     let total = plan.steps.len();

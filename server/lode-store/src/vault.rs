@@ -307,6 +307,15 @@ pub struct Plan {
     pub same_bytes: HashSet<String>,
 }
 
+impl Plan {
+    /// The notes this plan writes: its saves, bar those whose bytes are their head's already (a
+    /// file whose stat alone moved: copied, touched, or read within two seconds of its last
+    /// change), which only record their stat.
+    pub fn writes(&self) -> usize {
+        self.steps.iter().filter(|s| matches!(s, Step::Save { rel } if !self.same_bytes.contains(rel))).count()
+    }
+}
+
 /// Compares the vault folder with the store. Files whose size and mtime match what was recorded
 /// when their head was read are not opened; others are read (and hashed, when a note holds
 /// that path, or when a new path could be a vanished note's). Writes nothing.
@@ -624,10 +633,6 @@ pub fn finish(store: &mut Store, report: &IndexReport) -> Result<(), StoreError>
     store.end_bulk(is_bulk(report.created + report.updated + report.rechunked, report.scanned))
 }
 
-/// The notes a plan saves (new, changed or re-chunked).
-pub fn saves(steps: &[Step]) -> usize {
-    steps.iter().filter(|s| matches!(s, Step::Save { .. })).count()
-}
 
 /// Steps committed together in a bulk scan: one commit (and one full-text segment flush) per
 /// batch instead of per note.
@@ -710,11 +715,10 @@ fn scan(store: &mut Store, root: &Path, opts: &IndexOptions, mut progress: impl 
         let _ = store.begin_bulk();
         rechunked = store.rechunk_heads(|done, total| progress(Progress { phase: "re-chunking", done, total, path: "" }))?;
     }
-    let Plan { steps, mut report, same_bytes } = plan(store, root, opts, &mut progress)?;
+    let planned = plan(store, root, opts, &mut progress)?;
+    let writes = planned.writes();
+    let Plan { steps, mut report, .. } = planned;
     report.rechunked = rechunked;
-    // Only saves that write bytes count: a file whose stat alone moved (copied, touched, or
-    // read within two seconds of its last change) writes nothing.
-    let writes = steps.iter().filter(|s| matches!(s, Step::Save { rel } if !same_bytes.contains(rel))).count();
     if is_bulk(writes + rechunked, report.scanned) {
         let _ = store.begin_bulk();
         // A cold index: the random-key indexes are built at the end, by sort.
