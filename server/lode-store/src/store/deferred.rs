@@ -94,10 +94,10 @@ impl Store {
         // process's peak (as for migrations; see `Store::open`).
         self.conn.execute_batch("PRAGMA temp_store=FILE").map_err(err)?;
         let mut built = Ok(0);
-        for (name, _) in DEFERRABLE {
+        for index in DEFERRABLE {
             let one = (|| -> rusqlite::Result<usize> {
                 let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let n = restore_one(&tx, name)?;
+                let n = restore_one(&tx, index)?;
                 tx.commit()?;
                 Ok(n)
             })();
@@ -120,35 +120,24 @@ fn pending(conn: &Connection) -> rusqlite::Result<Vec<String>> {
     rows.collect()
 }
 
-/// Creates the deferred index `name` if it is deferred and missing, from its own definition, and
-/// forgets that it was deferred, on `conn` (in the caller's transaction). Returns 1 when it
-/// created it.
-fn restore_one(conn: &Connection, name: &str) -> rusqlite::Result<usize> {
+/// Creates the index `(name, definition)` if it is deferred and missing, and forgets that it
+/// was deferred, on `conn` (in the caller's transaction). Returns 1 when it created it.
+fn restore_one(conn: &Connection, (name, definition): (&str, &str)) -> rusqlite::Result<usize> {
     let key = format!("{KEY_PREFIX}{name}");
-    let deferred: bool = conn.query_row("SELECT EXISTS (SELECT 1 FROM meta WHERE key = ?1)", [&key], |r| r.get(0))?;
-    if !deferred {
+    if conn.execute("DELETE FROM meta WHERE key = ?1", [key])? == 0 {
         return Ok(0);
     }
     let exists: bool =
         conn.query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1)", [name], |r| r.get(0))?;
-    let mut created = 0;
-    if !exists {
-        let definition = DEFERRABLE.iter().find(|(n, _)| *n == name).map(|(_, d)| *d).unwrap_or_default();
-        conn.execute(definition, [])?;
-        created = 1;
+    if exists {
+        return Ok(0);
     }
-    conn.execute("DELETE FROM meta WHERE key = ?1", [key])?;
-    Ok(created)
+    conn.execute(definition, [])?;
+    Ok(1)
 }
 
 /// Creates every deferred index this build knows, on `conn` (in the caller's transaction):
 /// before a migration, which may name one. Returns how many were created.
 pub(super) fn restore(conn: &Connection) -> rusqlite::Result<usize> {
-    let mut created = 0;
-    for name in pending(conn)? {
-        if DEFERRABLE.iter().any(|(n, _)| *n == name) {
-            created += restore_one(conn, &name)?;
-        }
-    }
-    Ok(created)
+    DEFERRABLE.into_iter().map(|index| restore_one(conn, index)).sum()
 }
