@@ -323,6 +323,10 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
     assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
     assert!(store.deferred_indexes().unwrap().is_empty());
     assert_eq!(indexes(&db).0.iter().filter(|(n, _)| n == "note_versions_version").count(), 1);
+    // Every index as a new store defines it (v11 redefines headings_folded).
+    let fresh = tmp.path().join("fresh");
+    drop(open(&fresh));
+    assert_eq!(indexes(&db), indexes(&fresh.join("lode.db")));
     assert_eq!(store.notes().unwrap()[0].path, "a.md");
     // Filled by the upgrade: section names (symbols) and tags of existing heads.
     let names: Vec<String> = store.symbols("sub p", 10).unwrap().into_iter().map(|s| s.1).collect();

@@ -28,7 +28,7 @@ use crate::error::StoreError;
 pub(super) const DEFERRABLE: [(&str, &str); 5] = [
     ("note_versions_version", "CREATE INDEX note_versions_version ON note_versions(version_id)"),
     ("notes_title_folded", "CREATE INDEX notes_title_folded ON notes(lower(title))"),
-    ("headings_folded", "CREATE INDEX headings_folded ON headings(lower(name))"),
+    ("headings_folded", "CREATE INDEX headings_folded ON headings(lower(name), name, line, note_id)"),
     ("tags_folded", "CREATE INDEX tags_folded ON tags(folded)"),
     ("aliases_folded", "CREATE INDEX aliases_folded ON aliases(folded)"),
 ];

@@ -61,8 +61,7 @@ impl Store {
             // distinct symbols are, so the repeats of one note never hide another note's.
             let mut seen = std::collections::HashSet::new();
             let sections = self.kept_rows(
-                "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
-                  WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2",
+                SECTIONS_BY_PREFIX,
                 params![prefix, -1i64],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
                 |(p, n, _)| seen.insert((p.clone(), n.clone())),
@@ -145,6 +144,12 @@ impl Store {
         Ok(out)
     }
 }
+
+/// Section headings whose folded name starts with `?1`: `(path, name, line)`. The folded-name
+/// index carries the name, line and note (schema v11), so the rows of `headings` are never read:
+/// on a large vault whose pages are not cached, those were one scattered read per answer.
+const SECTIONS_BY_PREFIX: &str = "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
+  WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2";
 
 /// How often each trigram occurs in a sample of folded names: letters and digits each count
 /// on their own, space is one class and every other byte another (a heuristic: which of a
@@ -437,6 +442,16 @@ pub const SYMBOL_CANDIDATES: usize = 2000;
 #[cfg(test)]
 mod tests {
     use super::TrigramCounts;
+
+    #[test]
+    fn a_prefix_lookup_of_sections_reads_the_folded_name_index_alone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let store = crate::Store::open(&tmp.path().join("lode.db"), crate::StoreOptions::default()).unwrap();
+        let plan: Vec<String> = store
+            .rows(&format!("EXPLAIN QUERY PLAN {}", super::SECTIONS_BY_PREFIX), rusqlite::params!["ab", 10], |r| r.get::<_, String>(3))
+            .unwrap();
+        assert!(plan.iter().any(|p| p.contains("COVERING INDEX headings_folded")), "{plan:?}");
+    }
 
     #[test]
     fn a_short_query_is_spelled_every_way_a_name_may_hold_it() {
