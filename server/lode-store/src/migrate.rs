@@ -15,7 +15,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
     (8, include_str!("../../../migrations/0008_windows.sql")),
     (9, include_str!("../../../migrations/0009_fts_in_code.sql")),
     (10, include_str!("../../../migrations/0010_trigrams_without_positions.sql")),
-    (11, include_str!("../../../migrations/0011_headings_folded_covering.sql")),
+    (11, include_str!("../../../migrations/0011_headings_path.sql")),
 ];
 
 pub const SCHEMA_VERSION: i64 = MIGRATIONS[MIGRATIONS.len() - 1].0;

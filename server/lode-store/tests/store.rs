@@ -471,6 +471,54 @@ fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_
     let two = names_in(&store, "replica", 2);
     assert_eq!(two.len(), 2);
     assert!(two.iter().all(|n| n.starts_with("Replica")), "{two:?}");
+    // A name twice in a note is one symbol at its first line, whichever lookup finds it.
+    store.save_note("t.md", b"# T\n\n## Replica twice\n\ntext\n\n## Replica twice\n\ntext\n").unwrap();
+    for q in ["replica tw", "lica twi"] {
+        assert_eq!(store.symbols(q, 10).unwrap(), [("t.md".to_owned(), "Replica twice".to_owned(), 3, false)], "{q}");
+    }
+    // A renamed note's sections are at its new path, by prefix and by substring; so are those
+    // of a note renamed onto a deleted note's old path.
+    store.rename_note("p.md", "q/p2.md").unwrap();
+    store.delete_note("s.md").unwrap();
+    store.rename_note("t.md", "s.md").unwrap();
+    for q in ["replica q", "ica quo"] {
+        assert_eq!(store.symbols(q, 10).unwrap(), [("q/p2.md".to_owned(), "Replica quorum".to_owned(), 3, false)], "{q}");
+    }
+    assert_eq!(store.symbols("lica twi", 10).unwrap()[0].0, "s.md");
+    assert!(store.verify().unwrap().problems.is_empty(), "{:?}", store.verify().unwrap());
+}
+
+/// Schema v11 keeps each heading's note path in its row: a v10 store is upgraded with its
+/// headings' paths filled in, and a folded-name index a killed scan had deferred under its v10
+/// definition is made by the upgrade under the new one.
+#[test]
+fn a_v10_store_gets_its_headings_paths_and_the_new_name_index() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("lode.db");
+    {
+        let mut store = open(tmp.path());
+        store.save_note("dir/a.md", b"# Alpha note\n\n## Quorum rules\n\ntext\n").unwrap();
+        store.save_note("b.md", b"# Beta\n\n## Quorum size\n\ntext\n").unwrap();
+    }
+    {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.execute_batch(
+            "DROP INDEX headings_folded;
+             ALTER TABLE headings DROP COLUMN path;
+             INSERT INTO meta VALUES ('deferred_index:headings_folded', 'CREATE INDEX headings_folded ON headings(lower(name))');
+             PRAGMA user_version = 10;",
+        )
+        .unwrap();
+    }
+    let store = open(tmp.path());
+    assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
+    assert!(store.deferred_indexes().unwrap().is_empty());
+    let fresh = tmp.path().join("fresh");
+    drop(open(&fresh));
+    assert_eq!(indexes(&db), indexes(&fresh.join("lode.db")));
+    let found: Vec<(String, String)> = store.symbols("quorum", 10).unwrap().into_iter().map(|(p, n, _, _)| (p, n)).collect();
+    assert_eq!(found, [("b.md".to_owned(), "Quorum size".to_owned()), ("dir/a.md".to_owned(), "Quorum rules".to_owned())]);
+    assert!(store.verify().unwrap().problems.is_empty(), "{:?}", store.verify().unwrap());
 }
 
 #[test]

@@ -24,13 +24,14 @@ use super::Store;
 use crate::error::StoreError;
 
 /// The indexes a cold index may build at its end, with their definitions exactly as the
-/// migrations create them (an index whose definition in the schema differs is not deferred).
-pub(super) const DEFERRABLE: [(&str, &str); 5] = [
-    ("note_versions_version", "CREATE INDEX note_versions_version ON note_versions(version_id)"),
-    ("notes_title_folded", "CREATE INDEX notes_title_folded ON notes(lower(title))"),
-    ("headings_folded", "CREATE INDEX headings_folded ON headings(lower(name), name, line, note_id)"),
-    ("tags_folded", "CREATE INDEX tags_folded ON tags(folded)"),
-    ("aliases_folded", "CREATE INDEX aliases_folded ON aliases(folded)"),
+/// migrations create them (an index whose definition in the schema differs is not deferred),
+/// and the schema version whose migration created that definition.
+pub(super) const DEFERRABLE: [(&str, &str, i64); 5] = [
+    ("note_versions_version", "CREATE INDEX note_versions_version ON note_versions(version_id)", 1),
+    ("notes_title_folded", "CREATE INDEX notes_title_folded ON notes(lower(title))", 4),
+    ("headings_folded", "CREATE INDEX headings_folded ON headings(lower(name), name, line, path)", 11),
+    ("tags_folded", "CREATE INDEX tags_folded ON tags(folded)", 5),
+    ("aliases_folded", "CREATE INDEX aliases_folded ON aliases(folded)", 5),
 ];
 
 const KEY_PREFIX: &str = "deferred_index:";
@@ -53,7 +54,7 @@ impl Store {
         let err = |e| StoreError::from_sqlite(&path, e);
         let tx = self.write_tx().map_err(err)?;
         let mut dropped = 0;
-        for (name, definition) in DEFERRABLE {
+        for (name, definition, _) in DEFERRABLE {
             let sql: Option<String> = tx
                 .query_row("SELECT sql FROM sqlite_master WHERE type = 'index' AND name = ?1", [name], |r| r.get(0))
                 .optional()
@@ -97,7 +98,7 @@ impl Store {
         for index in DEFERRABLE {
             let one = (|| -> rusqlite::Result<usize> {
                 let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-                let n = restore_one(&tx, index)?;
+                let n = restore_one(&tx, (index.0, Some(index.1)))?;
                 tx.commit()?;
                 Ok(n)
             })();
@@ -121,23 +122,26 @@ fn pending(conn: &Connection) -> rusqlite::Result<Vec<String>> {
 }
 
 /// Creates the index `(name, definition)` if it is deferred and missing, and forgets that it
-/// was deferred, on `conn` (in the caller's transaction). Returns 1 when it created it.
-fn restore_one(conn: &Connection, (name, definition): (&str, &str)) -> rusqlite::Result<usize> {
+/// was deferred, on `conn` (in the caller's transaction); with no definition, only forgets it.
+/// Returns 1 when it created it.
+fn restore_one(conn: &Connection, (name, definition): (&str, Option<&str>)) -> rusqlite::Result<usize> {
     let key = format!("{KEY_PREFIX}{name}");
     if conn.execute("DELETE FROM meta WHERE key = ?1", [key])? == 0 {
         return Ok(0);
     }
     let exists: bool =
         conn.query_row("SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'index' AND name = ?1)", [name], |r| r.get(0))?;
-    if exists {
+    let Some(definition) = definition.filter(|_| !exists) else {
         return Ok(0);
-    }
+    };
     conn.execute(definition, [])?;
     Ok(1)
 }
 
-/// Creates every deferred index this build knows, on `conn` (in the caller's transaction):
-/// before a migration, which may name one. Returns how many were created.
-pub(super) fn restore(conn: &Connection) -> rusqlite::Result<usize> {
-    DEFERRABLE.into_iter().map(|index| restore_one(conn, index)).sum()
+/// Before migrating a store of schema `found`, on `conn` (in the caller's transaction): creates
+/// every deferred index this build knows, since a migration may name one, bar those whose
+/// definition a later schema made (its columns may not exist yet), which are only forgotten:
+/// the migration that made the definition creates the index. Returns how many were created.
+pub(super) fn restore(conn: &Connection, found: i64) -> rusqlite::Result<usize> {
+    DEFERRABLE.into_iter().map(|(name, definition, since)| restore_one(conn, (name, (since <= found).then_some(definition)))).sum()
 }

@@ -69,10 +69,10 @@ pub(super) fn title_changed(tx: &Connection, id: i64, old: &str, new: &str) -> r
     title_added(tx, id, new)
 }
 
-/// Inserts a heading row with its full-text row.
-pub(super) fn add_heading(tx: &Connection, note_id: i64, name: &str, line: i64, level: i64) -> rusqlite::Result<()> {
-    tx.prepare_cached("INSERT INTO headings (note_id, name, line, level) VALUES (?1, ?2, ?3, ?4)")?
-        .execute(params![note_id, name, line, level])?;
+/// Inserts a heading row with its full-text row; `path` is its note's (a rename updates it).
+pub(super) fn add_heading(tx: &Connection, note_id: i64, path: &str, name: &str, line: i64, level: i64) -> rusqlite::Result<()> {
+    tx.prepare_cached("INSERT INTO headings (note_id, path, name, line, level) VALUES (?1, ?2, ?3, ?4, ?5)")?
+        .execute(params![note_id, path, name, line, level])?;
     let id = tx.last_insert_rowid();
     tx.prepare_cached("INSERT INTO headings_tri (rowid, name) VALUES (?1, ?2)")?.execute(params![id, name])?;
     Ok(())

@@ -311,29 +311,29 @@ fn meta_list(v: &str) -> Vec<String> {
 /// headings (schema v6) and, when `nav`, tags and aliases (schema v5). One transaction.
 pub(super) fn backfill_from_heads(conn: &mut Connection, chunk: &lode_core::chunk::ChunkConfig, nav: bool) -> rusqlite::Result<()> {
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-    let heads: Vec<(i64, Vec<u8>)> = {
-        let mut st = tx.prepare("SELECT n.id, v.body FROM notes n JOIN versions v ON v.id = n.head_version")?;
-        let it = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    let heads: Vec<(i64, Vec<u8>, String)> = {
+        let mut st = tx.prepare("SELECT n.id, v.body, n.path FROM notes n JOIN versions v ON v.id = n.head_version")?;
+        let it = st.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
         it.collect::<Result<_, _>>()?
     };
-    for (id, body) in heads {
+    for (id, body, path) in heads {
         let note = chunk_note(&body, chunk);
         if nav {
             write_nav(&tx, id, &body, &note)?;
         }
-        write_headings(&tx, id, &body, &note)?;
+        write_headings(&tx, id, &path, &body, &note)?;
     }
     tx.commit()
 }
 
 /// The headings of a note's head (replacing what it had): `workspace/symbol`'s section names.
-pub(super) fn write_headings(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
+pub(super) fn write_headings(tx: &Connection, id: i64, path: &str, bytes: &[u8], note: &ChunkedNote) -> rusqlite::Result<()> {
     super::indexed::remove_headings_of(tx, id)?;
     for h in note.headings.iter().filter(|h| !h.text.is_empty()) {
         // Heading ranges are in the decoded text: the same bytes unless the note is lossy, where
         // the line is the nearest the raw bytes give.
         let at = h.range.start.min(bytes.len());
-        super::indexed::add_heading(tx, id, &h.text, line_of(bytes, at) as i64, h.level as i64)?;
+        super::indexed::add_heading(tx, id, path, &h.text, line_of(bytes, at) as i64, h.level as i64)?;
     }
     Ok(())
 }

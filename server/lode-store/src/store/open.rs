@@ -159,7 +159,7 @@ impl Store {
             if found >= 1 && found < migrate::SCHEMA_VERSION {
                 // A migration may name an index a killed scan left deferred.
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
-                super::deferred::restore(&tx).map_err(err)?;
+                super::deferred::restore(&tx, found).map_err(err)?;
                 tx.commit().map_err(err)?;
             }
             let mut upgrading = false;
@@ -465,6 +465,14 @@ impl Store {
             .map_err(|e| self.err(e))?;
         if missing > 0 {
             problems.push(format!("{missing} notes point at a missing version"));
+        }
+        // A heading row repeats its note's path for symbol lookups (schema v11).
+        let misplaced: i64 = self
+            .conn
+            .query_row("SELECT count(*) FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        if misplaced > 0 {
+            problems.push(format!("{misplaced} headings name another path than their note's"));
         }
         Ok(Verification { problems })
     }

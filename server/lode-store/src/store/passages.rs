@@ -243,7 +243,7 @@ pub(crate) fn write_note(
         ins.execute(params![id, l.kind.as_str(), l.target, key, target, l.range.start as i64, l.range.end as i64])?;
     }
     write_nav(tx, id, bytes, note)?;
-    write_headings(tx, id, bytes, note)?;
+    write_headings(tx, id, path, bytes, note)?;
     if created {
         resolve_incoming(tx, id, path)?;
     }

@@ -50,37 +50,59 @@ impl Store {
         let cap = ((limit + limit / 2).max(limit + 16)).min(SYMBOL_CANDIDATES.max(limit)) as i64;
         type Titles = Vec<(String, String)>;
         type Sections = Vec<(String, String, i64)>;
-        let by_prefix = |prefix: &str| -> Result<(Titles, Sections), StoreError> {
-            let titles = self.rows(
-                "SELECT path, title FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
+        // The rows a prefix lookup read whole (notes' ids for titles, headings' for sections):
+        // a substring lookup finds them again, and skips them before reading a row of theirs.
+        #[derive(Default)]
+        struct Read {
+            titles: Option<Vec<i64>>,
+            sections: Option<Vec<i64>>,
+        }
+        let by_prefix = |prefix: &str| -> Result<(Titles, Sections, Read), StoreError> {
+            let titles: Vec<(String, String, i64)> = self.rows(
+                "SELECT path, title, id FROM notes WHERE lower(title) >= ?1 AND lower(title) < ?1 || char(1114111)
                    AND head_version IS NOT NULL AND kind = 'note' LIMIT ?2",
                 params![prefix, cap],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
+            let titles_whole = (titles.len() as i64) < cap;
             // A note may repeat a name any number of times: the rows are read until `cap`
             // distinct symbols are, so the repeats of one note never hide another note's.
             let mut seen = std::collections::HashSet::new();
+            let mut ids = Vec::new();
             let sections = self.kept_rows(
                 SECTIONS_BY_PREFIX,
                 params![prefix, -1i64],
-                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
-                |(p, n, _)| seen.insert((p.clone(), n.clone())),
+                |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?, r.get::<_, i64>(3)?)),
+                |(p, n, _, id)| {
+                    ids.push(*id);
+                    seen.insert((p.clone(), n.clone()))
+                },
                 cap,
             )?;
-            Ok((titles, sections))
+            // Fewer kept than `cap`: the range ran out, every row of it was read.
+            let read = Read {
+                titles: titles_whole.then(|| titles.iter().map(|t| t.2).collect()),
+                sections: ((sections.len() as i64) < cap).then_some(ids),
+            };
+            Ok((
+                titles.into_iter().map(|(p, t, _)| (p, t)).collect(),
+                sections.into_iter().map(|(p, n, l, _)| (p, n, l)).collect(),
+                read,
+            ))
         };
-        let by_trigram = || -> Result<(Titles, Sections), StoreError> {
+        let by_trigram = |read: &Read| -> Result<(Titles, Sections), StoreError> {
             let Some((fts, exact)) = trigram_match(query, || self.trigram_counts())? else {
                 return Ok((Vec::new(), Vec::new()));
             };
-            let titles = self.titles_matching(&fts, exact.as_deref(), &folded, cap)?;
+            let titles = self.titles_matching(&fts, exact.as_deref(), &folded, read.titles.as_deref().unwrap_or_default(), cap)?;
             // Checked where SQL could not (see `trigram_match`), and each symbol once.
             let mut seen = std::collections::HashSet::new();
             let sections = self.kept_rows(
-                "SELECT n.path, h.name, h.line FROM headings_tri t JOIN headings h ON h.id = t.rowid
-                   JOIN notes n ON n.id = h.note_id WHERE headings_tri MATCH ?1
+                "SELECT h.path, h.name, h.line FROM headings_tri t JOIN headings h ON h.id = t.rowid
+                   WHERE headings_tri MATCH ?1
+                    AND t.rowid NOT IN (SELECT value FROM json_each(?4))
                     AND (?3 IS NULL OR instr(lower(replace(h.name, char(8490), 'k')), ?3) > 0) LIMIT ?2",
-                params![fts, -1i64, exact],
+                params![fts, -1i64, exact, id_list(read.sections.as_deref().unwrap_or_default())],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
                 |(p, n, _)| (exact.is_some() || n.to_lowercase().contains(&folded)) && seen.insert((p.clone(), n.clone())),
                 cap,
@@ -99,22 +121,22 @@ impl Store {
             seen.len()
         };
         let (titles, sections) = if folded.is_ascii() && !short {
-            let (mut titles, mut sections) = by_prefix(&folded)?;
+            let (mut titles, mut sections, read) = by_prefix(&folded)?;
             if distinct(&titles, &sections) < limit {
-                let (t, s) = by_trigram()?;
+                let (t, s) = by_trigram(&read)?;
                 titles.extend(t);
                 sections.extend(s);
             }
             (titles, sections)
         } else if !short {
-            by_trigram()?
+            by_trigram(&Read::default())?
         } else {
             // SQL's lower() folds ASCII only, so a name's non-ASCII letters keep their case in
             // the folded-name indexes: a short query is looked up once per spelling of its
             // letters ("é" as "é" and "É", "k" as "k" and the Kelvin sign), each a range scan.
             let (mut titles, mut sections) = (Vec::new(), Vec::new());
             for prefix in casings(query) {
-                let (t, s) = by_prefix(&prefix)?;
+                let (t, s, _) = by_prefix(&prefix)?;
                 titles.extend(t);
                 sections.extend(s);
             }
@@ -145,11 +167,26 @@ impl Store {
     }
 }
 
-/// Section headings whose folded name starts with `?1`: `(path, name, line)`. The folded-name
-/// index carries the name, line and note (schema v11), so the rows of `headings` are never read:
-/// on a large vault whose pages are not cached, those were one scattered read per answer.
-const SECTIONS_BY_PREFIX: &str = "SELECT n.path, h.name, h.line FROM headings h JOIN notes n ON n.id = h.note_id
+/// Section headings whose folded name starts with `?1`: `(path, name, line, id)`. The
+/// folded-name index carries the name, line and note path (schema v11), so no row of
+/// `headings` or `notes` is read: on a large vault whose pages are not cached, those were two
+/// scattered reads per answer.
+const SECTIONS_BY_PREFIX: &str = "SELECT h.path, h.name, h.line, h.id FROM headings h
   WHERE lower(h.name) >= ?1 AND lower(h.name) < ?1 || char(1114111) LIMIT ?2";
+
+/// Row ids as a JSON array, for `NOT IN (SELECT value FROM json_each(?))`.
+fn id_list(ids: &[i64]) -> String {
+    let mut s = String::with_capacity(ids.len() * 8 + 2);
+    s.push('[');
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&id.to_string());
+    }
+    s.push(']');
+    s
+}
 
 /// How often each trigram occurs in a sample of folded names: letters and digits each count
 /// on their own, space is one class and every other byte another (a heuristic: which of a
@@ -205,18 +242,20 @@ impl Store {
         let Some((fts, exact)) = trigram_match(query, || self.trigram_counts())? else {
             return Ok(Vec::new());
         };
-        self.titles_matching(&fts, exact.as_deref(), &query.to_lowercase(), cap)
+        self.titles_matching(&fts, exact.as_deref(), &query.to_lowercase(), &[], cap)
     }
 
     /// Live notes whose title matches the trigram-index query `fts` and holds `exact` (checked
-    /// in SQL) or, when there is none, `folded` (checked here): `(path, title)`, at most `cap`.
-    fn titles_matching(&self, fts: &str, exact: Option<&str>, folded: &str, cap: i64) -> Result<Vec<(String, String)>, StoreError> {
+    /// in SQL) or, when there is none, `folded` (checked here), bar the notes `skip` names:
+    /// `(path, title)`, at most `cap`.
+    fn titles_matching(&self, fts: &str, exact: Option<&str>, folded: &str, skip: &[i64], cap: i64) -> Result<Vec<(String, String)>, StoreError> {
         let sql = "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
-              WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL AND n.kind = 'note'
+              WHERE titles_tri MATCH ?1 AND t.rowid NOT IN (SELECT value FROM json_each(?4))
+                AND n.head_version IS NOT NULL AND n.kind = 'note'
                 AND (?3 IS NULL OR instr(lower(replace(n.title, char(8490), 'k')), ?3) > 0) LIMIT ?2";
         self.kept_rows(
             sql,
-            params![fts, -1i64, exact],
+            params![fts, -1i64, exact, id_list(skip)],
             |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
             |(_, t)| exact.is_some() || t.to_lowercase().contains(folded),
             cap,

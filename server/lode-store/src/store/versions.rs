@@ -137,6 +137,7 @@ impl Store {
             params![id, to, stem_of(to), now_ms()],
         )
         .map_err(e)?;
+        tx.execute("UPDATE headings SET path = ?2 WHERE note_id = ?1", params![id, to]).map_err(e)?;
         // Links written against the old path no longer name this note; links naming the new one do.
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
         resolve_incoming(&tx, id, to).map_err(e)?;

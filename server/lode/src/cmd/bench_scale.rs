@@ -3,7 +3,8 @@
 //! the same notes' paragraphs are inserted into a plain SQLite FTS5 table (porter tokenizer,
 //! WAL on disk, one transaction, the SQLite lode itself links) in this process: the ratio says
 //! what lode's work beyond full-text indexing costs, and the per-note cost says whether it
-//! stays flat as the vault grows.
+//! stays flat as the vault grows. A third leg times lode's own reading and parsing of the same
+//! notes, on one thread and writing nothing: the part of the ratio no write path can remove.
 
 use std::path::Path;
 use std::process::Command;
@@ -51,6 +52,21 @@ fn fts5_floor(vault: &Path, files: &[std::path::PathBuf], db: &Path) -> Result<(
     Ok((t.elapsed().as_secs_f64(), rows))
 }
 
+/// lode's preparation of every note as its scan's reader thread does it (read, version id,
+/// tree-sitter parse and chunking), on one thread, writing nothing. Returns seconds and the
+/// passages made (which the index must hold too: a check that this leg did the whole work).
+fn parse_leg(files: &[std::path::PathBuf]) -> Result<(f64, usize)> {
+    let cfg = lode_core::chunk::ChunkConfig::default();
+    let t = Instant::now();
+    let mut passages = 0;
+    for f in files {
+        let bytes = std::fs::read(f).with_context(|| format!("reading {}", f.display()))?;
+        std::hint::black_box(lode_store::version_id(&bytes));
+        passages += lode_core::chunk::chunk_note(&bytes, &cfg).passages.len();
+    }
+    Ok((t.elapsed().as_secs_f64(), passages))
+}
+
 fn round2(x: f64) -> f64 {
     (x * 100.0).round() / 100.0
 }
@@ -73,6 +89,7 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
 
         // The floor first: it also brings the files into the page cache for both.
         let (floor_s, paragraphs) = fts5_floor(&vault, &files, &work.join("fts5-floor.db"))?;
+        let (parse_s, parsed_passages) = parse_leg(&files)?;
 
         let state = vault.join(".lode");
         if state.exists() {
@@ -89,7 +106,11 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
 
         let per_note = (lode_s * 1e6 / n as f64, floor_s * 1e6 / n as f64);
         let base = *first_per_note.get_or_insert(per_note);
-        eprintln!("{n} notes: lode {lode_s:.1} s, FTS5 floor {floor_s:.1} s ({:.1}x)", lode_s / floor_s);
+        eprintln!(
+            "{n} notes: lode {lode_s:.1} s, FTS5 floor {floor_s:.1} s ({:.1}x); lode's parse alone {parse_s:.1} s ({:.1}x the floor)",
+            lode_s / floor_s,
+            parse_s / floor_s
+        );
         rows.push(json!({
             "notes": n,
             "mb": round2(bytes as f64 / 1e6),
@@ -101,6 +122,10 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
             "floor_us_per_note": per_note.1.round(),
             "lode_per_note_vs_first": round2(per_note.0 / base.0),
             "floor_per_note_vs_first": round2(per_note.1 / base.1),
+            "parse_s": round2(parse_s),
+            "parse_us_per_note": (parse_s * 1e6 / n as f64).round(),
+            "parse_vs_floor": round2(parse_s / floor_s),
+            "parse_passages": parsed_passages,
             "passages": report["passages"],
             "lode_peak_rss_mib": report["peak_rss_mib"],
             "lode_phase_s": report["phase_seconds"],
