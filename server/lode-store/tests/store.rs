@@ -1101,6 +1101,19 @@ fn a_batch_of_notes_flushes_each_full_text_index_once() {
         let most = if t == "titles_tri" { 6 } else { 2 + 120 + 2 + 11 + 2 };
         assert!(n <= most, "{t}: {n} segments after a batch of deletes");
     }
+    // New notes and renames of titled notes (only their path moves, in the note's row and its
+    // headings' rows) in one batch: the renames flush nothing of the new notes' pending terms.
+    let before: Vec<i64> = TABLES.iter().map(|t| segments(&db, t)).collect();
+    store.begin_batch().unwrap();
+    for i in 60..80 {
+        store.save_note(&format!("new{i:03}.md"), note(i, "c").as_bytes()).unwrap();
+        store.rename_note(&format!("n{i:03}.md"), &format!("moved/n{i:03}.md")).unwrap();
+    }
+    store.end_batch().unwrap();
+    for (t, b) in TABLES.iter().zip(before) {
+        let n = segments(&db, t);
+        assert!(n <= b + 2, "{t}: {b} -> {n} segments after a batch of new notes and renames");
+    }
 
     // The full-text rows follow their rows: every index checks out against its content, the
     // edits' words are found and the old ones are not.
