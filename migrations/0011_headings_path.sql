@@ -5,5 +5,5 @@
 -- answers whose pages were not cached read two hundred scattered pages, most of its time.
 DROP INDEX IF EXISTS headings_folded;
 ALTER TABLE headings ADD COLUMN path TEXT NOT NULL DEFAULT '';
-UPDATE headings SET path = (SELECT n.path FROM notes n WHERE n.id = headings.note_id);
+UPDATE headings SET path = coalesce((SELECT n.path FROM notes n WHERE n.id = headings.note_id), '');
 CREATE INDEX headings_folded ON headings(lower(name), name, line, path);

@@ -506,11 +506,18 @@ fn a_v10_store_gets_its_headings_paths_and_the_new_name_index() {
             "DROP INDEX headings_folded;
              ALTER TABLE headings DROP COLUMN path;
              INSERT INTO meta VALUES ('deferred_index:headings_folded', 'CREATE INDEX headings_folded ON headings(lower(name))');
+             PRAGMA foreign_keys = OFF;
+             INSERT INTO headings (note_id, name, line, level) VALUES (999, 'Orphan', 1, 2);
              PRAGMA user_version = 10;",
         )
         .unwrap();
     }
-    let store = open(tmp.path());
+    // A heading whose note is gone (written around the store) neither stops the upgrade nor
+    // goes unsaid.
+    let mut store = open(tmp.path());
+    let problems = store.verify().unwrap().problems;
+    assert!(problems.iter().any(|p| p.contains("headings row") && p.contains("missing notes row")), "{problems:?}");
+    rusqlite::Connection::open(&db).unwrap().execute("DELETE FROM headings WHERE note_id = 999", []).unwrap();
     assert_eq!(store.stats().unwrap().schema_version, lode_store::SCHEMA_VERSION);
     assert!(store.deferred_indexes().unwrap().is_empty());
     let fresh = tmp.path().join("fresh");
@@ -518,6 +525,16 @@ fn a_v10_store_gets_its_headings_paths_and_the_new_name_index() {
     assert_eq!(indexes(&db), indexes(&fresh.join("lode.db")));
     let found: Vec<(String, String)> = store.symbols("quorum", 10).unwrap().into_iter().map(|(p, n, _, _)| (p, n)).collect();
     assert_eq!(found, [("b.md".to_owned(), "Quorum size".to_owned()), ("dir/a.md".to_owned(), "Quorum rules".to_owned())]);
+    assert!(store.verify().unwrap().problems.is_empty(), "{:?}", store.verify().unwrap());
+
+    // An older lode still running beside the upgraded store writes headings without a path:
+    // the check says so and what mends it, and mending gives symbols their note's path again.
+    rusqlite::Connection::open(&db).unwrap().execute("UPDATE headings SET path = '' WHERE name = 'Quorum rules'", []).unwrap();
+    let problems = store.verify().unwrap().problems;
+    assert!(problems.iter().any(|p| p.contains("1 headings name another path") && p.contains("lode index")), "{problems:?}");
+    assert_eq!(store.mend_heading_paths().unwrap(), 1);
+    assert_eq!(store.mend_heading_paths().unwrap(), 0);
+    assert_eq!(store.symbols("quorum r", 10).unwrap()[0].0, "dir/a.md");
     assert!(store.verify().unwrap().problems.is_empty(), "{:?}", store.verify().unwrap());
 }
 

@@ -411,6 +411,32 @@ pub struct Verification {
 impl Store {
     /// Full consistency check: SQLite integrity, each full-text index against its table, and that every
     /// passage belongs to its note's current head version (never a half-indexed one).
+    /// Sets each heading's path to its note's where they differ: only a writer that predates
+    /// schema v11 (an older lode still running when a newer one upgraded the store) leaves them
+    /// so. Reads every heading; returns how many were mended. Symbol lookups read the path
+    /// from the heading.
+    pub fn mend_heading_paths(&mut self) -> Result<usize, StoreError> {
+        if self.opts.read_only {
+            return Ok(0);
+        }
+        let wrong: Vec<(i64, String)> = self.rows(
+            "SELECT h.id, n.path FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        if wrong.is_empty() {
+            return Ok(0);
+        }
+        let path = self.path.clone();
+        let err = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.write_tx().map_err(err)?;
+        for (id, note_path) in &wrong {
+            tx.prepare_cached("UPDATE headings SET path = ?2 WHERE id = ?1").map_err(err)?.execute(rusqlite::params![id, note_path]).map_err(err)?;
+        }
+        tx.commit().map_err(err)?;
+        Ok(wrong.len())
+    }
+
     pub fn verify(&self) -> Result<Verification, StoreError> {
         let mut problems = Vec::new();
         let integrity: String = self.conn.query_row("PRAGMA integrity_check(1)", [], |r| r.get(0)).map_err(|e| self.err(e))?;
@@ -472,7 +498,9 @@ impl Store {
             .query_row("SELECT count(*) FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path", [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         if misplaced > 0 {
-            problems.push(format!("{misplaced} headings name another path than their note's"));
+            problems.push(format!(
+                "{misplaced} headings name another path than their note's (written by an older lode beside this one): `lode index` mends them"
+            ));
         }
         Ok(Verification { problems })
     }

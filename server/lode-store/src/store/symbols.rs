@@ -35,6 +35,9 @@ impl Store {
     /// about 1.5 × `limit` distinct symbols per kind, index and spelling are kept; the rows a
     /// lookup turns down (repeats, decoys) are the only reads beyond that.
     pub fn symbols(&self, query: &str, limit: usize) -> Result<Vec<(String, String, usize, bool)>, StoreError> {
+        // One snapshot for every lookup: the substring lookup skips rows by the ids the prefix
+        // lookup read, and a save committed between the two may give a new heading a freed id.
+        let _snapshot = if self.conn.is_autocommit() { Some(self.conn.unchecked_transaction().map_err(|e| self.err(e))?) } else { None };
         let folded = query.to_lowercase();
         let short = query.chars().count() < 3;
         let matches = |s: &str| {
@@ -52,6 +55,8 @@ impl Store {
         type Sections = Vec<(String, String, i64)>;
         // The rows a prefix lookup read whole (notes' ids for titles, headings' for sections):
         // a substring lookup finds them again, and skips them before reading a row of theirs.
+        // (The substring lookup runs only when fewer than `limit` were kept, so the ranges were
+        // read whole whenever it runs; `None` guards the day that stops being so.)
         #[derive(Default)]
         struct Read {
             titles: Option<Vec<i64>>,

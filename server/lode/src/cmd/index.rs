@@ -38,6 +38,10 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
         progress.update(p.phase, p.done, p.total, p.path)
     })?;
     progress.finish();
+    let mended = store.mend_heading_paths()?;
+    if mended > 0 && !args.vault.json {
+        eprintln!("mended {mended} section names whose note path an older lode had left behind");
+    }
     let lexical_secs = started.elapsed().as_secs_f64();
     let lexical_end = Instant::now();
     let phase_seconds: serde_json::Map<String, serde_json::Value> = phases
