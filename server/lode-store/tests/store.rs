@@ -504,6 +504,7 @@ fn a_v10_store_gets_its_headings_paths_and_the_new_name_index() {
         let conn = rusqlite::Connection::open(&db).unwrap();
         conn.execute_batch(
             "DROP INDEX headings_folded;
+             DROP INDEX versions_lossy;
              ALTER TABLE headings DROP COLUMN path;
              INSERT INTO meta VALUES ('deferred_index:headings_folded', 'CREATE INDEX headings_folded ON headings(lower(name))');
              PRAGMA foreign_keys = OFF;
@@ -1463,4 +1464,22 @@ fn blind_symbol_lookups_find_exactly_the_names_holding_the_query() {
         }
     }
     assert!(failures.is_empty(), "{} failures:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// The count of notes indexed with replacement characters (`lode stats`, `lode index`, the
+/// server's status) counts heads only: a note made valid again leaves the count, though its
+/// old version stays in history.
+#[test]
+fn notes_whose_head_is_not_utf8_are_counted_by_their_head() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut store = open(tmp.path());
+    assert_eq!(store.stats().unwrap().lossy_notes, 0);
+    store.save_note("bad.md", b"# Bad\n\ncaf\xe9 au lait\n").unwrap();
+    store.save_note("also.md", b"# Also\n\n\xff\xfe text\n").unwrap();
+    store.save_note("good.md", b"# Good\n\nfine\n").unwrap();
+    assert_eq!(store.stats().unwrap().lossy_notes, 2);
+    store.save_note("bad.md", "# Bad\n\ncafé au lait\n".as_bytes()).unwrap();
+    assert_eq!(store.stats().unwrap().lossy_notes, 1);
+    store.delete_note("also.md").unwrap();
+    assert_eq!(store.stats().unwrap().lossy_notes, 0);
 }
