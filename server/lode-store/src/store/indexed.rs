@@ -78,6 +78,14 @@ pub(super) fn add_heading(tx: &Connection, note_id: i64, path: &str, name: &str,
     Ok(())
 }
 
+/// Sets a heading row's copy of its note's path. One row per statement: a statement that writes
+/// several rows of a table with an expression index opens a statement journal, which makes
+/// every full-text index flush its pending terms.
+pub(super) fn set_heading_path(tx: &Connection, id: i64, path: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached("UPDATE headings SET path = ?2 WHERE id = ?1")?.execute(params![id, path])?;
+    Ok(())
+}
+
 /// Removes every heading of a note, with their full-text rows.
 pub(super) fn remove_headings_of(tx: &Connection, note_id: i64) -> rusqlite::Result<()> {
     let rows: Vec<(i64, String)> = {

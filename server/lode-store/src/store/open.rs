@@ -408,9 +408,10 @@ pub struct Verification {
     pub problems: Vec<String>,
 }
 
+/// The heading rows whose copy of their note's path is not their note's path (schema v11).
+const MISPLACED_HEADINGS: &str = "FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path";
+
 impl Store {
-    /// Full consistency check: SQLite integrity, each full-text index against its table, and that every
-    /// passage belongs to its note's current head version (never a half-indexed one).
     /// Sets each heading's path to its note's where they differ: only a writer that predates
     /// schema v11 (an older lode still running when a newer one upgraded the store) leaves them
     /// so. Reads every heading; returns how many were mended. Symbol lookups read the path
@@ -420,7 +421,7 @@ impl Store {
             return Ok(0);
         }
         let wrong: Vec<(i64, String)> = self.rows(
-            "SELECT h.id, n.path FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path",
+            &format!("SELECT h.id, n.path {MISPLACED_HEADINGS}"),
             [],
             |r| Ok((r.get(0)?, r.get(1)?)),
         )?;
@@ -431,12 +432,14 @@ impl Store {
         let err = |e| StoreError::from_sqlite(&path, e);
         let tx = self.write_tx().map_err(err)?;
         for (id, note_path) in &wrong {
-            tx.prepare_cached("UPDATE headings SET path = ?2 WHERE id = ?1").map_err(err)?.execute(rusqlite::params![id, note_path]).map_err(err)?;
+            super::indexed::set_heading_path(&tx, *id, note_path).map_err(err)?;
         }
         tx.commit().map_err(err)?;
         Ok(wrong.len())
     }
 
+    /// Full consistency check: SQLite integrity, each full-text index against its table, and that every
+    /// passage belongs to its note's current head version (never a half-indexed one).
     pub fn verify(&self) -> Result<Verification, StoreError> {
         let mut problems = Vec::new();
         let integrity: String = self.conn.query_row("PRAGMA integrity_check(1)", [], |r| r.get(0)).map_err(|e| self.err(e))?;
@@ -495,7 +498,7 @@ impl Store {
         // A heading row repeats its note's path for symbol lookups (schema v11).
         let misplaced: i64 = self
             .conn
-            .query_row("SELECT count(*) FROM headings h JOIN notes n ON n.id = h.note_id WHERE h.path != n.path", [], |r| r.get(0))
+            .query_row(&format!("SELECT count(*) {MISPLACED_HEADINGS}"), [], |r| r.get(0))
             .map_err(|e| self.err(e))?;
         if misplaced > 0 {
             problems.push(format!(

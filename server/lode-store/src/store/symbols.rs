@@ -53,14 +53,13 @@ impl Store {
         let cap = ((limit + limit / 2).max(limit + 16)).min(SYMBOL_CANDIDATES.max(limit)) as i64;
         type Titles = Vec<(String, String)>;
         type Sections = Vec<(String, String, i64)>;
-        // The rows a prefix lookup read whole (notes' ids for titles, headings' for sections):
-        // a substring lookup finds them again, and skips them before reading a row of theirs.
-        // (The substring lookup runs only when fewer than `limit` were kept, so the ranges were
-        // read whole whenever it runs; `None` guards the day that stops being so.)
+        // The rows a prefix lookup read (notes' ids for titles, headings' for sections): each
+        // is among the answers already (a repeat's name and note are), so a substring lookup,
+        // which finds them again, skips them before reading a row of theirs.
         #[derive(Default)]
         struct Read {
-            titles: Option<Vec<i64>>,
-            sections: Option<Vec<i64>>,
+            titles: Vec<i64>,
+            sections: Vec<i64>,
         }
         let by_prefix = |prefix: &str| -> Result<(Titles, Sections, Read), StoreError> {
             let titles: Vec<(String, String, i64)> = self.rows(
@@ -69,7 +68,6 @@ impl Store {
                 params![prefix, cap],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )?;
-            let titles_whole = (titles.len() as i64) < cap;
             // A note may repeat a name any number of times: the rows are read until `cap`
             // distinct symbols are, so the repeats of one note never hide another note's.
             let mut seen = std::collections::HashSet::new();
@@ -84,11 +82,7 @@ impl Store {
                 },
                 cap,
             )?;
-            // Fewer kept than `cap`: the range ran out, every row of it was read.
-            let read = Read {
-                titles: titles_whole.then(|| titles.iter().map(|t| t.2).collect()),
-                sections: ((sections.len() as i64) < cap).then_some(ids),
-            };
+            let read = Read { titles: titles.iter().map(|t| t.2).collect(), sections: ids };
             Ok((
                 titles.into_iter().map(|(p, t, _)| (p, t)).collect(),
                 sections.into_iter().map(|(p, n, l, _)| (p, n, l)).collect(),
@@ -99,7 +93,7 @@ impl Store {
             let Some((fts, exact)) = trigram_match(query, || self.trigram_counts())? else {
                 return Ok((Vec::new(), Vec::new()));
             };
-            let titles = self.titles_matching(&fts, exact.as_deref(), &folded, read.titles.as_deref().unwrap_or_default(), cap)?;
+            let titles = self.titles_matching(&fts, exact.as_deref(), &folded, &read.titles, cap)?;
             // Checked where SQL could not (see `trigram_match`), and each symbol once.
             let mut seen = std::collections::HashSet::new();
             let sections = self.kept_rows(
@@ -107,7 +101,7 @@ impl Store {
                    WHERE headings_tri MATCH ?1
                     AND t.rowid NOT IN (SELECT value FROM json_each(?4))
                     AND (?3 IS NULL OR instr(lower(replace(h.name, char(8490), 'k')), ?3) > 0) LIMIT ?2",
-                params![fts, -1i64, exact, id_list(read.sections.as_deref().unwrap_or_default())],
+                params![fts, -1i64, exact, id_list(&read.sections)],
                 |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, i64>(2)?)),
                 |(p, n, _)| (exact.is_some() || n.to_lowercase().contains(&folded)) && seen.insert((p.clone(), n.clone())),
                 cap,
@@ -181,16 +175,7 @@ const SECTIONS_BY_PREFIX: &str = "SELECT h.path, h.name, h.line, h.id FROM headi
 
 /// Row ids as a JSON array, for `NOT IN (SELECT value FROM json_each(?))`.
 fn id_list(ids: &[i64]) -> String {
-    let mut s = String::with_capacity(ids.len() * 8 + 2);
-    s.push('[');
-    for (i, id) in ids.iter().enumerate() {
-        if i > 0 {
-            s.push(',');
-        }
-        s.push_str(&id.to_string());
-    }
-    s.push(']');
-    s
+    serde_json::to_string(ids).unwrap_or_else(|_| "[]".to_owned())
 }
 
 /// How often each trigram occurs in a sample of folded names: letters and digits each count

@@ -137,16 +137,14 @@ impl Store {
             params![id, to, stem_of(to), now_ms()],
         )
         .map_err(e)?;
-        // Heading rows repeat the path (symbol lookups read no note row). One row per statement:
-        // a statement that writes several rows of a table with an expression index opens a
-        // statement journal, which makes every full-text index flush its pending segment.
+        // Heading rows repeat the path (symbol lookups read no note row).
         let headings: Vec<i64> = {
             let mut st = tx.prepare_cached("SELECT id FROM headings WHERE note_id = ?1").map_err(e)?;
             let it = st.query_map([id], |r| r.get(0)).map_err(e)?;
             it.collect::<Result<_, _>>().map_err(e)?
         };
         for h in headings {
-            tx.prepare_cached("UPDATE headings SET path = ?2 WHERE id = ?1").map_err(e)?.execute(params![h, to]).map_err(e)?;
+            super::indexed::set_heading_path(&tx, h, to).map_err(e)?;
         }
         // Links written against the old path no longer name this note; links naming the new one do.
         tx.execute("UPDATE links SET target_note = NULL WHERE target_note = ?1", [id]).map_err(e)?;
