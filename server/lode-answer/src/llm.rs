@@ -83,6 +83,13 @@ impl LlmConfig {
             if std::env::var(var).map(|v| v.trim().is_empty()).unwrap_or(true) {
                 return Err(LlmError::Config(format!("environment variable {var} (api_key_env) is not set")));
             }
+            // A key crosses a network only encrypted: over https, or not at all (loopback).
+            if !self.endpoint.to_ascii_lowercase().starts_with("https://") && !crate::egress::is_loopback(&self.endpoint) {
+                return Err(LlmError::Config(format!(
+                    "endpoint {} is plain http and not on this machine: lode sends the key in {var} only over https or to loopback",
+                    self.endpoint
+                )));
+            }
         }
         Ok(())
     }
@@ -180,8 +187,10 @@ impl LlmConfig {
     /// Whether the endpoint answers at all: `GET {endpoint}/models` (the OpenAI-compatible model
     /// list), one attempt, at most 5 s. Ok with a one-line description of what answered.
     pub fn probe(&self) -> Result<String, LlmError> {
+        self.validate()?;
+        // No redirects: the key and the notes go to the endpoint named, never on to another host.
         let agent = ureq::Agent::new_with_config(
-            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).http_status_as_error(false).build(),
+            ureq::Agent::config_builder().timeout_global(Some(Duration::from_secs(5))).http_status_as_error(false).max_redirects(0).build(),
         );
         let url = format!("{}/models", self.endpoint.trim_end_matches('/'));
         let mut req = agent.get(&url);
@@ -204,6 +213,9 @@ impl LlmConfig {
             ureq::Agent::config_builder()
                 .timeout_global(Some(Duration::from_secs(self.timeout_secs.max(1))))
                 .http_status_as_error(false)
+                // No redirects: the key and the notes go to the endpoint named, never on to
+                // another host (a 307 would resend the body there).
+                .max_redirects(0)
                 .build(),
         )
     }

@@ -45,6 +45,15 @@ impl Default for FetchOptions {
     }
 }
 
+impl FetchOptions {
+    /// These options for a fetch a model asked for (its `fetch_url` tool): never loopback,
+    /// private, shared or link-local addresses, whatever the settings allow for the user's own
+    /// fetches (docs/security.md).
+    pub fn for_model(self) -> FetchOptions {
+        FetchOptions { allow_private: false, allow_loopback: false, ..self }
+    }
+}
+
 /// A fetched page as text a snapshot can hold.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Fetched {

@@ -74,6 +74,7 @@ impl Harness {
                 nli: None,
                 externals: lode_lsp::ExternalSettings::default(),
                 unload_after: None,
+                notices: Vec::new(),
             })
         });
         let (service, socket) = lode_lsp::build(settings, Some(vault.clone()));

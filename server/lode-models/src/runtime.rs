@@ -15,6 +15,14 @@ pub fn user_data_dir() -> Option<PathBuf> {
     Some(base.join("lode"))
 }
 
+/// lode's folder in the user's cache directory: `$XDG_CACHE_HOME/lode`, else `~/.cache/lode`.
+/// Files lode can make again live there (versions materialized for an editor to open).
+pub fn user_cache_dir() -> Option<PathBuf> {
+    let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("lode"))
+}
+
 /// Where lode looks for `libonnxruntime.so`: the configured path if there is one, else
 /// `ORT_DYLIB_PATH` if set (either is used alone: a wrong explicit setting is an error, not a
 /// reason to load some other library), else `.lode-tools/onnxruntime/` of the repository the

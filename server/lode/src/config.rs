@@ -1,13 +1,20 @@
-//! Settings: defaults, overridden by `<vault>/.lode/config.toml`, overridden by flags.
+//! Settings: defaults, overridden by the user's own config, overridden by what the vault's
+//! `.lode/config.toml` may set (docs/security.md), overridden by flags.
+//!
+//! Invariant: a setting that loads code, sends data off the machine, chooses where credentials
+//! go or raises a limit is taken from a vault's config only when the user approved that folder
+//! with exactly those settings (`lode trust`); otherwise it is ignored and said once.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use lode_core::ChunkConfig;
 use lode_store::{SearchOptions, StoreOptions};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Deserialize)]
+use crate::trust::{self, Approval};
+
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub chunk: ChunkSection,
@@ -22,12 +29,62 @@ pub struct Config {
     pub gate: GateSection,
     /// The team's shared tier, searched beside this vault (`lode publish` makes one).
     pub shared: Option<SharedSection>,
+    /// What only the user's own config may say (ignored in a vault's config).
+    pub trust: TrustSection,
+    /// What the vault's config asked for that was not honoured, and why (not a setting).
+    #[serde(skip)]
+    pub report: TrustReport,
+}
+
+/// `[trust]`, read from the user's config only.
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TrustSection {
+    /// Environment variables an approved vault's `[llm] api_key_env` may name (the user
+    /// config's own `[llm] api_key_env` is allowed without being listed).
+    pub api_key_env: Vec<String>,
+}
+
+/// What a vault's config asked for beyond what a folder may set, and whether the user approved it.
+#[derive(Debug, Clone, Default)]
+pub struct TrustReport {
+    /// The vault folder (canonical) and its config file.
+    pub folder: PathBuf,
+    pub file: PathBuf,
+    /// The settings not honoured, as the user reads them (`[llm]`, `[models] runtime`, ...).
+    pub ignored: Vec<String>,
+    /// The guarded settings and limits the vault's config holds, one `[section] key = value`
+    /// each: what `lode trust` approves.
+    pub guarded: Vec<String>,
+    /// SHA-256 of those settings (`None`: the vault's config holds none).
+    pub hash: Option<String>,
+    pub approval: Option<Approval>,
+    /// The user config's own `[models] mirror` (a hub token may go there).
+    pub user_mirror: Option<String>,
+    /// The user config, when there is one.
+    pub user_file: Option<PathBuf>,
+}
+
+impl TrustReport {
+    /// The one line said when settings were ignored: which, and the command that approves them.
+    pub fn notice(&self) -> Option<String> {
+        if self.ignored.is_empty() {
+            return None;
+        }
+        let changed = if self.approval == Some(Approval::Changed) { " (they changed since you approved this folder)" } else { "" };
+        Some(format!(
+            "lode: ignoring settings in {} that a folder may not set without your approval{changed}: {}; to approve them run `lode trust --vault {}` (docs/security.md)",
+            self.file.display(),
+            self.ignored.join(", "),
+            self.folder.display()
+        ))
+    }
 }
 
 /// `[shared] index = "s3://bucket/prefix"` (or a folder): a vault published with `lode
 /// publish`, searched in place and read-only. Credentials never go here: they come from the
 /// environment, `~/.aws/credentials` or the instance's role.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SharedSection {
     pub index: String,
@@ -55,7 +112,7 @@ impl SharedSection {
 /// Your own words that mark parts of a note as not asserting what they say, added to the
 /// built-in lists (`server/lode-core/data/context-words.txt`): headings in another language,
 /// your team's lead-ins. See docs/gate.md.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct GateSection {
     /// A line under a heading holding one of these is not stated as fact ("Mythen", "Verworfen").
@@ -88,7 +145,7 @@ impl GateSection {
 }
 
 /// Linked web pages: how they are fetched, and when a snapshot counts as stale.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ExternalsSection {
     /// A snapshot older than this many days (since a fetch last confirmed it) is stale.
@@ -139,7 +196,7 @@ impl ExternalsSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ModelsSection {
     /// Folder of model folders [default: $LODE_MODELS, else .lode-tools/models of the checkout the
@@ -216,7 +273,7 @@ impl ModelsSection {
     }
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AnswerSection {
     /// Passages retrieved as context for an answer.
@@ -234,14 +291,14 @@ impl Default for AnswerSection {
     }
 }
 
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct EgressSection {
     /// Globs of vault-relative paths never sent to a remote model.
     pub no_egress: Vec<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ChunkSection {
     /// Passage budget in tokens (words; CJK characters count one each).
@@ -250,14 +307,14 @@ pub struct ChunkSection {
     pub overlap_tokens: usize,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct IndexSection {
     /// Files over this many megabytes are skipped with a warning.
     pub max_file_mb: u64,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SearchSection {
     pub limit: usize,
@@ -283,6 +340,8 @@ impl Default for Config {
             externals: ExternalsSection::default(),
             gate: GateSection::default(),
             shared: None,
+            trust: TrustSection::default(),
+            report: TrustReport::default(),
         }
     }
 }
@@ -313,27 +372,30 @@ pub fn state_dir(vault: &Path) -> PathBuf {
 }
 
 impl Config {
-    /// Reads `<vault>/.lode/config.toml` when it exists.
+    /// The settings for the vault at `vault` (canonical): defaults, the user's config, then what
+    /// `<vault>/.lode/config.toml` may set (docs/security.md).
     pub fn load(vault: &Path) -> Result<Config> {
         let path = state_dir(vault).join("config.toml");
-        match std::fs::read_to_string(&path) {
-            Ok(text) => {
-                let mut c = Config::parse(&text, &path)?;
-                // A shared tier given as a relative folder is the vault's neighbour, wherever
-                // the command or the editor's server was started.
-                if let Some(s) = c.shared.as_mut().filter(|s| !s.index.contains("://") && Path::new(&s.index).is_relative()) {
-                    s.index = vault.join(&s.index).to_string_lossy().into_owned();
-                }
-                Ok(c)
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Config::default()),
+        match std::fs::read(&path) {
+            Ok(bytes) => Config::layered(vault, Some(&bytes)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::layered(vault, None),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
         }
     }
 
-    /// The settings in `text`, the contents of the config file at `path` (named in errors).
-    pub fn parse(text: &str, path: &Path) -> Result<Config> {
-        toml::from_str(text).with_context(|| format!("invalid settings in {}", path.display()))
+    /// [`Config::load`] with the vault config's bytes given (`None`: it has none): the language
+    /// server reads them again when the file changes.
+    pub fn layered(vault: &Path, vault_bytes: Option<&[u8]>) -> Result<Config> {
+        let user = read_user_config()?;
+        let vault_file = state_dir(vault).join("config.toml");
+        let vault_table = match vault_bytes {
+            Some(b) => {
+                let text = std::str::from_utf8(b).with_context(|| format!("invalid settings in {}: not UTF-8", vault_file.display()))?;
+                text.parse::<toml::Table>().with_context(|| format!("invalid settings in {}", vault_file.display()))?
+            }
+            None => toml::Table::new(),
+        };
+        layer(vault, &vault_file, user, vault_table)
     }
 
     pub fn store_options(&self) -> StoreOptions {
@@ -373,6 +435,221 @@ impl Config {
             ..SearchOptions::default()
         }
     }
+}
+
+/// The user's config as a table, and its path (`None`: there is none).
+fn read_user_config() -> Result<Option<(toml::Table, PathBuf)>> {
+    let Some(path) = trust::user_config_path() else { return Ok(None) };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => {
+            let t = text.parse::<toml::Table>().with_context(|| format!("invalid settings in your user config {}", path.display()))?;
+            Ok(Some((t, path)))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read your user config {}", path.display())),
+    }
+}
+
+/// How a key of a vault's config is taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// Shapes results only: taken as written.
+    Free,
+    /// A list that makes lode stricter: added to the user's.
+    Union,
+    /// Loads code, sends data off the machine or chooses where credentials go: needs approval.
+    Guarded,
+    /// A limit: may be lowered freely; raising it needs approval.
+    Lower,
+    /// A threshold: may be raised freely; lowering it needs approval.
+    Raise,
+    /// Only the user's own config may say it.
+    UserOnly,
+}
+
+/// A model named as a folder under the user's models folder (not a path of the vault's choosing).
+fn plain_model_name(v: &toml::Value) -> bool {
+    v.as_str().is_some_and(|n| {
+        let n = n.trim();
+        n.is_empty() || (n != "." && n != ".." && !n.contains(['/', '\\', ':', '\0']) && !n.starts_with('~'))
+    })
+}
+
+fn class(section: &str, key: &str, value: &toml::Value) -> Class {
+    match (section, key) {
+        ("trust", _) => Class::UserOnly,
+        ("llm" | "shared", _) => Class::Guarded,
+        ("models", "dir" | "runtime" | "mirror") => Class::Guarded,
+        ("models", "embedder" | "reranker" | "nli") if !plain_model_name(value) => Class::Guarded,
+        ("models", "threads" | "window_tokens") => Class::Lower,
+        ("externals", "allow_private" | "allow_loopback") if value.as_bool() != Some(false) => Class::Guarded,
+        ("externals", "timeout_secs" | "max_mb" | "max_redirects") => Class::Lower,
+        ("externals", "no_egress_domains") | ("egress", "no_egress") | ("gate", _) => Class::Union,
+        ("index", "max_file_mb") => Class::Lower,
+        ("answer", "entailment_threshold") => Class::Raise,
+        _ => Class::Free,
+    }
+}
+
+/// A TOML value as the user reads it on one line.
+fn shown(v: &toml::Value) -> String {
+    let s = match v {
+        toml::Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    };
+    if s.chars().count() > 80 {
+        format!("{}…", s.chars().take(80).collect::<String>())
+    } else {
+        s
+    }
+}
+
+/// JSON with every object's keys sorted, whatever order the parser kept: the hash of the same
+/// settings is the same.
+fn canonical(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => {
+            let mut keys: Vec<&String> = t.keys().collect();
+            keys.sort();
+            let inner: Vec<String> = keys.iter().map(|k| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), canonical(&t[k.as_str()]))).collect();
+            format!("{{{}}}", inner.join(","))
+        }
+        toml::Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        other => serde_json::to_string(other).unwrap_or_default(),
+    }
+}
+
+/// Defaults ← the user's table ← the vault's table as the folder may set it.
+fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, vault_table: toml::Table) -> Result<Config> {
+    let (user_table, user_file) = match user {
+        Some((t, p)) => (t, Some(p)),
+        None => (toml::Table::new(), None),
+    };
+    let base: Config = toml::Value::Table(user_table.clone())
+        .try_into()
+        .with_context(|| format!("invalid settings in your user config {}", user_file.as_deref().unwrap_or(Path::new("?")).display()))?;
+    let base_json = serde_json::to_value(&base).unwrap_or_default();
+
+    // The guarded settings and limits of the vault's config, for the approval's hash.
+    let mut guarded = toml::Table::new();
+    let mut guarded_lines = Vec::new();
+    for (section, v) in &vault_table {
+        let Some(t) = v.as_table() else { continue };
+        for (key, value) in t {
+            if matches!(class(section, key, value), Class::Guarded | Class::Lower | Class::Raise) {
+                guarded.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())).as_table_mut().map(|s| s.insert(key.clone(), value.clone()));
+                guarded_lines.push(format!("[{section}] {key} = {}", shown(value)));
+            }
+        }
+    }
+    let hash = (!guarded.is_empty()).then(|| trust::sha256_hex(canonical(&toml::Value::Table(guarded)).as_bytes()));
+    let approval = hash.as_ref().map(|h| trust::approval(vault, h));
+    let approved = approval == Some(Approval::Current);
+
+    let mut merged = user_table.clone();
+    let mut ignored: Vec<String> = Vec::new();
+    for (section, v) in &vault_table {
+        let Some(t) = v.as_table() else {
+            // Not a section: deserialization names it.
+            merged.insert(section.clone(), v.clone());
+            continue;
+        };
+        let mut whole_section_ignored = false;
+        for (key, value) in t {
+            let class = class(section, key, value);
+            let base_v = base_json.get(section).and_then(|s| s.get(key));
+            let take = match class {
+                Class::Free => Some(value.clone()),
+                Class::Union => {
+                    let mut list: Vec<toml::Value> = user_table.get(section).and_then(|s| s.get(key)).and_then(|l| l.as_array()).cloned().unwrap_or_default();
+                    match value.as_array() {
+                        Some(a) => list.extend(a.iter().cloned()),
+                        None => list.push(value.clone()),
+                    }
+                    Some(toml::Value::Array(list))
+                }
+                Class::UserOnly => {
+                    ignored.push(format!("[{section}] {key} (only your user config may set it)"));
+                    None
+                }
+                Class::Guarded if approved => Some(value.clone()),
+                Class::Guarded => {
+                    if matches!(section.as_str(), "llm" | "shared") {
+                        whole_section_ignored = true;
+                    } else {
+                        ignored.push(format!("[{section}] {key}"));
+                    }
+                    None
+                }
+                Class::Lower | Class::Raise if approved => Some(value.clone()),
+                Class::Lower | Class::Raise => {
+                    let (Some(want), Some(have)) = (value.as_float().or(value.as_integer().map(|i| i as f64)), base_v.and_then(|b| b.as_f64())) else {
+                        // Not a number: deserialization names it.
+                        merged_section(&mut merged, section).insert(key.clone(), value.clone());
+                        continue;
+                    };
+                    let stricter = if class == Class::Lower { want <= have } else { want >= have };
+                    if stricter {
+                        Some(value.clone())
+                    } else {
+                        ignored.push(format!("[{section}] {key} = {} (kept at {})", shown(value), base_v.map(|b| b.to_string()).unwrap_or_default()));
+                        None
+                    }
+                }
+            };
+            if let Some(v) = take {
+                merged_section(&mut merged, section).insert(key.clone(), v);
+            }
+        }
+        if whole_section_ignored {
+            ignored.push(format!("[{section}]"));
+        }
+    }
+
+    let mut c: Config = toml::Value::Table(merged).try_into().with_context(|| format!("invalid settings in {}", vault_file.display()))?;
+    // `[trust]` is the user's alone, whatever the merge did.
+    c.trust = base.trust.clone();
+
+    // A key goes only where the user sent it: the variable is the user config's own key for
+    // the user config's own endpoint, or one its `[trust] api_key_env` lists.
+    let user_llm = base.llm.as_ref().map(|l| (l.api_key_env.clone(), l.endpoint.clone()));
+    if let Some(llm) = c.llm.as_mut() {
+        if let Some(var) = llm.api_key_env.clone() {
+            let users_own = user_llm.as_ref().is_some_and(|(k, e)| k.as_deref() == Some(var.as_str()) && e == &llm.endpoint);
+            if !users_own && !base.trust.api_key_env.iter().any(|v| v == &var) {
+                llm.api_key_env = None;
+                ignored.push(format!(
+                    "[llm] api_key_env = {} (your user config allows no such key: list it under [trust] api_key_env)",
+                    serde_json::to_string(&var).unwrap_or_default()
+                ));
+            }
+        }
+    }
+
+    // A shared tier given as a relative folder is the vault's neighbour, wherever the command
+    // or the editor's server was started.
+    if let Some(s) = c.shared.as_mut().filter(|s| !s.index.contains("://") && Path::new(&s.index).is_relative()) {
+        s.index = vault.join(&s.index).to_string_lossy().into_owned();
+    }
+    c.report = TrustReport {
+        folder: vault.to_path_buf(),
+        file: vault_file.to_path_buf(),
+        ignored,
+        guarded: guarded_lines,
+        hash,
+        approval,
+        user_mirror: base.models.mirror.clone(),
+        user_file,
+    };
+    Ok(c)
+}
+
+fn merged_section<'a>(merged: &'a mut toml::Table, section: &str) -> &'a mut toml::Table {
+    let entry = merged.entry(section.to_owned()).or_insert_with(|| toml::Value::Table(toml::Table::new()));
+    if !entry.is_table() {
+        *entry = toml::Value::Table(toml::Table::new());
+    }
+    entry.as_table_mut().expect("made a table above")
 }
 
 #[cfg(test)]
@@ -419,10 +696,85 @@ mod tests {
             ("s3://team/handbook", "s3://team/handbook".to_owned()),
             ("/srv/tier", "file:///srv/tier".to_owned()),
         ] {
-            std::fs::write(vault.join(".lode/config.toml"), format!("[shared]\nindex = \"{index}\"\n")).unwrap();
-            let c = Config::load(&vault).unwrap();
+            let user: toml::Table = format!("[shared]\nindex = \"{index}\"\n").parse().unwrap();
+            let c = layer(&vault, &vault.join(".lode/config.toml"), Some((user, PathBuf::from("user.toml"))), toml::Table::new()).unwrap();
             assert_eq!(c.shared.unwrap().config().uri, want, "{index}");
         }
+    }
+
+    /// What a folder may set on its own, what it may only make stricter, and what it may not set
+    /// at all without approval: by class, each spelling a vault could use.
+    #[test]
+    fn a_folder_sets_only_what_it_may() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = dir.path();
+        let run = |user: &str, folder: &str| {
+            let u: toml::Table = user.parse().unwrap();
+            let f: toml::Table = folder.parse().unwrap();
+            layer(vault, &vault.join(".lode/config.toml"), Some((u, PathBuf::from("user.toml"))), f).unwrap()
+        };
+        // Guarded: ignored, and named.
+        for folder in [
+            "[models]\nruntime = \"/tmp/evil.so\"\n",
+            "models.runtime = \"/tmp/evil.so\"\n",
+            "[models]\ndir = \"models\"\n",
+            "[models]\nmirror = \"http://127.0.0.1:9/\"\n",
+            "[models]\nembedder = \"../../tmp/m\"\n",
+            "[models]\nnli = \"/abs/nli\"\n",
+            "[models]\nreranker = \"..\"\n",
+            "[models]\nembedder = \"C:\\\\m\"\n",
+            "[llm]\nendpoint = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+            "llm = { endpoint = \"https://evil.example/v1\", model = \"m\" }\n",
+            "[shared]\nindex = \"s3://b/p\"\noptions = { endpoint = \"http://127.0.0.1:9\" }\n",
+            "[externals]\nallow_loopback = true\n",
+            "[externals]\nallow_private = true\n",
+            "[trust]\napi_key_env = [\"AWS_SECRET_ACCESS_KEY\"]\n",
+        ] {
+            let c = run("", folder);
+            let d = Config::default();
+            assert!(c.report.notice().is_some_and(|n| n.contains("lode trust")), "{folder}: {:?}", c.report);
+            assert!(c.llm.is_none() && c.shared.is_none(), "{folder}");
+            assert_eq!((c.models.runtime, c.models.dir, c.models.mirror), (None, None, None), "{folder}");
+            assert_eq!((c.models.embedder, c.models.reranker, c.models.nli), (d.models.embedder, None, None), "{folder}");
+            assert!(!c.externals.allow_loopback && !c.externals.allow_private, "{folder}");
+            assert!(c.trust.api_key_env.is_empty(), "{folder}");
+        }
+        // Limits: lowered freely, raised only with approval (kept at the user's value).
+        let c = run("[index]\nmax_file_mb = 20\n", "[index]\nmax_file_mb = 500\n[externals]\nmax_mb = 1\ntimeout_secs = 5000\n[models]\nthreads = 64\n");
+        assert_eq!(c.index.max_file_mb, 20);
+        assert_eq!(c.externals.max_mb, 1.0);
+        assert_eq!(c.externals.timeout_secs, Config::default().externals.timeout_secs);
+        assert_eq!(c.models.threads, Config::default().models.threads.min(64));
+        assert!(c.report.notice().unwrap().contains("max_file_mb"));
+        let c = run("", "[answer]\nentailment_threshold = 0.0\n");
+        assert_eq!(c.answer.entailment_threshold, Config::default().answer.entailment_threshold, "a folder cannot loosen the gate");
+        let c = run("", "[answer]\nentailment_threshold = 0.99\n");
+        assert_eq!(c.answer.entailment_threshold, 0.99, "but it can tighten it");
+        assert!(c.report.notice().is_none());
+        // Stricter lists add to the user's; free settings and plain model names are taken.
+        let c = run("[egress]\nno_egress = [\"hr/\"]\n", "[egress]\nno_egress = [\"legal/\"]\n[externals]\nallow_loopback = false\nno_egress_domains = [\"corp.example\"]\n[models]\nembedder = \"bge-small-en-v1.5\"\n[search]\nlimit = 3\n");
+        assert_eq!(c.egress.no_egress, ["hr/", "legal/"]);
+        assert_eq!(c.externals.no_egress_domains, ["corp.example"]);
+        assert_eq!((c.models.embedder.as_str(), c.search.limit), ("bge-small-en-v1.5", 3));
+        assert!(c.report.notice().is_none(), "{:?}", c.report);
+        // The user's own settings are the user's.
+        let c = run("[models]\nruntime = \"/opt/ort/libonnxruntime.so\"\n[externals]\nallow_loopback = true\n", "");
+        assert_eq!(c.models.runtime.as_deref(), Some(Path::new("/opt/ort/libonnxruntime.so")));
+        assert!(c.externals.allow_loopback && c.report.notice().is_none());
+    }
+
+    /// A key variable goes only where the user sent it.
+    #[test]
+    fn a_key_goes_only_where_the_user_sent_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let vault = dir.path();
+        let user: toml::Table = "[llm]\nendpoint = \"https://api.example/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"\n".parse().unwrap();
+        let c = layer(vault, &vault.join("c.toml"), Some((user.clone(), PathBuf::from("u"))), toml::Table::new()).unwrap();
+        assert_eq!(c.llm.unwrap().api_key_env.as_deref(), Some("MY_KEY"));
+        // A folder that names a key variable (unapproved) gets nothing of it.
+        let f: toml::Table = "[llm]\nendpoint = \"https://evil.example/v1\"\nmodel = \"m\"\napi_key_env = \"MY_KEY\"\n".parse().unwrap();
+        let c = layer(vault, &vault.join("c.toml"), Some((user, PathBuf::from("u"))), f).unwrap();
+        assert_eq!(c.llm.as_ref().map(|l| l.endpoint.as_str()), Some("https://api.example/v1"), "the user's endpoint stays");
     }
 
     #[test]

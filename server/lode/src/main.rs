@@ -4,6 +4,7 @@ mod cmd;
 mod config;
 mod models;
 mod progress;
+mod trust;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -51,6 +52,8 @@ enum Command {
     /// Mirror the web pages notes link to, list them and their age, show one
     #[command(subcommand)]
     Externals(cmd::externals::ExternalsCommand),
+    /// Approve this folder's guarded settings (an LLM, a runtime library, a bucket; see docs/security.md)
+    Trust(cmd::trust::TrustArgs),
     /// Check the binary, runtime, models, settings, index, egress rules (and the LLM with --llm)
     Doctor(cmd::doctor::DoctorArgs),
     /// Measure retrieval quality on a BEIR-format data set
@@ -71,6 +74,7 @@ fn main() -> ExitCode {
         Command::Publish(a) => cmd::publish::run(a),
         Command::Setup(a) => cmd::setup::run(a),
         Command::Doctor(a) => cmd::doctor::run(a),
+        Command::Trust(a) => cmd::trust::run(a),
         Command::Externals(c) => cmd::externals::run(c),
         Command::Ask(a) => cmd::ask::run(a),
         Command::Gate(a) => cmd::gate::run(a),

@@ -9,6 +9,11 @@ M.config = {
   filetypes = { 'markdown' },
   -- The vault is the nearest folder holding one of these, else the buffer's folder.
   root_markers = { '.lode', '.git', '.obsidian' },
+  -- A folder whose .lode/config.toml holds settings it may not set without your approval (an
+  -- LLM endpoint, a runtime library, a bucket: docs/security.md): 'ask' asks once per session
+  -- before starting lode there; 'restricted' starts lode without asking (lode ignores those
+  -- settings until you run `lode trust`).
+  trust = 'ask',
 }
 
 -- The last buffer holding a file that the user was in. `:checkhealth` reports on it, because by
@@ -65,8 +70,57 @@ end
 -- Client ids by root, for Neovim 0.7 (vim.lsp.start keeps this bookkeeping itself).
 local started = {}
 
+-- The folder's trust, asked of lode itself: nil when nothing is ignored, else lode's one-line
+-- notice. `lode trust --status` exits 3 when the folder's config holds settings lode ignores.
+function M.trust_notice(root)
+  local exe = M.config.cmd[1]
+  if vim.fn.executable(exe) ~= 1 then return nil end
+  local out = vim.fn.system({ exe, 'trust', '--status', '--json', '--vault', root })
+  if vim.v.shell_error ~= 3 then return nil end
+  local ok, status = pcall(vim.fn.json_decode, out)
+  if ok and type(status) == 'table' and type(status.notice) == 'string' then return status.notice end
+  return 'lode: this folder holds settings that need your approval (`lode trust`)'
+end
+
+-- Roots asked about this session: 'approved', 'restricted' or 'off'.
+local decided = {}
+
+local attach_now
+
 local function attach(bufnr)
   local root = M.root_for(bufnr)
+  if decided[root] == 'off' then return end
+  if decided[root] == nil then
+    local notice = M.trust_notice(root)
+    if notice == nil then
+      decided[root] = 'approved'
+    elseif M.config.trust ~= 'ask' then
+      decided[root] = 'restricted'
+      vim.notify(notice, vim.log.levels.WARN)
+    else
+      decided[root] = 'asking'
+      vim.schedule(function()
+        vim.ui.select({ 'Approve (lode trust)', 'Start restricted', "Don't start" }, { prompt = notice }, function(choice)
+          if choice == 'Approve (lode trust)' then
+            vim.fn.system({ M.config.cmd[1], 'trust', '--vault', root })
+            decided[root] = vim.v.shell_error == 0 and 'approved' or 'restricted'
+          elseif choice == 'Start restricted' then
+            decided[root] = 'restricted'
+          else
+            decided[root] = 'off'
+            return
+          end
+          if vim.api.nvim_buf_is_valid(bufnr) then attach_now(bufnr, root) end
+        end)
+      end)
+      return
+    end
+  end
+  if decided[root] == 'asking' then return end
+  attach_now(bufnr, root)
+end
+
+attach_now = function(bufnr, root)
   if vim.lsp.start then
     -- vim.lsp.start reuses the client with the same name and root, and attaches the current
     -- buffer (0.8 has no bufnr option), hence nvim_buf_call.

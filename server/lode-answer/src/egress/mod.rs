@@ -6,7 +6,7 @@ mod nested;
 mod secrets;
 
 pub use nested::NestedRules;
-pub use secrets::{redact, redact_question};
+pub use secrets::{redact, redact_question, secret_spans};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};
 use serde_json::Value;

@@ -228,8 +228,31 @@ pub fn redact(text: &str) -> (String, usize) {
     (out, count)
 }
 
+/// Where `text` holds secrets, and their kinds: the findings of one pass of [`redact`], merged.
+/// For a publisher that must keep back exactly the passages holding one (`lode publish`); a
+/// caller that masks these ranges should check the result with [`redact`], which may find more.
+pub fn secret_spans(text: &str) -> Vec<(Range<usize>, &'static str)> {
+    findings(text).into_iter().map(|h| (h.range, h.kind)).collect()
+}
+
 /// One pass of [`redact`].
 fn redact_once(text: &str) -> (String, usize) {
+    let merged = findings(text);
+    let mut out = String::with_capacity(text.len());
+    let mut at = 0;
+    for h in &merged {
+        out.push_str(&text[at..h.range.start]);
+        out.push_str("[REDACTED:");
+        out.push_str(h.kind);
+        out.push(']');
+        at = h.range.end;
+    }
+    out.push_str(&text[at..]);
+    (out, merged.len())
+}
+
+/// The findings of one pass, merged where they overlap, in order.
+fn findings(text: &str) -> Vec<Hit> {
     // Rules run on the text with each existing marker masked as a run of U+0001 as long as the
     // marker: an opaque run that is neither space nor word nor in any rule's character class, so
     // its `:` and brackets cannot change how the text around it parses, and it cannot lengthen a
@@ -291,18 +314,7 @@ fn redact_once(text: &str) -> (String, usize) {
             _ => merged.push(h),
         }
     }
-
-    let mut out = String::with_capacity(text.len());
-    let mut at = 0;
-    for h in &merged {
-        out.push_str(&text[at..h.range.start]);
-        out.push_str("[REDACTED:");
-        out.push_str(h.kind);
-        out.push(']');
-        at = h.range.end;
-    }
-    out.push_str(&text[at..]);
-    (out, merged.len())
+    merged
 }
 
 /// Redacts a question before it goes to a remote model: the question leaves the machine too, and

@@ -87,11 +87,18 @@ pub(crate) fn synthesize(
             let mut user = format!("Question: {q}\n\nSources:\n");
             let mut sent: Vec<i64> = Vec::new();
             let mut counted: std::collections::HashSet<&String> = std::collections::HashSet::new();
+            // What the model reads that may not leave the machine: a model that read it gets no
+            // network tool, or its choice of URLs could carry it out (docs/security.md). Only a
+            // local model sees such text (a remote one gets neither withheld notes nor secrets).
+            let mut holds_withheld = visible.iter().any(|i| i.withheld.is_some()) || (!remote && egress::redact_question(question).1 > 0);
             for (n, (vid, range, its)) in blocks.iter().enumerate() {
                 let label = format!("S{}", n + 1);
                 labels.insert(label.clone(), vid.clone());
                 let redacted = &sendable[vid];
                 let text = redacted.window(range.clone());
+                if !remote && !holds_withheld && egress::redact(&text).1 > 0 {
+                    holds_withheld = true;
+                }
                 if counted.insert(vid) {
                     redactions += redacted.count;
                 }
@@ -101,7 +108,14 @@ pub(crate) fn synthesize(
                 user.push_str(&format!("\n[{label}] {title}\n{text}\n"));
                 sent.extend(its.iter().map(|i| i.passage_id));
             }
-            let tools = cfg.fetcher.as_ref().filter(|_| llm.tools);
+            let tools = cfg.fetcher.as_ref().filter(|_| llm.tools && !holds_withheld);
+            if llm.tools && cfg.fetcher.is_some() && holds_withheld {
+                let why = "the model was offered no web tool: its context holds text withheld from remote models (a no-egress note or a secret)";
+                notice = Some(match notice.take() {
+                    Some(n) => format!("{n}; {why}"),
+                    None => why.to_owned(),
+                });
+            }
             if blocks.is_empty() && tools.is_none() {
                 Vec::new()
             } else {

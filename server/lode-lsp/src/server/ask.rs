@@ -467,8 +467,8 @@ impl std::fmt::Debug for ServerFetcher {
 
 impl lode_answer::Fetcher for ServerFetcher {
     fn fetch_snapshot(&self, url: &str, cancel: Option<&Arc<std::sync::atomic::AtomicBool>>) -> std::result::Result<lode_answer::StoredPage, String> {
-        // A model's fetch never reaches private networks, whatever `allow_private` says.
-        let opts = lode_externals::FetchOptions { allow_private: false, cancel: cancel.cloned(), ..self.0.settings.externals.fetch.clone() };
+        // A model's fetch never reaches loopback or private networks, whatever the settings say.
+        let opts = lode_externals::FetchOptions { cancel: cancel.cloned(), ..self.0.settings.externals.fetch.clone() }.for_model();
         let fetched = lode_externals::fetch(url, &opts);
         // Not through the writer: a cancelled ask waits behind no queued save.
         if matches!(fetched, Err(lode_externals::FetchError::Cancelled)) {

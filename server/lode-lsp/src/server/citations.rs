@@ -205,7 +205,7 @@ impl Backend {
                 let hb = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
                 let ht = String::from_utf8_lossy(&hb).into_owned();
                 if let Some((r, _)) = lode_core::gate::locate(&ht, &quote) {
-                    let file = materialize(&store, &head, &hb)?;
+                    let file = materialize(&head, &hb)?;
                     let _ = path;
                     return Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&Rope::from_str(&ht), r, enc) });
                 }
@@ -231,7 +231,7 @@ impl Backend {
                 }
             }
             // Otherwise the cited version itself, materialized read-only.
-            let file = materialize(&store, &c.version_id, &body)?;
+            let file = materialize(&c.version_id, &body)?;
             let rope = Rope::from_str(&String::from_utf8_lossy(&body));
             Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&rope, c.span.clone(), enc) })
         })
@@ -240,18 +240,47 @@ impl Backend {
     }
 }
 
-/// Writes a version's bytes read-only under the state folder (`.lode/versions/`, which nothing
-/// indexes), once: where goto opens text that has no file of its own.
-fn materialize(store: &Store, version_id: &str, body: &[u8]) -> std::result::Result<std::path::PathBuf, String> {
-    let dir = store.path().parent().map(|d| d.join("versions")).ok_or("no state folder")?;
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let file = dir.join(format!("{version_id}.md"));
-    if !file.exists() {
-        std::fs::write(&file, body).map_err(|e| e.to_string())?;
-        let mut perms = std::fs::metadata(&file).map_err(|e| e.to_string())?.permissions();
-        perms.set_readonly(true);
-        let _ = std::fs::set_permissions(&file, perms);
+/// Writes a version's bytes read-only to `<cache>/lode/versions/<id>.md`, where goto opens text
+/// that has no file of its own, without following any link (docs/security.md): never inside the
+/// vault, whose `.lode/` may come with a clone; the folder is lode's own (created 0700, checked
+/// to be a real directory); the file is written under a fresh name (`O_EXCL` refuses a planted
+/// link) and renamed into place, which replaces a link rather than writing through it; a file
+/// found there already is used only if it is a regular file holding exactly these bytes.
+fn materialize(version_id: &str, body: &[u8]) -> std::result::Result<std::path::PathBuf, String> {
+    use std::io::Write;
+    if version_id.is_empty() || !version_id.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(format!("version id {version_id:?} is not hex"));
     }
+    let dir = lode_models::user_cache_dir().ok_or("neither XDG_CACHE_HOME nor HOME is set: no folder to open the version from")?.join("versions");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
+    }
+    #[cfg(not(unix))]
+    let _ = std::fs::create_dir_all(&dir);
+    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    if !meta.file_type().is_dir() {
+        return Err(format!("{} is not a directory lode made (a link or a file): nothing is written there", dir.display()));
+    }
+    let file = dir.join(format!("{version_id}.md"));
+    match std::fs::symlink_metadata(&file) {
+        Ok(m) if m.file_type().is_file() && std::fs::read(&file).is_ok_and(|b| b == body) => return Ok(file),
+        _ => {}
+    }
+    let tmp = dir.join(format!(".{version_id}.{}.tmp", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(body));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(format!("cannot write {}: {e}", tmp.display()));
+    }
+    if let Ok(m) = std::fs::metadata(&tmp) {
+        let mut perms = m.permissions();
+        perms.set_readonly(true);
+        let _ = std::fs::set_permissions(&tmp, perms);
+    }
+    std::fs::rename(&tmp, &file).map_err(|e| format!("cannot move {} into place: {e}", file.display()))?;
     Ok(file)
 }
 

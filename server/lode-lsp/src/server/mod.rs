@@ -62,6 +62,10 @@ pub struct Settings {
     pub externals: ExternalSettings,
     /// Models unused this long are released (loaded again on next use); `None`: kept loaded.
     pub unload_after: Option<std::time::Duration>,
+    /// What the user must be told once about this vault's trust (settings ignored until the
+    /// folder is approved, a store that came with the folder moved aside): `lode/status` shows
+    /// it, and the server says it when the vault starts.
+    pub notices: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -466,6 +470,9 @@ async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, 
     }
     if !prefs.watches {
         crate::files::watch_vault(client.clone(), state.clone());
+    }
+    for notice in &state.settings.notices {
+        client.show_message(MessageType::WARNING, notice.clone()).await;
     }
     // Lexical-only answers are a silent downgrade unless the user is told, once.
     if let Some(loaded) = state.dense_loaded.lock().take() {

@@ -43,6 +43,7 @@ impl Backend {
             Ok(json!({
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
+                "trust": if st.settings.notices.is_empty() { json!("ok") } else { json!(st.settings.notices.join(" ")) },
                 "unsaved": st.writer.unsaved(),
                 "reranker": st.reranker.as_ref().map_or(json!("off (no [models] reranker)"), |p| p.status()),
                 "nli": st.nli.as_ref().map_or(json!("off (no [models] nli)"), |p| p.status()),

@@ -65,8 +65,8 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
     cfg.fetcher = Some(std::sync::Arc::new(CliFetcher {
         db: vault.db.clone(),
         store: vault.config.store_options(),
-        // A model's fetch never reaches private networks, whatever `allow_private` says.
-        fetch: lode_externals::FetchOptions { allow_private: false, ..vault.config.externals.fetch_options() },
+        // A model's fetch never reaches loopback or private networks, whatever the settings say.
+        fetch: vault.config.externals.fetch_options().for_model(),
     }));
     let answer = ask(&store, &question, args.pinned.as_deref(), &cfg, &rules, &synth, models, &mut scorer)?;
     let stdout = std::io::stdout();

@@ -88,6 +88,26 @@ fn settings(r: &mut Report, root: &Path) -> Config {
         Ok(c) => {
             r.line(Level::Ok, "settings", if exists { format!("{} parses", path.display()) } else { format!("defaults ({} does not exist)", path.display()) });
             r.json.insert("config".into(), json!({"path": path, "exists": exists, "ok": true}));
+            let user = crate::trust::user_config_path();
+            r.line(
+                Level::Ok,
+                "user config",
+                match &user {
+                    Some(p) if p.is_file() => format!("{} parses (trusted: your own settings)", p.display()),
+                    Some(p) => format!("none ({} does not exist)", p.display()),
+                    None => "none (neither XDG_CONFIG_HOME nor HOME is set)".to_owned(),
+                },
+            );
+            match c.report.notice() {
+                // Not a failure: lode runs on its defaults; the user decides.
+                Some(n) => r.line(Level::Note, "trust", n),
+                None if c.report.approval == Some(crate::trust::Approval::Current) => r.line(Level::Ok, "trust", format!("{} is approved (`lode trust`)", root.display())),
+                None => r.line(Level::Ok, "trust", "this folder's config sets nothing that needs approval"),
+            }
+            r.json.insert(
+                "trust".into(),
+                json!({"user_config": user, "ignored": c.report.ignored, "guarded": c.report.guarded, "notice": c.report.notice()}),
+            );
             c
         }
         Err(e) => {
@@ -206,6 +226,12 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
     if !db.is_file() {
         r.line(Level::Note, "vault", format!("{} has no index yet; `lode index --vault {}` or opening it in an editor makes one", root.display(), root.display()));
         r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false}));
+        return;
+    }
+    if crate::trust::owner(&db) == crate::trust::Owner::Foreign {
+        let e = crate::trust::foreign_error(&db, root);
+        r.line(Level::Fail, "vault", e.to_string());
+        r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false, "foreign": true, "error": e.to_string()}));
         return;
     }
     let opts = lode_store::StoreOptions { read_only: true, ..config.store_options() };

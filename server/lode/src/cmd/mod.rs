@@ -18,6 +18,7 @@ pub mod serve;
 pub mod setup;
 pub mod stats;
 pub mod synth;
+pub mod trust;
 
 use std::path::PathBuf;
 
@@ -45,6 +46,24 @@ impl Vault {
         }
         let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
         let config = Config::load(&root)?;
+        if let Some(line) = config.report.notice() {
+            eprintln!("{line}");
+        }
+        let db = args.db.clone().unwrap_or_else(|| state_dir(&root).join("lode.db"));
+        Ok(Vault { root, config, db })
+    }
+
+    /// [`Vault::resolve`] for a command that says the notice itself (`lode trust`, `lode doctor`).
+    pub fn resolve_quiet(args: &VaultArgs) -> Result<Vault> {
+        let root = match &args.vault {
+            Some(v) => v.clone(),
+            None => std::env::current_dir().context("cannot read the current directory")?,
+        };
+        if !root.is_dir() {
+            bail!("vault {} is not a folder", root.display());
+        }
+        let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
+        let config = Config::load(&root)?;
         let db = args.db.clone().unwrap_or_else(|| state_dir(&root).join("lode.db"));
         Ok(Vault { root, config, db })
     }
@@ -57,9 +76,27 @@ impl Vault {
         state_dir(&self.root).join("config.toml")
     }
 
-    /// Opens the index, creating it if needed.
+    /// Opens the index, creating it if needed. A store lode did not make here for this user
+    /// (it came with the folder) is moved aside and a new one made: nothing is cited from it.
     pub fn open_for_write(&self) -> Result<Store> {
-        Ok(Store::open(&self.db, self.config.store_options())?)
+        match crate::trust::owner(&self.db) {
+            crate::trust::Owner::Foreign => {
+                let moved = crate::trust::move_aside(&self.db, &self.vectors_dir())?;
+                eprintln!("{}", crate::trust::moved_aside_line(&self.db, &moved));
+            }
+            crate::trust::Owner::Ours | crate::trust::Owner::Unreadable | crate::trust::Owner::Missing => {}
+        }
+        self.open_bound()
+    }
+
+    /// Opens the store, binding it to this user when it has no owner yet (made just now).
+    fn open_bound(&self) -> Result<Store> {
+        let fresh = crate::trust::owner(&self.db) == crate::trust::Owner::Missing;
+        let store = Store::open(&self.db, self.config.store_options())?;
+        if fresh || crate::trust::owner(&self.db) == crate::trust::Owner::Foreign && store_is_new(&store)? {
+            crate::trust::bind(&self.db)?;
+        }
+        Ok(store)
     }
 
     /// [`Vault::open_existing`] for a command that only reads (`lode search`): on a full disk,
@@ -94,8 +131,18 @@ impl Vault {
                 self.root.display()
             );
         }
-        self.open_for_write()
+        if crate::trust::owner(&self.db) == crate::trust::Owner::Foreign {
+            return Err(crate::trust::foreign_error(&self.db, &self.root));
+        }
+        self.open_bound()
     }
+}
+
+/// Whether a store holds nothing yet (no note, no version): one lode made a moment ago whose
+/// binding was interrupted, safe to bind now.
+fn store_is_new(store: &Store) -> Result<bool> {
+    let stats = store.stats()?;
+    Ok(stats.notes == 0 && stats.versions == 0)
 }
 
 /// Peak resident memory of this process in MiB (Linux), for reports.

@@ -56,6 +56,8 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
     let rules = vault.config.egress_rules()?;
     let mut notes = Vec::new();
     let mut kept_back: Vec<(String, String)> = Vec::new();
+    // Passages holding a detected secret: `(note:line, kind)`, never published.
+    let mut secrets_kept: Vec<(String, &'static str)> = Vec::new();
     for n in store.notes()? {
         let Some(head) = n.head_version.clone() else { continue };
         let body = store.version_body(&head)?.unwrap_or_default();
@@ -66,7 +68,15 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
             continue;
         }
         let passages = store.passages_of(&n.path)?;
-        notes.push(NoteToPublish { path: n.path, title: n.title, version_id: head, body, meta, passages });
+        match without_secrets(&n.path, &text, passages, &mut secrets_kept) {
+            // Whatever is left of the note, with each secret's bytes masked: a version of its own.
+            Some((masked, kept)) if masked != text => {
+                let version_id = crate::trust::sha256_hex(masked.as_bytes());
+                notes.push(NoteToPublish { path: n.path, title: n.title, version_id, body: masked.into_bytes(), meta, passages: kept });
+            }
+            Some((_, kept)) => notes.push(NoteToPublish { path: n.path, title: n.title, version_id: head, body, meta, passages: kept }),
+            None => kept_back.push((n.path, "it holds secrets lode could not mask; nothing of it is published".into())),
+        }
     }
 
     let mut loaded = (!args.no_vectors).then(|| crate::models::load(&vault, true, false));
@@ -102,6 +112,7 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
     if args.vault.json {
         let mut v = serde_json::to_value(&report)?;
         v["kept_back"] = serde_json::json!(kept_back.iter().map(|(p, w)| serde_json::json!({"path": p, "reason": w})).collect::<Vec<_>>());
+        v["secrets_kept_back"] = serde_json::json!(secrets_kept.iter().map(|(at, kind)| serde_json::json!({"at": at, "kind": kind})).collect::<Vec<_>>());
         v["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
         writeln!(out, "{v}")?;
     } else {
@@ -124,6 +135,44 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
         for (p, w) in &kept_back {
             writeln!(out, "kept back: {p} ({w})")?;
         }
+        for (at, kind) in &secrets_kept {
+            writeln!(out, "kept back: {at}: a passage holding a secret ({kind})")?;
+        }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The note without its secrets, for a tier every member reads: the passages that hold a
+/// detected secret are left out (each said in `kept`, as `note:line` and the secret's kind), and
+/// the note's text has each secret's bytes masked with `*` (same length, so every kept passage's
+/// byte range still holds its text). `None` when masking leaves something the detector still
+/// reads as a secret: then nothing of the note is published.
+fn without_secrets(
+    path: &str,
+    text: &str,
+    passages: Vec<lode_store::PassageRow>,
+    kept: &mut Vec<(String, &'static str)>,
+) -> Option<(String, Vec<lode_store::PassageRow>)> {
+    let spans = lode_answer::egress::secret_spans(text);
+    if spans.is_empty() {
+        return Some((text.to_owned(), passages));
+    }
+    let mut masked = text.to_owned();
+    for (r, _) in &spans {
+        masked.replace_range(r.clone(), &"*".repeat(r.len()));
+    }
+    if lode_answer::egress::redact(&masked).1 > 0 {
+        return None;
+    }
+    let mut out = Vec::with_capacity(passages.len());
+    for p in passages {
+        match spans.iter().find(|(r, _)| r.start < p.end && p.start < r.end) {
+            Some((r, kind)) => {
+                let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
+                kept.push((format!("{path}:{line}"), kind));
+            }
+            None => out.push(lode_store::PassageRow { text: masked.get(p.start..p.end).unwrap_or(&p.text).to_owned(), ..p }),
+        }
+    }
+    Some((masked, out))
 }

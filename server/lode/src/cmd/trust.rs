@@ -1,0 +1,81 @@
+//! `lode trust`: the user approves a folder's guarded settings (docs/security.md), shows what
+//! is approved and ignored, or withdraws an approval.
+
+use std::process::ExitCode;
+
+use anyhow::Result;
+use clap::Args;
+
+use crate::cmd::Vault;
+use crate::trust::Approval;
+use crate::VaultArgs;
+
+#[derive(Args)]
+pub struct TrustArgs {
+    #[command(flatten)]
+    pub vault: VaultArgs,
+    /// Say what is approved and what is ignored; change nothing (exit 0 when nothing is ignored)
+    #[arg(long, conflicts_with = "revoke")]
+    pub status: bool,
+    /// Withdraw the approval of this folder
+    #[arg(long)]
+    pub revoke: bool,
+}
+
+pub fn run(args: TrustArgs) -> Result<ExitCode> {
+    let vault = Vault::resolve_quiet(&args.vault)?;
+    let r = &vault.config.report;
+    let state = |a: &Option<Approval>| match a {
+        None => "nothing to approve",
+        Some(Approval::Current) => "approved",
+        Some(Approval::Changed) => "changed since approved",
+        Some(Approval::Never) => "not approved",
+    };
+    if args.status {
+        if args.vault.json {
+            println!(
+                "{}",
+                serde_json::json!({"folder": vault.root, "config": r.file, "approval": state(&r.approval), "guarded": r.guarded,
+                    "ignored": r.ignored, "notice": r.notice(), "user_config": r.user_file})
+            );
+        } else {
+            println!("folder: {}", vault.root.display());
+            println!("config: {}{}", r.file.display(), if r.file.exists() { "" } else { " (none)" });
+            println!("user config: {}", r.user_file.as_ref().map_or("(none)".to_owned(), |p| p.display().to_string()));
+            println!("approval: {}", state(&r.approval));
+            for g in &r.guarded {
+                println!("  guarded: {g}");
+            }
+            for i in &r.ignored {
+                println!("  ignored: {i}");
+            }
+        }
+        return Ok(if r.ignored.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) });
+    }
+    if args.revoke {
+        let had = crate::trust::revoke(&vault.root)?;
+        println!("lode trust: {} {}", if had { "withdrew the approval of" } else { "there was no approval of" }, vault.root.display());
+        return Ok(ExitCode::SUCCESS);
+    }
+    let hash = r.hash.clone().unwrap_or_else(|| "none".into());
+    if r.guarded.is_empty() {
+        println!("lode trust: {} sets nothing that needs approval", r.file.display());
+    } else {
+        println!("lode trust: approving these settings of {}:", r.file.display());
+        for g in &r.guarded {
+            println!("    {g}");
+        }
+    }
+    let record = crate::trust::approve(&vault.root, &hash)?;
+    println!(
+        "lode trust: approved {} (recorded in {}); a change to these settings asks again",
+        vault.root.display(),
+        record.display()
+    );
+    // What still does not hold after approval: a key variable the user config does not allow.
+    let after = crate::config::Config::load(&vault.root)?;
+    if let Some(line) = after.report.notice() {
+        eprintln!("{line}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,255 @@
+//! The trust boundary between the user and the folders lode reads (docs/security.md): where the
+//! user's own files live, which vault folders the user approved (`lode trust`), and whose a
+//! store is (a `lode.db` that came with a folder is never cited from).
+//!
+//! Invariants: every record this module reads or writes lives in the user's own directories,
+//! never in a vault; an approval holds for one canonical folder and one hash of its guarded
+//! settings, so any change to them asks again; a store is ours only when the token written into
+//! it matches the record kept for its canonical path.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use sha2::Digest;
+
+/// `$XDG_CONFIG_HOME/lode/config.toml`, else `~/.config/lode/config.toml` (`%APPDATA%\lode` on
+/// Windows): the user's own settings, trusted like a command-line flag.
+pub fn user_config_path() -> Option<PathBuf> {
+    if cfg!(windows) {
+        if let Some(a) = std::env::var_os("APPDATA").map(PathBuf::from).filter(|p| p.is_absolute()) {
+            return Some(a.join("lode").join("config.toml"));
+        }
+    }
+    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| home().map(|h| h.join(".config")))?;
+    Some(base.join("lode").join("config.toml"))
+}
+
+fn home() -> Option<PathBuf> {
+    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A record file named for `key` under `<data>/lode/<kind>/`.
+fn record_path(kind: &str, key: &Path) -> Result<PathBuf> {
+    let data = lode_models::user_data_dir().context("neither XDG_DATA_HOME nor HOME is set: lode has no data directory for its records")?;
+    Ok(data.join(kind).join(format!("{}.toml", sha256_hex(key.as_os_str().as_encoded_bytes()))))
+}
+
+/// Writes `text` to `path` whole (a temporary file renamed into place), creating its folder.
+fn write_record(path: &Path, text: &str) -> Result<()> {
+    let dir = path.parent().context("a record has a folder")?;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = path.with_extension(format!("tmp-{}", std::process::id()));
+    std::fs::write(&tmp, text).with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn read_record(path: &Path) -> Option<toml::Table> {
+    std::fs::read_to_string(path).ok()?.parse::<toml::Table>().ok()
+}
+
+// ---- approvals ----------------------------------------------------------------------------
+
+/// The user's approval of a folder's guarded settings, as recorded by `lode trust`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Approval {
+    /// Approved with exactly these guarded settings.
+    Current,
+    /// Approved once, but the guarded settings changed since (a `git pull`).
+    Changed,
+    Never,
+}
+
+/// Whether `folder` (canonical) is approved with guarded settings hashing to `settings`.
+pub fn approval(folder: &Path, settings: &str) -> Approval {
+    let Ok(path) = record_path("trust", folder) else { return Approval::Never };
+    match read_record(&path) {
+        Some(t) if t.get("folder").and_then(|f| f.as_str()) == folder.to_str() => {
+            if t.get("settings").and_then(|s| s.as_str()) == Some(settings) {
+                Approval::Current
+            } else {
+                Approval::Changed
+            }
+        }
+        _ => Approval::Never,
+    }
+}
+
+/// Records the user's approval of `folder` with guarded settings hashing to `settings`.
+pub fn approve(folder: &Path, settings: &str) -> Result<PathBuf> {
+    let path = record_path("trust", folder)?;
+    let folder_s = folder.to_str().context("lode approves only folders whose path is UTF-8")?;
+    let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let text = format!(
+        "# Written by `lode trust`: the user approved this folder's guarded settings (docs/security.md).\nfolder = {}\nsettings = \"{settings}\"\napproved_at = {when}\n",
+        serde_json::to_string(folder_s)?
+    );
+    write_record(&path, &text)?;
+    Ok(path)
+}
+
+/// Withdraws an approval; whether there was one.
+pub fn revoke(folder: &Path) -> Result<bool> {
+    let path = record_path("trust", folder)?;
+    match std::fs::remove_file(&path) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e).with_context(|| format!("cannot remove {}", path.display())),
+    }
+}
+
+// ---- store binding ------------------------------------------------------------------------
+
+/// The `meta` key holding the store's owner token.
+const OWNER_KEY: &str = "owner_token";
+
+/// Whose the store at a path is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// No file (or an empty one): lode makes a new store there.
+    Missing,
+    /// Made by lode for this user at this path.
+    Ours,
+    /// A lode store lode did not make here: it came with the folder, was copied or moved from
+    /// elsewhere, or was made by a lode older than the binding.
+    Foreign,
+    /// Not a lode store lode can read (corrupt, another program's): opening it says what it is.
+    Unreadable,
+}
+
+fn canonical_db(db: &Path) -> PathBuf {
+    // The file may not exist yet: its folder then.
+    if let Ok(c) = db.canonicalize() {
+        return c;
+    }
+    match (db.parent().and_then(|p| p.canonicalize().ok()), db.file_name()) {
+        (Some(dir), Some(name)) => dir.join(name),
+        _ => db.to_path_buf(),
+    }
+}
+
+/// Reads the owner token of the store at `db`, read-only (nothing written to a foreign file).
+fn token_in(db: &Path) -> std::result::Result<Option<String>, ()> {
+    let flags = rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let conn = rusqlite::Connection::open_with_flags(db, flags).map_err(|_| ())?;
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
+    let has_meta: bool = conn
+        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'notes', 'versions', 'passages')", [], |r| r.get::<_, i64>(0))
+        .map(|n| n == 4)
+        .map_err(|_| ())?;
+    if !has_meta {
+        return Err(());
+    }
+    conn.query_row("SELECT value FROM meta WHERE key = ?1", [OWNER_KEY], |r| r.get::<_, String>(0)).map(Some).or_else(|e| match e {
+        rusqlite::Error::QueryReturnedNoRows => Ok(None),
+        _ => Err(()),
+    })
+}
+
+/// Whose the store at `db` is.
+pub fn owner(db: &Path) -> Owner {
+    match std::fs::metadata(db) {
+        Err(_) => return Owner::Missing,
+        Ok(m) if m.len() == 0 => return Owner::Missing,
+        Ok(_) => {}
+    }
+    let Ok(token) = token_in(db) else { return Owner::Unreadable };
+    let recorded = record_path("stores", &canonical_db(db)).ok().and_then(|p| read_record(&p)).and_then(|t| t.get("token")?.as_str().map(str::to_owned));
+    match (token, recorded) {
+        (Some(t), Some(r)) if !t.is_empty() && t == r => Owner::Ours,
+        _ => Owner::Foreign,
+    }
+}
+
+/// Binds the store at `db` (made by this process, with lode's schema) to this user: a fresh
+/// random token in its `meta` table and in a record under `<data>/lode/stores/`. The record is
+/// written first, so a crash between the two leaves a store lode treats as foreign (rebuilt),
+/// never a foreign one taken as ours.
+pub fn bind(db: &Path) -> Result<()> {
+    let token = random_token();
+    let canonical = canonical_db(db);
+    let record = record_path("stores", &canonical)?;
+    write_record(
+        &record,
+        &format!(
+            "# Written by lode: the store at this path was made by lode for this user (docs/security.md).\ndb = {}\ntoken = \"{token}\"\n",
+            serde_json::to_string(&canonical.to_string_lossy())?
+        ),
+    )?;
+    let conn = rusqlite::Connection::open(db).with_context(|| format!("cannot open {}", db.display()))?;
+    conn.busy_timeout(std::time::Duration::from_secs(30))?;
+    conn.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [OWNER_KEY, &token])
+        .with_context(|| format!("cannot record the owner of {}", db.display()))?;
+    Ok(())
+}
+
+/// Moves a foreign store aside with its WAL files and vector tables (`<name>.foreign-<time>`),
+/// keeping every byte; returns where the database went.
+pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
+    let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let aside = |p: &Path| p.with_file_name(format!("{}.foreign-{when}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+    let moved = aside(db);
+    std::fs::rename(db, &moved).with_context(|| format!("cannot move {} aside", db.display()))?;
+    for suffix in ["-wal", "-shm"] {
+        let side = PathBuf::from(format!("{}{suffix}", db.display()));
+        if side.exists() {
+            let _ = std::fs::rename(&side, PathBuf::from(format!("{}{suffix}", moved.display())));
+        }
+    }
+    if std::fs::symlink_metadata(vectors).is_ok() {
+        let _ = std::fs::rename(vectors, aside(vectors));
+    }
+    Ok(moved)
+}
+
+/// The one line said when a foreign store is moved aside.
+pub fn moved_aside_line(db: &Path, moved: &Path) -> String {
+    format!(
+        "lode: {} was not made by lode for you at this path (it came with the folder, was copied, or predates store binding); \
+         moved it aside to {} and rebuilding the index from the notes: nothing is cited from it",
+        db.display(),
+        moved.display()
+    )
+}
+
+/// The error a reading command gives for a foreign store.
+pub fn foreign_error(db: &Path, vault: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} was not made by lode for you at this path (it came with the folder, was copied, or predates store binding), \
+         so nothing is cited from it; `lode index --vault {}` moves it aside and rebuilds the index from the notes",
+        db.display(),
+        vault.display()
+    )
+}
+
+fn random_token() -> String {
+    let mut bytes = [0u8; 16];
+    let from_os = std::fs::File::open("/dev/urandom").and_then(|mut f| std::io::Read::read_exact(&mut f, &mut bytes));
+    if from_os.is_err() {
+        // No /dev/urandom (Windows): the hasher's per-process random keys, twice.
+        use std::hash::{BuildHasher, Hasher};
+        for half in bytes.chunks_mut(8) {
+            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+            h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0));
+            h.write_u32(std::process::id());
+            half.copy_from_slice(&h.finish().to_le_bytes());
+        }
+    }
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_tokens_differ() {
+        let (a, b) = (random_token(), random_token());
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, b);
+    }
+}
