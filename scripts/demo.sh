@@ -14,6 +14,11 @@ cargo build --locked -p lode
 LODE="${CARGO_TARGET_DIR:-target}/debug/lode"
 VAULT=fixtures/vault
 
+# The example vault is your own checkout's: approve it, visibly, as you would a folder you
+# trust (docs/security.md). lode prints what it approves.
+echo "==> lode trust --vault $VAULT ($(lode_elapsed))"
+"$LODE" trust --vault "$VAULT"
+
 echo "==> indexing $VAULT ($(lode_elapsed))"
 "$LODE" index --vault "$VAULT"
 

@@ -29,6 +29,8 @@ export interface Status {
   unsaved?: { path: string; error: string; attempts: number }[];
   reranker?: ModelStatus | string;
   nli?: ModelStatus | string;
+  /** `ok`, or lode's one-line notice: settings of this folder it ignores until `lode trust`, a store that came with the folder moved aside. */
+  trust?: string;
 }
 
 /** A pooled model in `lode/status` (`reranker`, `nli`). */
@@ -167,6 +169,10 @@ export function formatStatus(status: Status): { text: string; details: string[] 
     for (const u of unsaved) {
       details.push(`Not indexed yet (kept and retried): ${u.path}: ${u.error}`);
     }
+  }
+  if (status.trust !== undefined && status.trust !== 'ok') {
+    parts.push('$(shield) settings ignored');
+    details.push(`Trust: ${status.trust}`);
   }
   if (status.scanning) {
     parts.push('scanning');

@@ -150,8 +150,37 @@ fn token_in(db: &Path) -> std::result::Result<Option<String>, ()> {
     })
 }
 
+/// The files SQLite keeps beside a database.
+const SIDECARS: [&str; 3] = ["-wal", "-shm", "-journal"];
+
+fn is_link(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_symlink())
+}
+
+/// Whether the store at `db`, or a file SQLite keeps beside it, is a link: a write through it
+/// would land wherever the folder pointed it.
+fn linked(db: &Path) -> bool {
+    is_link(db) || SIDECARS.iter().any(|s| is_link(&PathBuf::from(format!("{}{s}", db.display()))))
+}
+
+/// Checks that lode's state folder (`<vault>/.lode`, or the folder of `--db`) is a real folder,
+/// not a link a clone planted: lode writes its store, vectors and logs only into a real folder.
+pub fn check_state_dir(dir: &Path) -> Result<()> {
+    if is_link(dir) {
+        anyhow::bail!(
+            "{} is a link to {}: lode writes its index only into a real folder; remove the link (lode makes the folder)",
+            dir.display(),
+            std::fs::read_link(dir).map(|t| t.display().to_string()).unwrap_or_default()
+        );
+    }
+    Ok(())
+}
+
 /// Whose the store at `db` is.
 pub fn owner(db: &Path) -> Owner {
+    if linked(db) {
+        return Owner::Foreign;
+    }
     match std::fs::metadata(db) {
         Err(_) => return Owner::Missing,
         Ok(m) if m.len() == 0 => return Owner::Missing,
@@ -193,11 +222,14 @@ pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
     let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     let aside = |p: &Path| p.with_file_name(format!("{}.foreign-{when}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
     let moved = aside(db);
-    std::fs::rename(db, &moved).with_context(|| format!("cannot move {} aside", db.display()))?;
-    for suffix in ["-wal", "-shm"] {
+    // A link is moved as a link: nothing is written through it.
+    if std::fs::symlink_metadata(db).is_ok() {
+        std::fs::rename(db, &moved).with_context(|| format!("cannot move {} aside", db.display()))?;
+    }
+    for suffix in SIDECARS {
         let side = PathBuf::from(format!("{}{suffix}", db.display()));
-        if side.exists() {
-            let _ = std::fs::rename(&side, PathBuf::from(format!("{}{suffix}", moved.display())));
+        if std::fs::symlink_metadata(&side).is_ok() {
+            std::fs::rename(&side, PathBuf::from(format!("{}{suffix}", moved.display()))).with_context(|| format!("cannot move {} aside", side.display()))?;
         }
     }
     if std::fs::symlink_metadata(vectors).is_ok() {

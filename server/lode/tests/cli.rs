@@ -4,6 +4,13 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+
+/// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
+fn approve(v: &std::path::Path) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
+    assert!(o.status.success(), "lode trust: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn lode(args: &[&str], vault: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_lode")).args(args).arg("--vault").arg(vault).output().unwrap()
 }
@@ -322,6 +329,7 @@ fn ask_prints_a_verified_answer_with_exact_citations() {
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     std::fs::write(v.join("mythen.md"), "# Zertifikate\n\n## Irrtümer\n\nStaging certificates are rotated every 7 days.\n").unwrap();
     std::fs::write(v.join(".lode/config.toml"), "[gate]\nheadings = [\"Irrtümer\"]\n").unwrap();
+    approve(&v);
     assert!(lode(&["index", "-q"], &v).status.success());
     let o = lode(&["ask", "--json", "Are staging certificates rotated every 7 days?"], &v);
     let a: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
@@ -483,6 +491,7 @@ fn a_no_egress_pattern_that_matches_nothing_is_warned_about() {
     let v = example_vault(tmp.path());
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     std::fs::write(v.join(".lode/config.toml"), "[egress]\nno_egress = [\"runbooks/\", \"privte/**\"]\n").unwrap();
+    approve(&v);
     assert!(lode(&["index", "--no-vectors"], &v).status.success());
     let o = lode(&["ask", "How often are staging certificates rotated?"], &v);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -518,6 +527,7 @@ fn doctor_reports_the_llm_endpoint_only_when_asked() {
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     let config = |endpoint: &str| format!("[models]\nembedder = \"\"\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"tiny\"\n");
     std::fs::write(v.join(".lode/config.toml"), config(&loopback_endpoint(200))).unwrap();
+    approve(&v);
     let o = lode(&["doctor", "--json"], &v);
     let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(o.status.success(), "{d:#}");
@@ -528,12 +538,14 @@ fn doctor_reports_the_llm_endpoint_only_when_asked() {
     assert_eq!(d["llm"]["reachable"], true, "{d:#}");
     // An endpoint that errors, and one where nothing listens.
     std::fs::write(v.join(".lode/config.toml"), config(&loopback_endpoint(500))).unwrap();
+    approve(&v);
     let o = lode(&["doctor", "--json", "--llm"], &v);
     assert!(!o.status.success());
     let d: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     assert!(d["problems"].to_string().contains("500"), "{d:#}");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     std::fs::write(v.join(".lode/config.toml"), config(&format!("http://{closed}/v1"))).unwrap();
+    approve(&v);
     let o = lode(&["doctor", "--llm"], &v);
     assert!(!o.status.success());
     assert!(stdout(&o).contains("FAIL  llm"), "{}", stdout(&o));
@@ -564,6 +576,7 @@ fn externals_refresh_list_show_search_and_annotations() {
         "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nno_egress_domains = [\"localhost\"]\n",
     )
     .unwrap();
+    approve(&vault);
     let (guide, broken) = (site.url("/guide"), site.url("/broken"));
     let private = site.url("/private").replace("127.0.0.1", "localhost");
     std::fs::write(vault.join("replicas.md"), format!("# Replicas\n\nSee the [guide]({guide}), the [broken page]({broken}) and [private]({private}).\n")).unwrap();
@@ -645,6 +658,7 @@ fn externals_refresh_list_show_search_and_annotations() {
     // Stale under a fractional threshold (0.1 s): the age says so too, never 0.0.
     let cfg = std::fs::read_to_string(vault.join(".lode/config.toml")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("{cfg}stale_days = 0.000001\n")).unwrap();
+    approve(&vault);
     std::thread::sleep(std::time::Duration::from_millis(300));
     let o = lode(&["externals", "list"], &vault);
     assert!(stdout(&o).contains("stale"), "{}", stdout(&o));

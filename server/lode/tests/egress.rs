@@ -14,6 +14,13 @@ use serde_json::{json, Value};
 const BUDGET: &str = "# Budget\n\nThe Zq staging budget is 12000 euros.\n";
 const QUESTION: &str = "What is the Zq staging budget in euros?";
 
+
+/// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
+fn approve(v: &std::path::Path) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
+    assert!(o.status.success(), "lode trust: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
@@ -38,6 +45,7 @@ fn vault(dir: &Path, endpoint: &str) -> PathBuf {
     std::fs::write(v.join("notes/budget.md"), BUDGET).unwrap();
     std::fs::write(v.join("notes/other.md"), "# Other\n\nNothing about money here.\n").unwrap();
     std::fs::write(v.join(".lode/config.toml"), config(endpoint, &[])).unwrap();
+    approve(&v);
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--vault"]).arg(&v).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     v
@@ -61,6 +69,7 @@ fn the_cli_judges_each_note_where_it_is_now() {
     std::fs::create_dir_all(v.join("private")).unwrap();
     std::fs::rename(v.join("notes/budget.md"), v.join("private/budget.md")).unwrap();
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["private/"])).unwrap();
+    approve(&v);
     let n = log.lock().unwrap().len();
     let o = ask(&v);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -118,6 +127,7 @@ fn the_server_follows_buffers_config_edits_and_renames_at_once() {
 
     // The config edited while the server runs: the next question follows it.
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["notes/"])).unwrap();
+    approve(&v);
     let n = log.lock().unwrap().len();
     s.ask();
     assert!(!since(&log, n).contains("12000"), "a config edit did not hold for the next question");
@@ -131,6 +141,7 @@ fn the_server_follows_buffers_config_edits_and_renames_at_once() {
 
     // Rules back, and a folder renamed into a withheld name just before the question.
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["archive/"])).unwrap();
+    approve(&v);
     let n = log.lock().unwrap().len();
     s.ask();
     assert!(since(&log, n).contains("12000"), "the repaired config sends the note again");
@@ -159,6 +170,7 @@ fn the_server_follows_buffers_config_edits_and_renames_at_once() {
     std::fs::write(v.join(".gitignore"), "private/\n").unwrap();
     std::fs::create_dir_all(v.join("private")).unwrap();
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["archive/", "/private/**"])).unwrap();
+    approve(&v);
     let text = "What is the Zq staging budget in euros?\n";
     std::fs::write(v.join("private/diary.md"), text).unwrap();
     s.open("private/diary.md", text);
@@ -178,10 +190,12 @@ fn the_server_follows_buffers_config_edits_and_renames_at_once() {
     std::fs::rename(v.join("archive"), v.join("notes")).unwrap();
     let local = config(&endpoint, &["notes/"]).replace("remote = true", "remote = false");
     std::fs::write(v.join(".lode/config.toml"), local).unwrap();
+    approve(&v);
     let n = log.lock().unwrap().len();
     s.ask();
     assert!(since(&log, n).contains("12000"), "a loopback model marked local sees every note");
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &["notes/"])).unwrap();
+    approve(&v);
     let n = log.lock().unwrap().len();
     s.ask();
     assert!(!since(&log, n).contains("12000"), "`remote = true` did not hold for the next question");
@@ -225,6 +239,7 @@ fn cli_and_server_send_no_secret_no_private_note_and_linked_notes() {
     let v = tmp.path().join("vault");
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     std::fs::write(v.join(".lode/config.toml"), config(&endpoint, &[])).unwrap();
+    approve(&v);
     // One note holding a row of every class of our secret fixture.
     let rows: Vec<Value> = std::fs::read_to_string(lode_testing::repo().join("fixtures/egress/secrets.jsonl"))
         .unwrap()

@@ -10,6 +10,13 @@ use lode_lsp::stdio_client::StdioClient;
 use lode_testing::copy_dir;
 use serde_json::{json, Value};
 
+
+/// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
+fn approve(v: &std::path::Path) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
+    assert!(o.status.success(), "lode trust: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
@@ -80,7 +87,7 @@ fn setup() -> (tempfile::TempDir, PathBuf, Lsp) {
 
 #[test]
 fn editor_round_trip_over_stdio() {
-    let (_tmp, vault, mut lsp) = setup();
+    let (tmp, vault, mut lsp) = setup();
     let q = vault.join("questions.md");
     let q_uri = uri(&q);
     let text = "# Questions\n\nHow often are staging certificates rotated?\n";
@@ -186,10 +193,18 @@ fn editor_round_trip_over_stdio() {
     // The citation link (`…md#L5 "lode …"`) is not also a broken link or heading.
     assert!(diags.iter().all(|x| x["code"] != "lode.broken-heading" && x["code"] != "lode.broken-link"), "{d}");
 
-    // Goto now opens the cited version, materialized read-only.
+    // Goto now opens the cited version, materialized read-only in the user's cache, never in the
+    // vault: a link planted where older lodes wrote it (`.lode/versions/<id>.md`, the id known in
+    // advance) is not written through.
+    let cited = head_hit["version_id"].as_str().unwrap().to_owned();
+    let outside = tmp.path().join("outside.txt");
+    std::fs::write(&outside, "keep me\n").unwrap();
+    std::fs::create_dir_all(vault.join(".lode/versions")).unwrap();
+    std::os::unix::fs::symlink(&outside, vault.join(format!(".lode/versions/{cited}.md"))).unwrap();
     let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
     let target = g["result"]["uri"].as_str().unwrap();
-    assert!(target.contains("/.lode/versions/"), "{g}");
+    assert!(target.contains("/lode/versions/") && !target.contains("/.lode/"), "{g}");
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n", "goto wrote through a planted link");
 
     // Vectors follow saves asynchronously: every head passage gets one.
     let deadline = Instant::now() + Duration::from_secs(180);
@@ -451,6 +466,7 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
     let (endpoint, _) = slow_llm(Duration::from_secs(5));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    approve(&vault);
     index_lexical(&vault);
     // A citation to the runbook sentence, as an inserted answer would have it.
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "-n", "1", "--vault"]).arg(&vault).arg("staging certificates rotated every 60 days").output().unwrap();
@@ -496,6 +512,7 @@ fn cancelling_an_ask_closes_the_model_connection() {
     let (endpoint, closed, received) = slow_llm_counted(Duration::from_secs(30));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    approve(&vault);
     index_lexical(&vault);
     let mut lsp = start_on(&vault, json!({}));
     lsp.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
@@ -531,6 +548,7 @@ fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
     let (endpoint, closed, received) = slow_llm_counted(Duration::from_secs(12));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    approve(&vault);
     index_lexical(&vault);
     let mut lsp = start_on(&vault, json!({}));
     let doc = vault.join("scratch.md");
@@ -588,6 +606,7 @@ fn a_slow_llm_answer_does_not_hold_up_embedding() {
     let (endpoint, _) = slow_llm(Duration::from_secs(8));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    approve(&vault);
     let mut lsp = start_on(&vault, json!({}));
     let deadline = Instant::now() + Duration::from_secs(300);
     let model = loop {
@@ -728,6 +747,7 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     let (endpoint, _) = slow_llm(Duration::from_secs(2));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    approve(&vault);
     let mut lsp = Lsp::start();
     let caps = json!({"workspace": {"workspaceEdit": {"documentChanges": true}}});
     let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": caps}));
@@ -1007,6 +1027,7 @@ fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
     let config = |models: &str, llm: bool| {
         let llm = if llm { format!("\n[llm]\nendpoint = \"{}\"\nmodel = \"scripted\"\nremote = false\nretries = 0\n", fake.endpoint) } else { String::new() };
         std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n{models}{llm}")).unwrap();
+        approve(&v);
     };
     let orchard = "What does the orchard report say?";
     let market = "What did we see at the market stand?";
@@ -1069,6 +1090,7 @@ fn models_unused_for_a_while_are_released_and_loaded_again_on_use() {
         format!("[models]\nembedder = {:?}\nreranker = {:?}\nunload_after_secs = 3\n", embedder.display().to_string(), rerank.display().to_string()),
     )
     .unwrap();
+    approve(&v);
     let mut lsp = start_on(&v, json!({}));
     let orchard = "What does the orchard report say?";
     let status_until = |lsp: &mut Lsp, what: &str, ok: &dyn Fn(&Value) -> bool| -> Value {
@@ -1140,7 +1162,10 @@ fn switching_the_embedder_keeps_the_old_vectors_answering_until_the_new_ones_are
     lode_testing::copy_dir(&a, &b);
     let manifest = std::fs::read_to_string(b.join("lode-model.toml")).unwrap().replace("id = \"all-MiniLM-L6-v2\"", "id = \"minilm-b\"");
     std::fs::write(b.join("lode-model.toml"), manifest).unwrap();
-    let config = |m: &Path| std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = {:?}\n", m.display().to_string())).unwrap();
+    let config = |m: &Path| {
+        std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = {:?}\n", m.display().to_string())).unwrap();
+        approve(&v);
+    };
     config(&a);
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&v).output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -1810,6 +1835,7 @@ fn a_missing_model_is_told_and_status_says_why() {
     let vault = example_vault(tmp.path());
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"no-such-model\"\n").unwrap();
+    approve(&vault);
     let mut lsp = start_on(&vault, json!({}));
     let m = lsp.wait_for(|m| m["method"] == "window/showMessage");
     let text = m["params"]["message"].as_str().unwrap_or_default();
@@ -1940,6 +1966,7 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     let vault = example_vault(tmp.path());
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nstale_days = 30\n").unwrap();
+    approve(&vault);
     let (pool, old, later, gone) = (site.url("/pool"), site.url("/old"), site.url("/later"), site.url("/gone"));
     let links = format!("# Links\n\n- [pool]({pool}#limits)\n- [old]({old})\n- [later]({later})\n- [gone]({gone})\n");
     std::fs::write(vault.join("links.md"), &links).unwrap();
@@ -2002,7 +2029,7 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     assert!(h["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("40 server connections") && v.contains("snapshot's current version")), "{h}");
     let g = lsp.request("textDocument/definition", at.clone());
     let target = g["result"]["uri"].as_str().unwrap_or_default().to_owned();
-    assert!(target.contains("/.lode/versions/"), "a snapshot opens materialized, read-only: {g}");
+    assert!(target.contains("/lode/versions/") && !target.contains("/.lode/"), "a snapshot opens materialized, read-only: {g}");
 
     // The page changes; refreshed, the old quote has drifted.
     changes.store(1, Ordering::SeqCst);

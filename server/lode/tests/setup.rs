@@ -1,8 +1,9 @@
 //! `lode setup --nli/--reranker/--embedder` against a model hub on loopback that serves the
-//! Hugging Face layout (`api/models/<repo>/revision/<rev>?blobs=true`, `<repo>/resolve/<commit>/
-//! <file>`, LFS files redirected to a CDN path that honours ranges) with the tiny models the
-//! tests generate — and misbehaves on request: a truncated body, a wrong checksum, a missing
-//! file, a slow answer, a token it insists on. Nothing here reaches beyond the machine.
+//! Hugging Face layout (`<repo>/resolve/<commit>/<file>`, LFS files redirected to a CDN path that
+//! honours ranges) with the tiny models the tests generate — and misbehaves on request: a
+//! truncated body, altered bytes, a missing file, a slow answer, a token it insists on. The
+//! catalogue pins every file's SHA-256; the hub's listing is never asked. Nothing here reaches
+//! beyond the machine.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -22,18 +23,14 @@ const TOKEN: &str = "hf_loopback_token";
 struct Faults {
     /// Close the connection after this many bytes of the model's body (once).
     truncate_at: Option<usize>,
-    /// List this SHA-256 for the model instead of the real one.
-    wrong_sha: bool,
+    /// Serve the model with one byte changed (same length).
+    tamper: bool,
     /// Wait this long before answering each request.
     delay_ms: u64,
     /// Answer a ranged request with the whole body (200), as a server without ranges does.
     ignore_range: bool,
-    /// List the model with no checksum at all.
-    no_checksum: bool,
     /// Send 100 bytes more than the listing says.
     extra_bytes: bool,
-    /// Answer the revision listing with something that is not JSON.
-    bad_listing: bool,
 }
 
 struct Hub {
@@ -47,12 +44,6 @@ fn sha256_hex(b: &[u8]) -> String {
     sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn git_blob(b: &[u8]) -> String {
-    let mut h = sha1_smol::Sha1::new();
-    h.update(format!("blob {}\0", b.len()).as_bytes());
-    h.update(b);
-    h.digest().to_string()
-}
 
 /// A hub holding `lode-tests/tiny-nli` at [`COMMIT`]: `onnx/model.onnx` (LFS) and
 /// `tokenizer.json` (a plain git blob), the tiny NLI model's files.
@@ -82,23 +73,7 @@ fn start_hub() -> Hub {
             return reply(401, vec![], b"{\"error\":\"Invalid credentials\"}");
         }
         let route = path.split('?').next().unwrap_or("");
-        if route.starts_with("/api/models/lode-tests/tiny-nli/revision/") {
-            if f.bad_listing {
-                return reply(200, vec![("Content-Type", "text/html".into())], b"<html>a captive portal</html>");
-            }
-            let model_sha = if f.wrong_sha { "ab".repeat(32) } else { sha256_hex(&model) };
-            let listed = if f.no_checksum {
-                json!({"rfilename": "onnx/model.onnx", "size": model.len()})
-            } else {
-                json!({"rfilename": "onnx/model.onnx", "size": model.len(), "blobId": "x", "lfs": {"sha256": model_sha, "size": model.len(), "pointerSize": 134}})
-            };
-            let body = json!({"id": "lode-tests/tiny-nli", "sha": COMMIT, "siblings": [
-                listed,
-                {"rfilename": "tokenizer.json", "size": tokenizer.len(), "blobId": git_blob(&tokenizer)},
-                {"rfilename": "README.md", "size": 3, "blobId": "y"},
-            ]});
-            reply(200, vec![("Content-Type", "application/json".into())], body.to_string().as_bytes())
-        } else if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/onnx/model.onnx") {
+        if route == format!("/lode-tests/tiny-nli/resolve/{COMMIT}/onnx/model.onnx") {
             // LFS: redirected to the CDN, as the hub does.
             let sha = sha256_hex(&model);
             reply(302, vec![("Location", format!("/cdn/{sha}")), ("X-Linked-Etag", format!("\"{sha}\""))], b"")
@@ -108,6 +83,9 @@ fn start_hub() -> Hub {
             let asked: usize = range.as_deref().and_then(|r| r.strip_prefix("bytes=")?.strip_suffix('-')?.parse().ok()).unwrap_or(0);
             let from = if f.ignore_range { 0 } else { asked };
             let mut body = model.clone();
+            if f.tamper {
+                body[100] ^= 0x55;
+            }
             if f.extra_bytes {
                 body.extend_from_slice(&[7u8; 100]);
             }
@@ -125,22 +103,43 @@ fn start_hub() -> Hub {
     Hub { endpoint: site.base, faults, log }
 }
 
-/// A catalogue holding the loopback model; `file`: the model's path in the repository.
-fn catalogue(dir: &Path, file: &str) -> PathBuf {
-    let p = dir.join(format!("catalogue-{}.toml", file.replace('/', "-")));
+/// A catalogue holding the loopback model, pinned to [`COMMIT`] and the files' SHA-256; `file`:
+/// the model's path in the repository; `pinned: false` leaves the model's checksum out.
+fn catalogue_pinned(dir: &Path, file: &str, pinned: bool) -> PathBuf {
+    let src = lode_testing::models().join("tiny-nli");
+    let model = std::fs::read(src.join("model.onnx")).unwrap();
+    let tokenizer = std::fs::read(src.join("tokenizer.json")).unwrap();
+    let p = dir.join(format!("catalogue-{}-{pinned}.toml", file.replace('/', "-")));
+    let model_sha = if pinned { sha256_hex(&model) } else { String::new() };
     let text = format!(
         "[[model]]\nname = \"tiny-nli-hub\"\nabout = \"the tests' NLI model, from the loopback hub\"\nrepo = \"lode-tests/tiny-nli\"\n\
-         revision = \"main\"\nfiles = {{ \"model.onnx\" = \"{file}\", \"tokenizer.json\" = \"tokenizer.json\" }}\nsize_mb = 1\nmemory_mb = 1\nspeed = 1.0\n\
-         [model.manifest]\nid = \"tiny-nli\"\nkind = \"nli\"\nmax_length = 32\nlabels = [\"contradiction\", \"entailment\", \"neutral\"]\n"
+         commit = \"{COMMIT}\"\nsize_mb = 1\nmemory_mb = 1\nspeed = 1.0\n\
+         [model.files]\n\"model.onnx\" = {{ path = \"{file}\", sha256 = \"{model_sha}\", size = {} }}\n\
+         \"tokenizer.json\" = {{ path = \"tokenizer.json\", sha256 = \"{}\" }}\n\
+         [model.manifest]\nid = \"tiny-nli\"\nkind = \"nli\"\nmax_length = 32\nlabels = [\"contradiction\", \"entailment\", \"neutral\"]\n",
+        model.len(),
+        sha256_hex(&tokenizer)
     );
     std::fs::write(&p, text).unwrap();
     p
 }
 
+fn catalogue(dir: &Path, file: &str) -> PathBuf {
+    catalogue_pinned(dir, file, true)
+}
+
 /// `lode setup --nli tiny-nli-hub` with the given environment; models go to `models`.
 fn setup(catalogue: &Path, models: &Path, env: &[(&str, &str)]) -> Output {
     let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
-    c.args(["setup", "--nli", "tiny-nli-hub", "--catalogue"]).arg(catalogue).env("LODE_MODELS", models).env_remove("HF_TOKEN").env_remove("HF_ENDPOINT");
+    let home = catalogue.parent().unwrap();
+    c.args(["setup", "--nli", "tiny-nli-hub", "--catalogue"])
+        .arg(catalogue)
+        .env("LODE_MODELS", models)
+        .env("XDG_CACHE_HOME", home.join("cache"))
+        .env("XDG_CONFIG_HOME", home.join("config"))
+        .env("XDG_DATA_HOME", home.join("data"))
+        .env_remove("HF_TOKEN")
+        .env_remove("HF_ENDPOINT");
     for (k, v) in env {
         c.env(k, v);
     }
@@ -187,14 +186,15 @@ fn a_model_is_fetched_checked_recorded_and_installed_whole() {
     assert!(std::fs::read_to_string(installed.join("lode-model.toml")).unwrap().contains("kind = \"nli\""));
     assert!(entails(&models), "the installed model does not work");
     assert!(!models.join(".partial-tiny-nli-hub").exists(), "the staging folder is gone");
-    // The LFS file came through the redirect; the revision was resolved first.
+    // The LFS file came through the redirect; the hub's listing was never asked.
     let log = hub.log.lock().unwrap().clone();
     assert!(log.iter().any(|(p, _)| p.starts_with("/cdn/")), "{log:?}");
-    // Again: the recorded commit is the one the revision names, so nothing is downloaded.
+    assert!(!log.iter().any(|(p, _)| p.starts_with("/api/")), "the listing is no checksum: {log:?}");
+    // Again: the recorded commit is the pinned one, so nothing is asked at all.
     let n = hub.log.lock().unwrap().len();
     let o = setup(&cat, &models, &env);
     assert!(o.status.success() && text(&o).contains("is installed"), "{}", text(&o));
-    assert_eq!(hub.log.lock().unwrap().len(), n + 1, "only the revision is asked for: {:?}", &hub.log.lock().unwrap()[n..]);
+    assert_eq!(hub.log.lock().unwrap().len(), n, "nothing is asked: {:?}", &hub.log.lock().unwrap()[n..]);
     // `lode doctor` reports it, with where it came from.
     let vault = tmp.path().join("vault");
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
@@ -220,8 +220,10 @@ fn a_cut_download_resumes_with_a_range_request() {
     assert!(!o.status.success(), "a cut download is not installed: {}", text(&o));
     assert!(text(&o).contains("run `lode setup` again to resume"), "{}", text(&o));
     assert!(!models.join("tiny-nli-hub").exists(), "nothing installed from a cut download");
-    let partial = models.join(".partial-tiny-nli-hub/model.onnx.partial");
-    assert_eq!(std::fs::metadata(&partial).map(|m| m.len()).ok(), Some(300), "the part that came is kept");
+    assert!(!models.join(".partial-tiny-nli-hub").exists(), "a failed install leaves no staging folder");
+    let model_sha = sha256_hex(&std::fs::read(lode_testing::models().join("tiny-nli/model.onnx")).unwrap());
+    let partial = tmp.path().join(format!("cache/lode/downloads/{model_sha}.partial"));
+    assert_eq!(std::fs::metadata(&partial).map(|m| m.len()).ok(), Some(300), "the part that came is kept, in the user's cache");
     let o = setup(&cat, &models, &env);
     assert!(o.status.success(), "{}", text(&o));
     let ranged = hub.log.lock().unwrap().iter().any(|(p, r)| p.starts_with("/cdn/") && r.as_deref() == Some("bytes=300-"));
@@ -236,17 +238,18 @@ fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothin
     let models = tmp.path().join("models");
     let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
     let cat = catalogue(tmp.path(), "onnx/model.onnx");
-    // A body that does not match the listed SHA-256.
-    hub.faults.lock().unwrap().wrong_sha = true;
+    // A body that does not match the catalogue's SHA-256 (the hub's own word is not asked).
+    hub.faults.lock().unwrap().tamper = true;
     let o = setup(&cat, &models, &env);
     assert!(!o.status.success() && text(&o).contains("SHA-256") && text(&o).contains("nothing was installed"), "{}", text(&o));
     assert!(!models.join("tiny-nli-hub").exists());
-    assert!(!models.join(".partial-tiny-nli-hub/model.onnx.partial").exists(), "a bad download is not kept to resume");
-    hub.faults.lock().unwrap().wrong_sha = false;
-    // A file the repository lacks: named, with what it has.
+    assert!(!models.join(".partial-tiny-nli-hub").exists(), "a failed install leaves no staging folder");
+    assert!(std::fs::read_dir(tmp.path().join("cache/lode/downloads")).map_or(true, |d| d.count() == 0), "a bad download is not kept to resume");
+    hub.faults.lock().unwrap().tamper = false;
+    // A file the repository lacks: named.
     let missing = catalogue(tmp.path(), "onnx/model_quantized.onnx");
     let o = setup(&missing, &models, &env);
-    assert!(!o.status.success() && text(&o).contains("has no onnx/model_quantized.onnx") && text(&o).contains("onnx/model.onnx"), "{}", text(&o));
+    assert!(!o.status.success() && text(&o).contains("has no onnx/model_quantized.onnx"), "{}", text(&o));
     // No token: the refusal names HF_TOKEN.
     let o = setup(&cat, &models, &[("HF_ENDPOINT", hub.endpoint.as_str())]);
     assert!(!o.status.success() && text(&o).contains("HF_TOKEN"), "{}", text(&o));
@@ -256,28 +259,42 @@ fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothin
     assert!(!o.status.success() && t.contains("cannot reach the model hub") && t.contains("Copy onnx/model.onnx as model.onnx"), "{t}");
     assert!(t.contains("[models] mirror") && t.contains(&models.join("tiny-nli-hub").display().to_string()), "{t}");
     assert!(!models.join("tiny-nli-hub").exists());
-    // The vault's `[models] mirror` is used (HF_ENDPOINT unset).
+    // A vault's `[models] mirror` is used once the folder is approved, but gets no token: the
+    // hub refuses, and lode says why it sent none.
     let vault = tmp.path().join("vault");
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nmirror = \"{}\"\n", hub.endpoint)).unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
-        .args(["setup", "--nli", "tiny-nli-hub", "--catalogue"])
-        .arg(&cat)
-        .arg("--vault")
-        .arg(&vault)
-        .env("LODE_MODELS", &models)
-        .env("HF_TOKEN", TOKEN)
-        .env_remove("HF_ENDPOINT")
-        .output()
-        .unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+        c.args(extra).arg("--vault").arg(&vault)
+            .env("LODE_MODELS", &models)
+            .env("XDG_CACHE_HOME", tmp.path().join("cache"))
+            .env("XDG_CONFIG_HOME", tmp.path().join("config"))
+            .env("XDG_DATA_HOME", tmp.path().join("data"))
+            .env("HF_TOKEN", TOKEN)
+            .env_remove("HF_ENDPOINT");
+        c.output().unwrap()
+    };
+    let install = ["setup", "--nli", "tiny-nli-hub", "--catalogue", cat.to_str().unwrap()];
+    let before = hub.log.lock().unwrap().len();
+    let o = run(&install);
+    assert!(text(&o).contains("lode trust"), "unapproved, the folder's mirror is ignored: {}", text(&o));
+    assert_eq!(hub.log.lock().unwrap().len(), before, "an unapproved folder's mirror is never asked");
+    assert!(run(&["trust"]).status.success());
+    let o = run(&install);
+    assert!(!o.status.success() && text(&o).contains("HF_TOKEN is not sent"), "{}", text(&o));
+    // The same mirror named in the user's own config gets the token, and installs.
+    std::fs::create_dir_all(tmp.path().join("config/lode")).unwrap();
+    std::fs::write(tmp.path().join("config/lode/config.toml"), format!("[models]\nmirror = \"{}\"\n", hub.endpoint)).unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "").unwrap();
+    let o = run(&install);
     assert!(o.status.success(), "{}", text(&o));
     assert!(entails(&models));
 }
 
-/// What a hub or a proxy in front of it may do besides the faults above: ignore ranges (the
-/// download starts over and still installs), list a file with no checksum (refused: lode installs
-/// nothing unchecked), send more bytes than listed (refused), answer the listing with an HTML page
-/// (a captive portal: said, nothing installed).
+/// What a hub or a proxy in front of it may do besides the faults above, and a catalogue entry
+/// without a pin: ignore ranges (the download starts over and still installs), send more bytes
+/// than pinned (refused), an unpinned file (refused before anything is fetched).
 #[test]
 fn hubs_without_ranges_or_checksums_and_oversized_or_non_json_answers() {
     let tmp = tempfile::tempdir().unwrap();
@@ -286,15 +303,15 @@ fn hubs_without_ranges_or_checksums_and_oversized_or_non_json_answers() {
     let models = tmp.path().join("models");
     let env = [("HF_ENDPOINT", hub.endpoint.as_str()), ("HF_TOKEN", TOKEN)];
     let set = |f: &dyn Fn(&mut Faults)| f(&mut hub.faults.lock().unwrap());
-    set(&|f| f.no_checksum = true);
-    let o = setup(&cat, &models, &env);
-    assert!(!o.status.success() && text(&o).contains("no checksum"), "{}", text(&o));
+    // An entry the catalogue does not pin is not installed at all.
+    let unpinned = catalogue_pinned(tmp.path(), "onnx/model.onnx", false);
+    let before = hub.log.lock().unwrap().len();
+    let o = setup(&unpinned, &models, &env);
+    assert!(!o.status.success() && text(&o).contains("no SHA-256 pin"), "{}", text(&o));
+    assert_eq!(hub.log.lock().unwrap().len(), before, "nothing is fetched for an unpinned entry");
     set(&|f| *f = Faults { extra_bytes: true, ..Faults::default() });
     let o = setup(&cat, &models, &env);
     assert!(!o.status.success() && text(&o).contains("nothing was installed"), "{}", text(&o));
-    set(&|f| *f = Faults { bad_listing: true, ..Faults::default() });
-    let o = setup(&cat, &models, &env);
-    assert!(!o.status.success() && text(&o).contains("did not answer with JSON"), "{}", text(&o));
     assert!(!models.join("tiny-nli-hub").exists(), "nothing installed by any of them");
     // A cut download, then a server that ignores the range: it starts over, and installs.
     set(&|f| *f = Faults { truncate_at: Some(300), ..Faults::default() });

@@ -14,6 +14,14 @@ use std::time::{Duration, Instant};
 use lode_lsp::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
+
+/// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
+fn approve(v: &std::path::Path) {
+    // These tests run lode with HOME at the vault (`lode` below): the approval is kept there.
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).env("HOME", v).output().unwrap();
+    assert!(o.status.success(), "lode trust: {}", String::from_utf8_lossy(&o.stderr));
+}
+
 /// A moto S3 server on 127.0.0.1, stopped on drop.
 struct S3 {
     child: Child,
@@ -114,6 +122,7 @@ fn member(dir: &Path, s3: &S3, extra: &str) -> PathBuf {
         format!("{extra}\n[shared]\nindex = \"s3://team-docs/handbook\"\ntimeout_secs = 8\noptions = {{ endpoint = \"{}\", allow_http = \"true\" }}\n", s3.endpoint()),
     )
     .unwrap();
+    approve(&m);
     let o = lode(&["index", "-q"], &m, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
     m
@@ -211,7 +220,9 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     let note = format!("# Answers\n\nThe quorum {link}\n");
     std::fs::write(m.join("answers.md"), &note).unwrap();
     let env = [("AWS_ACCESS_KEY_ID", "lode-test"), ("AWS_SECRET_ACCESS_KEY", "lode-test-secret"), ("AWS_REGION", "us-east-1")];
-    let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env).unwrap();
+    // HOME at the vault, as for `lode` above: the approval and the store's binding are there.
+    let serve_env = [env[0], env[1], env[2], ("HOME", m.to_str().unwrap())];
+    let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], serve_env).unwrap();
     let root = format!("file://{}", m.display());
     let _ = c.request("initialize", json!({"processId": null, "rootUri": root, "capabilities": {}})).unwrap();
     c.notify("initialized", json!({})).unwrap();
@@ -245,6 +256,7 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
         format!("[shared]\nindex = \"s3://team-docs/handbook\"\noptions = {{ endpoint = \"{}\", allow_http = \"true\" }}\n", s3.endpoint()),
     )
     .unwrap();
+    approve(&team);
     let o = lode(&["search", "--json", "--timings", "--mode", "hybrid", "Sentinel quorum"], &team, &env);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let hits: Vec<Value> = text(&o.stdout).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -272,6 +284,7 @@ fn the_bucket_gone_a_publish_killed_and_a_reader_mid_publish() {
     let (s3, team) = team_on_s3(tmp.path());
     std::fs::create_dir_all(team.join(".lode")).unwrap();
     std::fs::write(team.join(".lode/config.toml"), "[models]\nembedder = \"\"\n").unwrap();
+    approve(&team);
     let runbook = std::fs::read_to_string(team.join(RUNBOOK)).unwrap();
     let r = published(&publish(&team, &s3, &[]));
     assert!(r["embedder"].is_null(), "full text only without an embedder: {r}");
@@ -309,7 +322,9 @@ fn the_bucket_gone_a_publish_killed_and_a_reader_mid_publish() {
     // it gone answers from their own notes and says so, and the server then says the tier is
     // down (and skips it until it retries) instead of reporting it open.
     let env = [("AWS_ACCESS_KEY_ID", "lode-test"), ("AWS_SECRET_ACCESS_KEY", "lode-test-secret"), ("AWS_REGION", "us-east-1")];
-    let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env).unwrap();
+    // HOME at the vault, as for `lode` above: the approval and the store's binding are there.
+    let serve_env = [env[0], env[1], env[2], ("HOME", m.to_str().unwrap())];
+    let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], serve_env).unwrap();
     let _ = c.request("initialize", json!({"processId": null, "rootUri": format!("file://{}", m.display()), "capabilities": {}})).unwrap();
     c.notify("initialized", json!({})).unwrap();
     c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
@@ -345,6 +360,7 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     let team = lode_testing::example_vault(tmp.path());
     std::fs::create_dir_all(team.join(".lode")).unwrap();
     std::fs::write(team.join(".lode/config.toml"), "[models]\nembedder = \"\"\n[egress]\nno_egress = [\"people/**\"]\n").unwrap();
+    approve(&team);
     std::fs::write(team.join("notes/private.md"), "---\negress: local\n---\n# Private\n\nThe vault passphrase hint is heliotrope.\n").unwrap();
     // A folder tier: the same code, no server.
     let tier = tmp.path().join("tier");
@@ -356,6 +372,7 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     std::fs::create_dir_all(m.join(".lode")).unwrap();
     std::fs::write(m.join("x.md"), "# X\n\nNothing.\n").unwrap();
     std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = {:?}\n", tier.to_str().unwrap())).unwrap();
+    approve(&m);
     assert!(lode(&["index", "-q"], &m, &[]).status.success());
     let o = lode(&["search", "--json", "vault passphrase hint heliotrope"], &m, &[]);
     assert!(o.status.success(), "{}", text(&o.stderr));
@@ -391,6 +408,7 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
 
     // A secret in [shared] options is refused by name, before anything is sent.
     std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = \"s3://b/p\"\noptions = {{ aws_secret_access_key = \"x\" }}\n")).unwrap();
+    approve(&m);
     let a = ask(&m, "Nothing?");
     assert!(a["notice"].as_str().unwrap_or_default().contains("must not hold aws_secret_access_key"), "{a}");
     let o = lode(&["doctor"], &m, &[]);

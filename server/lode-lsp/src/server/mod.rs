@@ -177,7 +177,15 @@ impl State {
                 Ok(b) => b,
                 Err(e) => return (now.rules.clone(), now.synthesizer.clone(), Some(e)),
             };
-            if bytes != now.bytes {
+            if bytes == now.bytes && now.blocked.is_none() {
+                // The same bytes may read differently now: the user approved the folder (`lode
+                // trust`) or changed their own config since. Reading them again is a parse of a
+                // few hundred bytes, before a question.
+                if let Ok((r, synth)) = (src.load)(bytes.as_deref()) {
+                    now.rules = Arc::new(r);
+                    now.synthesizer = Arc::new(synth);
+                }
+            } else if bytes != now.bytes {
                 std::thread::sleep(CONFIG_SETTLE);
                 if read().ok().as_ref() != Some(&bytes) {
                     let why = format!("{} is being written", src.file.display());

@@ -79,6 +79,9 @@ impl Vault {
     /// Opens the index, creating it if needed. A store lode did not make here for this user
     /// (it came with the folder) is moved aside and a new one made: nothing is cited from it.
     pub fn open_for_write(&self) -> Result<Store> {
+        if let Some(dir) = self.db.parent() {
+            crate::trust::check_state_dir(dir)?;
+        }
         match crate::trust::owner(&self.db) {
             crate::trust::Owner::Foreign => {
                 let moved = crate::trust::move_aside(&self.db, &self.vectors_dir())?;
@@ -130,6 +133,9 @@ impl Vault {
                 if empty { " (the file is empty)" } else { "" },
                 self.root.display()
             );
+        }
+        if let Some(dir) = self.db.parent() {
+            crate::trust::check_state_dir(dir)?;
         }
         if crate::trust::owner(&self.db) == crate::trust::Owner::Foreign {
             return Err(crate::trust::foreign_error(&self.db, &self.root));

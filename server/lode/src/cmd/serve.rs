@@ -53,6 +53,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         // rebuilds the index from the notes. A new store is made and bound here, before the
         // server opens it.
         let db = state_dir(root).join("lode.db");
+        crate::trust::check_state_dir(&state_dir(root))?;
         match crate::trust::owner(&db) {
             crate::trust::Owner::Foreign => {
                 let moved = crate::trust::move_aside(&db, &state_dir(root).join("vectors"))?;
