@@ -2,6 +2,8 @@
 //! `lode serve`: :LodeAsk inserts a verified answer, hovering its citation shows the quote,
 //! :LodeStatus echoes the index's state and `:checkhealth lode` reports the binary, the vault
 //! (through `lode doctor --json`) and the attached client. The script is tests/nvim/ask_spec.lua.
+//! On a folder whose settings the user has not approved, the plugin asks before starting lode
+//! (tests/nvim/trust_spec.lua).
 
 use std::path::Path;
 use std::process::Command;
@@ -66,4 +68,49 @@ fn neovim_asks_and_hovers() {
     assert!(ok_line(&["vault ", &format!("{notes} notes")]), "doctor's vault line: {report}");
     assert!(ok_line(&["is attached to", "questions.md"]), "{report}");
     assert!(!report.contains("printed no report") && !report.contains("Failed to run healthcheck"), "{report}");
+}
+
+/// The plugin asks before starting lode on a folder whose config holds settings the user has not
+/// approved, once per folder and session: "Approve" runs `lode trust` and starts lode, "Don't
+/// start" leaves it off.
+#[test]
+fn neovim_asks_before_starting_on_an_unapproved_folder() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    for choice in ["Approve (lode trust)", "Don't start"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let vault = tmp.path().join("vault");
+        copy_dir(&root.join("fixtures/vault"), &vault);
+        std::fs::create_dir_all(vault.join(".lode")).unwrap();
+        std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n").unwrap();
+        let out = tmp.path().join("out.json");
+        let status = Command::new("nvim")
+            .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
+            .arg(format!("luafile {}", root.join("tests/nvim/trust_spec.lua").display()))
+            .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
+            .env("LODE_PLUGIN", root.join("editors/nvim"))
+            .env("LODE_NOTE", vault.join("runbooks/rotate-staging-certs.md"))
+            .env("LODE_NOTE2", vault.join("notes/reading-list.md"))
+            .env("LODE_CHOICE", choice)
+            .env("LODE_OUT", &out)
+            .env("HOME", tmp.path())
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("the script wrote its result")).unwrap();
+        assert!(v["error"].is_null(), "{choice}: {}", v["error"]);
+        let asked = v["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{choice}: asked once per folder: {v}");
+        assert!(asked[0]["prompt"].as_str().unwrap().contains("lode trust") && asked[0]["prompt"].as_str().unwrap().contains("[llm]"), "{v}");
+        assert_eq!(asked[0]["running"], 0, "lode ran before the user answered: {v}");
+        let trust = Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--status", "--vault"]).arg(&vault).env("HOME", tmp.path()).env_remove("XDG_DATA_HOME").env_remove("XDG_CONFIG_HOME").status().unwrap();
+        if choice.starts_with("Approve") {
+            assert!(v["running"].as_u64().unwrap() >= 1, "{v}");
+            assert_eq!(trust.code(), Some(0), "approved by the plugin");
+        } else {
+            assert_eq!(v["running"], 0, "{v}");
+            assert_eq!(trust.code(), Some(3), "nothing approved");
+        }
+    }
 }

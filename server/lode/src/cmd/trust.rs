@@ -58,7 +58,9 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let hash = r.hash.clone().unwrap_or_else(|| "none".into());
-    if r.guarded.is_empty() {
+    if !r.file.exists() {
+        println!("lode trust: {} has no .lode/config.toml: nothing needs approval now", vault.root.display());
+    } else if r.guarded.is_empty() {
         println!("lode trust: {} sets nothing that needs approval", r.file.display());
     } else {
         println!("lode trust: approving these settings of {}:", r.file.display());

@@ -1,0 +1,140 @@
+//! The trust boundary through the real `lode serve` over stdio (docs/security.md): a folder the
+//! user has not approved is served on defaults and says so once, its `[llm]` gets nothing until
+//! `lode trust` (read at the next question, no restart), a key variable the user config does not
+//! name is never sent, and a store that came with the folder is moved aside and rebuilt.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use lode_lsp::stdio_client::StdioClient;
+use lode_testing::llm::{completion, FakeLlm};
+use serde_json::{json, Value};
+
+const SECRET: &str = "trust-test-secret-5be1c09d";
+
+fn uri(p: &Path) -> String {
+    format!("file://{}", p.display())
+}
+
+/// The user's environment for one test: its own HOME and XDG folders (approvals, store records
+/// and the user config live there), and a secret in a variable a folder may name.
+fn user_env(home: &Path) -> Vec<(String, String)> {
+    let h = |p: &str| home.join(p).display().to_string();
+    vec![
+        ("HOME".into(), home.display().to_string()),
+        ("XDG_CONFIG_HOME".into(), h(".config")),
+        ("XDG_DATA_HOME".into(), h(".local/share")),
+        ("XDG_CACHE_HOME".into(), h(".cache")),
+        ("LODE_T_SECRET".into(), SECRET.into()),
+    ]
+}
+
+fn lode(args: &[&str], vault: &Path, home: &Path) -> std::process::Output {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c.args(args).arg("--vault").arg(vault);
+    for (k, v) in user_env(home) {
+        c.env(k, v);
+    }
+    c.output().unwrap()
+}
+
+fn example_vault(dir: &Path, name: &str) -> PathBuf {
+    let v = dir.join(name);
+    lode_testing::copy_dir(&lode_testing::repo().join("fixtures/vault"), &v);
+    v
+}
+
+fn serve(vault: &Path, home: &Path) -> StdioClient {
+    let env: Vec<(String, String)> = user_env(home);
+    let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(vault), "name": "v"}]})).unwrap();
+    c.notify("initialized", json!({})).unwrap();
+    c
+}
+
+fn ask(c: &mut StdioClient, q: &str) -> Value {
+    c.request("lode/ask", json!({"question": q})).unwrap()
+}
+
+#[test]
+fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once_approved() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let v = example_vault(tmp.path(), "vault");
+    let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(
+        v.join(".lode/config.toml"),
+        format!(
+            "[models]\nembedder = \"\"\nruntime = \"{}\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nremote = true\nretries = 0\napi_key_env = \"LODE_T_SECRET\"\n",
+            tmp.path().join("planted/libonnxruntime.so").display(),
+            fake.endpoint
+        ),
+    )
+    .unwrap();
+    let mut c = serve(&v, &home);
+    // Said once, when the vault starts, with the command that approves it.
+    let m = c.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("lode trust"))).unwrap();
+    let said = m["params"]["message"].as_str().unwrap();
+    assert!(said.contains("[llm]") && said.contains("[models] runtime"), "{said}");
+    c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
+    let status = c.request("lode/status", json!({})).unwrap();
+    assert!(status["result"]["trust"].as_str().is_some_and(|t| t.contains(&format!("lode trust --vault {}", v.canonicalize().unwrap().display()))), "{status}");
+    // Served on defaults: an extractive answer, nothing sent to the folder's host.
+    let a = ask(&mut c, "How often are staging certificates rotated?");
+    assert_eq!(a["result"]["synthesizer"], "extractive", "{a}");
+    assert!(a.to_string().contains("60 days"), "{a}");
+    assert_eq!(fake.requests.lock().unwrap().len(), 0, "the unapproved folder's model was asked");
+    // The user approves it: the next question goes to the model (no restart), but without the
+    // key, which the user's config does not name.
+    let o = lode(&["trust"], &v, &home);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("api_key_env"), "lode trust says the key is still not sent");
+    let _ = ask(&mut c, "How often are staging certificates rotated?");
+    let sent = fake.requests.lock().unwrap().clone();
+    assert!(!sent.is_empty(), "the approved folder's model was not asked");
+    assert!(sent.iter().all(|b| !b.contains(SECRET)), "the key went along");
+    // A pull that changes the endpoint asks again: nothing more reaches the old host's model.
+    let n = fake.requests.lock().unwrap().len();
+    let other = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
+    std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nretries = 0\n", other.endpoint)).unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let a = ask(&mut c, "How often are staging certificates rotated?");
+    assert_eq!(a["result"]["synthesizer"], "extractive", "{a}");
+    assert_eq!(other.requests.lock().unwrap().len(), 0, "a changed endpoint was used without approval");
+    assert_eq!(fake.requests.lock().unwrap().len(), n);
+    let _ = c.stop();
+}
+
+#[test]
+fn a_store_that_came_with_the_folder_is_moved_aside_and_the_server_answers_from_the_notes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    // The forger's copy says 999 days; their index of it ships in the victim's folder.
+    let forge = example_vault(tmp.path(), "forge");
+    let runbook = "runbooks/rotate-staging-certs.md";
+    let text = std::fs::read_to_string(forge.join(runbook)).unwrap();
+    assert!(text.contains("60 days"));
+    std::fs::write(forge.join(runbook), text.replace("60 days", "999 days")).unwrap();
+    assert!(lode(&["index", "--no-vectors"], &forge, &home).status.success());
+    let v = example_vault(tmp.path(), "vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::copy(forge.join(".lode/lode.db"), v.join(".lode/lode.db")).unwrap();
+    std::fs::write(v.join(".lode/config.toml"), "[models]\nembedder = \"\"\n").unwrap();
+    // The CLI will not cite from it.
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+    assert!(!o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("999"), "{}", String::from_utf8_lossy(&o.stdout));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("lode index"), "{}", String::from_utf8_lossy(&o.stderr));
+    // The server moves it aside, says so, and answers from the notes.
+    let mut c = serve(&v, &home);
+    c.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("moved it aside"))).unwrap();
+    c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
+    let a = ask(&mut c, "How often are staging certificates rotated?");
+    assert!(a.to_string().contains("60 days") && !a.to_string().contains("999"), "{a}");
+    let _ = c.stop();
+    let aside: Vec<String> = std::fs::read_dir(v.join(".lode")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    assert!(aside.iter().any(|n| n.starts_with("lode.db.foreign-")), "every byte kept, aside: {aside:?}");
+    // The store the server made is the user's now: the CLI reads it.
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("60 days"), "{}", String::from_utf8_lossy(&o.stderr));
+}
