@@ -13,7 +13,7 @@ pub mod stdio_client;
 mod writer;
 
 pub use position::Encoding;
-pub use server::{build, Backend, ExternalSettings, ModelSettings, RulesSource, Settings, SettingsFn, VectorSettings};
+pub use server::{build, Backend, ExternalSettings, ModelSettings, Reloaded, RulesSource, Settings, SettingsFn, VectorSettings};
 
 /// How long the exit waits for the embedding thread's round in progress.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

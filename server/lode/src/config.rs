@@ -51,8 +51,12 @@ pub struct TrustReport {
     /// The vault folder (canonical) and its config file.
     pub folder: PathBuf,
     pub file: PathBuf,
-    /// The settings not honoured, as the user reads them (`[llm]`, `[models] runtime`, ...).
+    /// The settings not honoured until the user approves the folder, as the user reads them
+    /// (`[llm]`, `[models] runtime`, ...).
     pub ignored: Vec<String>,
+    /// The settings not honoured whatever the approval: only the user's own config may say
+    /// them (`[trust]`, a key variable it does not list).
+    pub user_only: Vec<String>,
     /// The guarded settings and limits the vault's config holds, one `[section] key = value`
     /// each: what `lode trust` approves.
     pub guarded: Vec<String>,
@@ -68,16 +72,25 @@ pub struct TrustReport {
 impl TrustReport {
     /// The one line said when settings were ignored: which, and the command that approves them.
     pub fn notice(&self) -> Option<String> {
-        if self.ignored.is_empty() {
-            return None;
+        let mut parts = Vec::new();
+        if !self.ignored.is_empty() {
+            let changed = if self.approval == Some(Approval::Changed) { " (they changed since you approved this folder)" } else { "" };
+            parts.push(format!(
+                "settings a folder may not set without your approval{changed}: {}; to approve them run `lode trust --vault {}`",
+                self.ignored.join(", "),
+                self.folder.display()
+            ));
         }
-        let changed = if self.approval == Some(Approval::Changed) { " (they changed since you approved this folder)" } else { "" };
-        Some(format!(
-            "lode: ignoring settings in {} that a folder may not set without your approval{changed}: {}; to approve them run `lode trust --vault {}` (docs/security.md)",
-            self.file.display(),
-            self.ignored.join(", "),
-            self.folder.display()
-        ))
+        if !self.user_only.is_empty() {
+            let user = self.user_file.as_ref().map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
+            parts.push(format!("settings only your user config ({user}) may give: {}", self.user_only.join(", ")));
+        }
+        (!parts.is_empty()).then(|| format!("lode: ignoring in {}: {} (docs/security.md)", self.file.display(), parts.join("; and ")))
+    }
+
+    /// Whether some setting of the folder's config is not honoured.
+    pub fn ignores_something(&self) -> bool {
+        !self.ignored.is_empty() || !self.user_only.is_empty()
     }
 }
 
@@ -548,6 +561,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
 
     let mut merged = user_table.clone();
     let mut ignored: Vec<String> = Vec::new();
+    let mut user_only: Vec<String> = Vec::new();
     for (section, v) in &vault_table {
         let Some(t) = v.as_table() else {
             // Not a section: deserialization names it.
@@ -569,7 +583,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                     Some(toml::Value::Array(list))
                 }
                 Class::UserOnly => {
-                    ignored.push(format!("[{section}] {key} (only your user config may set it)"));
+                    user_only.push(format!("[{section}] {key}"));
                     None
                 }
                 Class::Guarded if approved => Some(value.clone()),
@@ -618,10 +632,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             let users_own = user_llm.as_ref().is_some_and(|(k, e)| k.as_deref() == Some(var.as_str()) && e == &llm.endpoint);
             if !users_own && !base.trust.api_key_env.iter().any(|v| v == &var) {
                 llm.api_key_env = None;
-                ignored.push(format!(
-                    "[llm] api_key_env = {} (your user config allows no such key: list it under [trust] api_key_env)",
-                    serde_json::to_string(&var).unwrap_or_default()
-                ));
+                user_only.push(format!("[llm] api_key_env = {} (list it under [trust] api_key_env to allow it)", serde_json::to_string(&var).unwrap_or_default()));
             }
         }
     }
@@ -635,6 +646,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         folder: vault.to_path_buf(),
         file: vault_file.to_path_buf(),
         ignored,
+        user_only,
         guarded: guarded_lines,
         hash,
         approval,
@@ -732,7 +744,8 @@ mod tests {
         ] {
             let c = run("", folder);
             let d = Config::default();
-            assert!(c.report.notice().is_some_and(|n| n.contains("lode trust")), "{folder}: {:?}", c.report);
+            let said = if folder.starts_with("[trust]") { "only your user config" } else { "lode trust" };
+            assert!(c.report.notice().is_some_and(|n| n.contains(said)), "{folder}: {:?}", c.report);
             assert!(c.llm.is_none() && c.shared.is_none(), "{folder}");
             assert_eq!((c.models.runtime, c.models.dir, c.models.mirror), (None, None, None), "{folder}");
             assert_eq!((c.models.embedder, c.models.reranker, c.models.nli), (d.models.embedder, None, None), "{folder}");

@@ -90,6 +90,11 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     let o = lode(&["trust"], &v, &home);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("api_key_env"), "lode trust says the key is still not sent");
+    let status = c.request("lode/status", json!({})).unwrap();
+    // The approval shows at once; what approval cannot give (a key variable the user's config
+    // does not list) is still said, with where to allow it.
+    let t = status["result"]["trust"].as_str().unwrap_or_default();
+    assert!(!t.contains("lode trust --vault") && t.contains("api_key_env") && t.contains("user config"), "{status}");
     let _ = ask(&mut c, "How often are staging certificates rotated?");
     let sent = fake.requests.lock().unwrap().clone();
     assert!(!sent.is_empty(), "the approved folder's model was not asked");

@@ -62,9 +62,9 @@ pub struct Settings {
     pub externals: ExternalSettings,
     /// Models unused this long are released (loaded again on next use); `None`: kept loaded.
     pub unload_after: Option<std::time::Duration>,
-    /// What the user must be told once about this vault's trust (settings ignored until the
-    /// folder is approved, a store that came with the folder moved aside): `lode/status` shows
-    /// it, and the server says it when the vault starts.
+    /// What the user must be told about this vault beyond its config's own trust notice (which
+    /// [`RulesSource`] reads): a store that came with the folder moved aside. `lode/status`
+    /// shows it, and the server says it when the vault starts.
     pub notices: Vec<String>,
 }
 
@@ -86,7 +86,16 @@ pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Syn
 #[derive(Clone)]
 pub struct RulesSource {
     pub file: PathBuf,
-    pub load: Arc<dyn Fn(Option<&[u8]>) -> std::result::Result<(EgressRules, Synthesizer), String> + Send + Sync>,
+    pub load: Arc<dyn Fn(Option<&[u8]>) -> std::result::Result<Reloaded, String> + Send + Sync>,
+}
+
+/// What the vault's config says now, read from its bytes.
+pub struct Reloaded {
+    pub rules: EgressRules,
+    pub synthesizer: Synthesizer,
+    /// Settings of the folder's config that are ignored until the user approves the folder
+    /// (docs/security.md), in one line with the command that approves them.
+    pub notice: Option<String>,
 }
 
 /// The egress rules and synthesizer in force, and the config bytes they were read from.
@@ -96,6 +105,8 @@ struct RulesNow {
     synthesizer: Arc<Synthesizer>,
     /// The config no longer reads: nothing goes to a remote model until it does.
     blocked: Option<String>,
+    /// The trust notice of the config as last read.
+    notice: Option<String>,
 }
 
 /// How long a changed config must stay the same before it is believed: an editor's save
@@ -181,9 +192,10 @@ impl State {
                 // The same bytes may read differently now: the user approved the folder (`lode
                 // trust`) or changed their own config since. Reading them again is a parse of a
                 // few hundred bytes, before a question.
-                if let Ok((r, synth)) = (src.load)(bytes.as_deref()) {
-                    now.rules = Arc::new(r);
-                    now.synthesizer = Arc::new(synth);
+                if let Ok(r) = (src.load)(bytes.as_deref()) {
+                    now.rules = Arc::new(r.rules);
+                    now.synthesizer = Arc::new(r.synthesizer);
+                    now.notice = r.notice;
                 }
             } else if bytes != now.bytes {
                 std::thread::sleep(CONFIG_SETTLE);
@@ -192,9 +204,10 @@ impl State {
                     return (now.rules.clone(), now.synthesizer.clone(), Some(why));
                 }
                 match (src.load)(bytes.as_deref()) {
-                    Ok((r, synth)) => {
-                        now.rules = Arc::new(r);
-                        now.synthesizer = Arc::new(synth);
+                    Ok(r) => {
+                        now.rules = Arc::new(r.rules);
+                        now.synthesizer = Arc::new(r.synthesizer);
+                        now.notice = r.notice;
                         now.blocked = None;
                     }
                     Err(e) => now.blocked = Some(format!("{} no longer reads: {e}", src.file.display())),
@@ -203,6 +216,13 @@ impl State {
             }
         }
         (now.rules.clone(), now.synthesizer.clone(), now.blocked.clone())
+    }
+
+    /// What the user must be told about this vault's trust, as of the config last read: the
+    /// settings it ignores until `lode trust`, and what happened to a store that came with the
+    /// folder.
+    pub(crate) fn trust_notices(&self) -> Vec<String> {
+        self.rules.lock().notice.iter().cloned().chain(self.settings.notices.iter().cloned()).collect()
     }
 
     /// Whether an open buffer's note may not leave the machine: its own marks, the path rules,
@@ -373,9 +393,12 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             // The bytes the rules are read from, read from those very bytes (an edit between
             // two reads must not leave its rules unapplied).
             let rules_bytes = settings.rules_source.as_ref().and_then(|s| std::fs::read(&s.file).ok());
-            let (rules, synthesizer) = match &settings.rules_source {
-                Some(src) => (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?,
-                None => (settings.rules.clone(), settings.synthesizer.clone()),
+            let (rules, synthesizer, notice) = match &settings.rules_source {
+                Some(src) => {
+                    let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;
+                    (r.rules, r.synthesizer, r.notice)
+                }
+                None => (settings.rules.clone(), settings.synthesizer.clone(), None),
             };
             let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
             // The editor's buffers, plus two batches of a scan.
@@ -431,7 +454,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 reporter,
                 prechunked,
                 closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None }),
+                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, notice }),
                 landed: Mutex::new(Some(landed_rx)),
                 reranker: settings_reranker.map(models::Pool::new),
                 nli: settings_nli.map(models::Pool::new),
@@ -479,8 +502,8 @@ async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, 
     if !prefs.watches {
         crate::files::watch_vault(client.clone(), state.clone());
     }
-    for notice in &state.settings.notices {
-        client.show_message(MessageType::WARNING, notice.clone()).await;
+    for notice in state.trust_notices() {
+        client.show_message(MessageType::WARNING, notice).await;
     }
     // Lexical-only answers are a silent downgrade unless the user is told, once.
     if let Some(loaded) = state.dense_loaded.lock().take() {

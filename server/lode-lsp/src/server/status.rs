@@ -14,6 +14,8 @@ impl Backend {
         let st = state.clone();
         let folders = self.folders.lock().clone().unwrap_or_default();
         blocking(move || {
+            // The config as it reads now (an approval given since shows at once).
+            let _ = st.rules_now();
             let store = st.readers.get()?;
             let stats = store.stats().map_err(|e| e.to_string())?;
             // Not the models' lock: the vector thread holds it for as long as it embeds.
@@ -43,7 +45,7 @@ impl Backend {
             Ok(json!({
                 "vault": st.root, "vaults": folders, "notes": stats.notes, "passages": stats.passages,
                 "scanning": st.scanning.load(Ordering::SeqCst),
-                "trust": if st.settings.notices.is_empty() { json!("ok") } else { json!(st.settings.notices.join(" ")) },
+                "trust": match st.trust_notices() { n if n.is_empty() => json!("ok"), n => json!(n.join(" ")) },
                 "unsaved": st.writer.unsaved(),
                 "reranker": st.reranker.as_ref().map_or(json!("off (no [models] reranker)"), |p| p.status()),
                 "nli": st.nli.as_ref().map_or(json!("off (no [models] nli)"), |p| p.status()),

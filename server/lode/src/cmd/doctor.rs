@@ -106,7 +106,7 @@ fn settings(r: &mut Report, root: &Path) -> Config {
             }
             r.json.insert(
                 "trust".into(),
-                json!({"user_config": user, "ignored": c.report.ignored, "guarded": c.report.guarded, "notice": c.report.notice()}),
+                json!({"user_config": user, "ignored": c.report.ignored, "user_only": c.report.user_only, "guarded": c.report.guarded, "notice": c.report.notice()}),
             );
             c
         }

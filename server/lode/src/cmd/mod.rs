@@ -37,23 +37,14 @@ pub struct Vault {
 
 impl Vault {
     pub fn resolve(args: &VaultArgs) -> Result<Vault> {
-        let root = match &args.vault {
-            Some(v) => v.clone(),
-            None => std::env::current_dir().context("cannot read the current directory")?,
-        };
-        if !root.is_dir() {
-            bail!("vault {} is not a folder", root.display());
-        }
-        let root = root.canonicalize().with_context(|| format!("cannot resolve {}", root.display()))?;
-        let config = Config::load(&root)?;
-        if let Some(line) = config.report.notice() {
+        let vault = Vault::resolve_quiet(args)?;
+        if let Some(line) = vault.config.report.notice() {
             eprintln!("{line}");
         }
-        let db = args.db.clone().unwrap_or_else(|| state_dir(&root).join("lode.db"));
-        Ok(Vault { root, config, db })
+        Ok(vault)
     }
 
-    /// [`Vault::resolve`] for a command that says the notice itself (`lode trust`, `lode doctor`).
+    /// [`Vault::resolve`] for a command that says the trust notice itself (`lode trust`).
     pub fn resolve_quiet(args: &VaultArgs) -> Result<Vault> {
         let root = match &args.vault {
             Some(v) => v.clone(),

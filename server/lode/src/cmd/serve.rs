@@ -45,10 +45,12 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
     init_log();
     let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
         let config = Config::load(root)?;
-        let mut notices: Vec<String> = config.report.notice().into_iter().collect();
-        for n in &notices {
+        // The config's own trust notice is the server's to say (it follows the file); this
+        // holds what else the user must hear.
+        if let Some(n) = config.report.notice() {
             eprintln!("{n}");
         }
+        let mut notices: Vec<String> = Vec::new();
         // A store that came with the folder is never cited from: moved aside, and the scan
         // rebuilds the index from the notes. A new store is made and bound here, before the
         // server opens it.
@@ -102,11 +104,8 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                         // The edited config is read as the folder's, like the first one: an
                         // `[llm]` added to an approved folder's config is not approved.
                         let config = Config::layered(&root, bytes).map_err(|e| format!("{e:#}"))?;
-                        if let Some(n) = config.report.notice() {
-                            eprintln!("{n}");
-                        }
                         let rules = config.egress_rules().map_err(|e| format!("{e:#}"))?;
-                        Ok((rules, synthesizer_of(&config)))
+                        Ok(lode_lsp::Reloaded { rules, synthesizer: synthesizer_of(&config), notice: config.report.notice() })
                     })
                 },
             }),

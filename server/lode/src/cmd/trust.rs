@@ -14,7 +14,7 @@ use crate::VaultArgs;
 pub struct TrustArgs {
     #[command(flatten)]
     pub vault: VaultArgs,
-    /// Say what is approved and what is ignored; change nothing (exit 0 when nothing is ignored)
+    /// Say what is approved and what is ignored; change nothing (exit 3 when settings wait for approval)
     #[arg(long, conflicts_with = "revoke")]
     pub status: bool,
     /// Withdraw the approval of this folder
@@ -36,7 +36,7 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
             println!(
                 "{}",
                 serde_json::json!({"folder": vault.root, "config": r.file, "approval": state(&r.approval), "guarded": r.guarded,
-                    "ignored": r.ignored, "notice": r.notice(), "user_config": r.user_file})
+                    "ignored": r.ignored, "user_only": r.user_only, "notice": r.notice(), "user_config": r.user_file})
             );
         } else {
             println!("folder: {}", vault.root.display());
@@ -47,7 +47,10 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
                 println!("  guarded: {g}");
             }
             for i in &r.ignored {
-                println!("  ignored: {i}");
+                println!("  ignored until approved: {i}");
+            }
+            for i in &r.user_only {
+                println!("  ignored (only your user config may give it): {i}");
             }
         }
         return Ok(if r.ignored.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) });
