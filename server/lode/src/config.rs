@@ -87,11 +87,6 @@ impl TrustReport {
         }
         (!parts.is_empty()).then(|| format!("lode: ignoring in {}: {} (docs/security.md)", self.file.display(), parts.join("; and ")))
     }
-
-    /// Whether some setting of the folder's config is not honoured.
-    pub fn ignores_something(&self) -> bool {
-        !self.ignored.is_empty() || !self.user_only.is_empty()
-    }
 }
 
 /// `[shared] index = "s3://bucket/prefix"` (or a folder): a vault published with `lode
@@ -117,7 +112,9 @@ impl SharedSection {
     pub fn config(&self) -> lode_retrieval::shared::SharedConfig {
         let mut c = lode_retrieval::shared::SharedConfig::new(&self.index);
         c.options = self.options.clone();
-        c.timeout = std::time::Duration::from_secs_f64(self.timeout_secs.clamp(0.5, 600.0));
+        // NaN clamps to NaN, which no Duration holds: the default then.
+        let secs = if self.timeout_secs.is_nan() { default_shared_timeout() } else { self.timeout_secs.clamp(0.5, 600.0) };
+        c.timeout = std::time::Duration::from_secs_f64(secs);
         c
     }
 }
@@ -389,7 +386,7 @@ impl Config {
     /// `<vault>/.lode/config.toml` may set (docs/security.md).
     pub fn load(vault: &Path) -> Result<Config> {
         let path = state_dir(vault).join("config.toml");
-        match std::fs::read(&path) {
+        match lode_answer::egress::read_config_file(&path) {
             Ok(bytes) => Config::layered(vault, Some(&bytes)),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Config::layered(vault, None),
             Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
@@ -399,6 +396,9 @@ impl Config {
     /// [`Config::load`] with the vault config's bytes given (`None`: it has none): the language
     /// server reads them again when the file changes.
     pub fn layered(vault: &Path, vault_bytes: Option<&[u8]>) -> Result<Config> {
+        // Approvals are keyed to the canonical folder, whichever path the editor opened it by.
+        let canonical = vault.canonicalize();
+        let vault = canonical.as_deref().unwrap_or(vault);
         let user = read_user_config()?;
         let vault_file = state_dir(vault).join("config.toml");
         let vault_table = match vault_bytes {
@@ -412,10 +412,12 @@ impl Config {
     }
 
     pub fn store_options(&self) -> StoreOptions {
+        // Any folder may shape its passages, within bounds that keep chunking linear.
+        let max_tokens = self.chunk.max_tokens.clamp(16, 8192);
         StoreOptions {
             chunk: ChunkConfig {
-                max_tokens: self.chunk.max_tokens,
-                overlap_tokens: self.chunk.overlap_tokens,
+                max_tokens,
+                overlap_tokens: self.chunk.overlap_tokens.min(max_tokens / 2),
                 ..ChunkConfig::default()
             },
             ..StoreOptions::default()
@@ -500,16 +502,33 @@ fn class(section: &str, key: &str, value: &toml::Value) -> Class {
         ("externals", "no_egress_domains") | ("egress", "no_egress") | ("gate", _) => Class::Union,
         ("index", "max_file_mb") => Class::Lower,
         ("answer", "entailment_threshold") => Class::Raise,
+        // More passages, claims or results cost time and, with a remote model, money.
+        ("answer", "context" | "max_claims") | ("search", "limit") => Class::Lower,
+        ("models", "unload_after_secs") => Class::Free,
         _ => Class::Free,
     }
 }
 
+/// Text from a folder made safe to print on one line of a terminal: control characters
+/// (escape sequences, carriage returns), bidirectional overrides and invisible format
+/// characters are written as `\u{..}` escapes, so a key name cannot move the cursor, rewrite
+/// what the user is about to approve, or hide a setting.
+pub fn printable(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        let format = matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}');
+        if c.is_control() || format {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A TOML value as the user reads it on one line.
 fn shown(v: &toml::Value) -> String {
-    let s = match v {
-        toml::Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        other => serde_json::to_string(other).unwrap_or_default(),
-    };
+    let s = printable(&serde_json::to_string(v).unwrap_or_default());
     if s.chars().count() > 80 {
         format!("{}…", s.chars().take(80).collect::<String>())
     } else {
@@ -551,9 +570,16 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         for (key, value) in t {
             if matches!(class(section, key, value), Class::Guarded | Class::Lower | Class::Raise) {
                 guarded.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())).as_table_mut().map(|s| s.insert(key.clone(), value.clone()));
-                guarded_lines.push(format!("[{section}] {key} = {}", shown(value)));
+                guarded_lines.push(format!("[{}] {} = {}", printable(section), printable(key), shown(value)));
             }
         }
+    }
+    // A library the folder names is approved as the bytes it holds now: a pull that swaps
+    // them asks again.
+    let runtime = vault_table.get("models").and_then(|m| m.get("runtime")).and_then(|r| r.as_str());
+    if let Some(lib) = runtime.map(|r| vault_path(vault, r)).filter(|p| p.starts_with(vault)) {
+        let fingerprint = std::fs::read(&lib).map(|b| trust::sha256_hex(&b)).unwrap_or_else(|e| format!("unreadable: {e}"));
+        guarded.insert("runtime-bytes".into(), toml::Value::String(fingerprint));
     }
     let hash = (!guarded.is_empty()).then(|| trust::sha256_hex(canonical(&toml::Value::Table(guarded)).as_bytes()));
     let approval = hash.as_ref().map(|h| trust::approval(vault, h));
@@ -564,8 +590,9 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
     let mut user_only: Vec<String> = Vec::new();
     for (section, v) in &vault_table {
         let Some(t) = v.as_table() else {
-            // Not a section: deserialization names it.
-            merged.insert(section.clone(), v.clone());
+            // A section written as a value (`models = [...]`, `llm = "..."`) would be read by
+            // position, past every class: it is not taken at all.
+            user_only.push(format!("{} = {} (a section must be a [table])", printable(section), shown(v)));
             continue;
         };
         let mut whole_section_ignored = false;
@@ -583,7 +610,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                     Some(toml::Value::Array(list))
                 }
                 Class::UserOnly => {
-                    user_only.push(format!("[{section}] {key}"));
+                    user_only.push(format!("[{}] {}", printable(section), printable(key)));
                     None
                 }
                 Class::Guarded if approved => Some(value.clone()),
@@ -591,7 +618,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                     if matches!(section.as_str(), "llm" | "shared") {
                         whole_section_ignored = true;
                     } else {
-                        ignored.push(format!("[{section}] {key}"));
+                        ignored.push(format!("[{}] {}", printable(section), printable(key)));
                     }
                     None
                 }
@@ -606,7 +633,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                     if stricter {
                         Some(value.clone())
                     } else {
-                        ignored.push(format!("[{section}] {key} = {} (kept at {})", shown(value), base_v.map(|b| b.to_string()).unwrap_or_default()));
+                        ignored.push(format!("[{}] {} = {} (kept at {})", printable(section), printable(key), shown(value), base_v.map(|b| b.to_string()).unwrap_or_default()));
                         None
                     }
                 }
@@ -616,10 +643,30 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             }
         }
         if whole_section_ignored {
-            ignored.push(format!("[{section}]"));
+            ignored.push(format!("[{}]", printable(section)));
         }
     }
 
+    // Paths the folder's config gives are the folder's: relative to it, never to wherever lode
+    // was started.
+    if let Some(m) = merged.get_mut("models").and_then(|m| m.as_table_mut()) {
+        let from_vault = |key: &str| vault_table.get("models").and_then(|v| v.get(key)).is_some();
+        for key in ["dir", "runtime"] {
+            if from_vault(key) {
+                if let Some(p) = m.get(key).and_then(|v| v.as_str()).map(|p| vault_path(vault, p)) {
+                    m.insert(key.into(), toml::Value::String(p.to_string_lossy().into_owned()));
+                }
+            }
+        }
+        for key in ["embedder", "reranker", "nli"] {
+            if from_vault(key) {
+                if let Some(p) = m.get(key).and_then(|v| v.as_str()).filter(|n| n.contains('/') && !Path::new(n).is_absolute()) {
+                    let p = vault_path(vault, p);
+                    m.insert(key.into(), toml::Value::String(p.to_string_lossy().into_owned()));
+                }
+            }
+        }
+    }
     let mut c: Config = toml::Value::Table(merged).try_into().with_context(|| format!("invalid settings in {}", vault_file.display()))?;
     // `[trust]` is the user's alone, whatever the merge did.
     c.trust = base.trust.clone();
@@ -632,7 +679,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             let users_own = user_llm.as_ref().is_some_and(|(k, e)| k.as_deref() == Some(var.as_str()) && e == &llm.endpoint);
             if !users_own && !base.trust.api_key_env.iter().any(|v| v == &var) {
                 llm.api_key_env = None;
-                user_only.push(format!("[llm] api_key_env = {} (list it under [trust] api_key_env to allow it)", serde_json::to_string(&var).unwrap_or_default()));
+                user_only.push(format!("[llm] api_key_env = {} (list it under [trust] api_key_env to allow it)", printable(&serde_json::to_string(&var).unwrap_or_default())));
             }
         }
     }
@@ -654,6 +701,16 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         user_file,
     };
     Ok(c)
+}
+
+/// A path a vault's config gives, as the folder means it: relative to the vault.
+fn vault_path(vault: &Path, p: &str) -> PathBuf {
+    let p = Path::new(p);
+    if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        vault.join(p)
+    }
 }
 
 fn merged_section<'a>(merged: &'a mut toml::Table, section: &str) -> &'a mut toml::Table {

@@ -163,15 +163,52 @@ fn linked(db: &Path) -> bool {
     is_link(db) || SIDECARS.iter().any(|s| is_link(&PathBuf::from(format!("{}{s}", db.display()))))
 }
 
-/// Checks that lode's state folder (`<vault>/.lode`, or the folder of `--db`) is a real folder,
-/// not a link a clone planted: lode writes its store, vectors and logs only into a real folder.
+/// Checks that lode's state folder (`<vault>/.lode`, or the folder of `--db`) holds no link
+/// where lode writes: the folder itself, the vector tables' folder, its entries and each
+/// table's top level (where LanceDB and `serving.json` write), and the shared versions. A
+/// clone can plant any of them; lode writes through none (docs/security.md). SQLite's own
+/// files beside the store are checked by [`owner`] (a linked one makes the store foreign).
 pub fn check_state_dir(dir: &Path) -> Result<()> {
     if is_link(dir) {
         anyhow::bail!(
-            "{} is a link to {}: lode writes its index only into a real folder; remove the link (lode makes the folder)",
+            "{} is a link to {}: lode writes its index only into real folders and files it made; remove the link (lode makes what it needs)",
             dir.display(),
             std::fs::read_link(dir).map(|t| t.display().to_string()).unwrap_or_default()
         );
+    }
+    let mut seen = 0usize;
+    walk_for_links(dir, 0, &mut seen)
+}
+
+/// The first link among `d`'s entries (see [`check_state_dir`]), walking into `vectors` and
+/// `shared-versions` and two levels below them. Bounded: a folder holding more than 10,000
+/// entries is not lode's, and what is past that is not walked.
+fn walk_for_links(d: &Path, depth: usize, seen: &mut usize) -> Result<()> {
+    let Ok(rd) = std::fs::read_dir(d) else { return Ok(()) };
+    for e in rd.flatten() {
+        *seen += 1;
+        if *seen > 10_000 {
+            return Ok(());
+        }
+        let p = e.path();
+        let Ok(ft) = e.file_type() else { continue };
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        // At the top, only what lode writes matters (a linked config.toml is only read, through
+        // the capped reader); SQLite's files beside the store are the store's business: a
+        // linked one makes the store foreign, and it is moved aside with it.
+        let written = depth > 0 || matches!(name.as_ref(), "vectors" | "shared-versions");
+        if ft.is_symlink() {
+            if written {
+                anyhow::bail!(
+                    "{} is a link to {}: lode writes its index only into real folders and files it made; remove the link (lode makes what it needs)",
+                    p.display(),
+                    std::fs::read_link(&p).map(|t| t.display().to_string()).unwrap_or_default()
+                );
+            }
+        } else if ft.is_dir() && depth < 2 && written {
+            walk_for_links(&p, depth + 1, seen)?;
+        }
     }
     Ok(())
 }
@@ -192,6 +229,22 @@ pub fn owner(db: &Path) -> Owner {
         (Some(t), Some(r)) if !t.is_empty() && t == r => Owner::Ours,
         _ => Owner::Foreign,
     }
+}
+
+/// Whether lode may open the store at `db` as the user's: `Ok(true)` for one lode made here for
+/// this user or none yet (`Missing`), `Ok(false)` for one it must not cite from. A file whose
+/// owner cannot be read is opened the usual way: if that fails, its error says what the file is
+/// (corrupt, another program's, half made) and nothing is moved; if it opens, it is a lode store
+/// that is not ours (an owner row of the wrong type, no `meta` table: a forgery).
+pub fn may_open(db: &Path, opts: &lode_store::StoreOptions) -> Result<bool> {
+    Ok(match owner(db) {
+        Owner::Missing | Owner::Ours => true,
+        Owner::Foreign => false,
+        Owner::Unreadable => {
+            drop(lode_store::Store::open(db, opts.clone())?);
+            false
+        }
+    })
 }
 
 /// Binds the store at `db` (made by this process, with lode's schema) to this user: a fresh

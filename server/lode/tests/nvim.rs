@@ -102,9 +102,11 @@ fn neovim_asks_before_starting_on_an_unapproved_folder() {
         assert!(v["error"].is_null(), "{choice}: {}", v["error"]);
         let asked = v["asked"].as_array().unwrap();
         assert_eq!(asked.len(), 1, "{choice}: asked once per folder: {v}");
-        assert!(asked[0]["prompt"].as_str().unwrap().contains("lode trust") && asked[0]["prompt"].as_str().unwrap().contains("[llm]"), "{v}");
+        let prompt = asked[0]["prompt"].as_str().unwrap();
+        assert!(prompt.contains("lode trust") && prompt.contains("[llm]"), "{v}");
+        assert!(prompt.contains("http://127.0.0.1:9/v1"), "the prompt shows what is approved, values included: {prompt}");
         assert_eq!(asked[0]["running"], 0, "lode ran before the user answered: {v}");
-        let trust = Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--status", "--vault"]).arg(&vault).env("HOME", tmp.path()).env_remove("XDG_DATA_HOME").env_remove("XDG_CONFIG_HOME").status().unwrap();
+        let trust = Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--status", "--vault"]).arg(&vault).env("HOME", tmp.path()).env_remove("XDG_DATA_HOME").env_remove("XDG_CONFIG_HOME").output().unwrap().status;
         if choice.starts_with("Approve") {
             assert!(v["running"].as_u64().unwrap() >= 1, "{v}");
             assert_eq!(trust.code(), Some(0), "approved by the plugin");

@@ -66,7 +66,7 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     std::fs::write(
         v.join(".lode/config.toml"),
         format!(
-            "[models]\nembedder = \"\"\nruntime = \"{}\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nremote = true\nretries = 0\napi_key_env = \"LODE_T_SECRET\"\n",
+            "[models]\nembedder = \"\"\nunload_after_secs = inf\nruntime = \"{}\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nremote = true\nretries = 0\napi_key_env = \"LODE_T_SECRET\"\n",
             tmp.path().join("planted/libonnxruntime.so").display(),
             fake.endpoint
         ),
@@ -142,4 +142,61 @@ fn a_store_that_came_with_the_folder_is_moved_aside_and_the_server_answers_from_
     // The store the server made is the user's now: the CLI reads it.
     let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("60 days"), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Forged stores whose owner cannot be read at all (no `meta` table, an owner row that is not
+/// text): lode opens neither as the user's. The CLI refuses to cite from them; `lode index`
+/// moves them aside and rebuilds.
+#[test]
+fn a_store_whose_owner_cannot_be_read_is_not_the_users() {
+    for forge_it in ["DROP TABLE meta", "UPDATE meta SET value = x'00ff' WHERE key = 'owner_token'", "DELETE FROM meta WHERE key = 'owner_token'"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let forge = example_vault(tmp.path(), "forge");
+        let runbook = "runbooks/rotate-staging-certs.md";
+        let text = std::fs::read_to_string(forge.join(runbook)).unwrap();
+        std::fs::write(forge.join(runbook), text.replace("60 days", "999 days")).unwrap();
+        assert!(lode(&["index", "--no-vectors"], &forge, &home).status.success());
+        let v = example_vault(tmp.path(), "vault");
+        std::fs::create_dir_all(v.join(".lode")).unwrap();
+        std::fs::copy(forge.join(".lode/lode.db"), v.join(".lode/lode.db")).unwrap();
+        {
+            let c = rusqlite::Connection::open(v.join(".lode/lode.db")).unwrap();
+            c.execute_batch(forge_it).unwrap();
+        }
+        // Bound to the victim's path as if lode had made it there: only the token's form is off.
+        let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+        assert!(!o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("999"), "{forge_it}: {}", String::from_utf8_lossy(&o.stdout));
+        let o = lode(&["index", "--no-vectors"], &v, &home);
+        assert!(o.status.success() && String::from_utf8_lossy(&o.stderr).contains("moved it aside"), "{forge_it}: {}", String::from_utf8_lossy(&o.stderr));
+        let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(o.status.success() && out.contains("60 days") && !out.contains("999"), "{forge_it}: {out}");
+    }
+}
+
+/// Links a clone plants where lode writes inside `.lode/` (the vector tables, their pointer
+/// file, the shared versions): lode refuses to write, names the link, and the target is untouched.
+#[test]
+fn links_planted_where_lode_writes_are_refused() {
+    for planted in ["vectors", "shared-versions", "vectors/serving.json.tmp", "vectors/x.lance"] {
+        let tmp = tempfile::tempdir().unwrap();
+        let home = tmp.path().join("home");
+        let v = example_vault(tmp.path(), "vault");
+        let target = tmp.path().join("victim");
+        std::fs::write(&target, "keep me\n").unwrap();
+        let link = v.join(".lode").join(planted);
+        std::fs::create_dir_all(link.parent().unwrap()).unwrap();
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        let o = lode(&["index"], &v, &home);
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success() && err.contains("is a link"), "{planted}: {err}");
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n", "{planted}");
+        // The server says so instead of opening the vault.
+        let mut c = serve(&v, &home);
+        let m = c.wait_for(|m| m["method"] == "window/showMessage").unwrap();
+        assert!(m["params"]["message"].as_str().unwrap().contains("is a link"), "{planted}: {m}");
+        let _ = c.stop();
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n", "{planted}");
+    }
 }

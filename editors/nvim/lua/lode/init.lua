@@ -70,16 +70,21 @@ end
 -- Client ids by root, for Neovim 0.7 (vim.lsp.start keeps this bookkeeping itself).
 local started = {}
 
--- The folder's trust, asked of lode itself: nil when nothing is ignored, else lode's one-line
--- notice. `lode trust --status` exits 3 when the folder's config holds settings lode ignores.
+-- The folder's trust, asked of lode itself: nil when nothing waits for approval, else the
+-- question to ask (lode's notice and every setting it would approve, with its value) and the
+-- hash of those settings. `lode trust --status` exits 3 while settings wait for approval.
 function M.trust_notice(root)
   local exe = M.config.cmd[1]
   if vim.fn.executable(exe) ~= 1 then return nil end
   local out = vim.fn.system({ exe, 'trust', '--status', '--json', '--vault', root })
   if vim.v.shell_error ~= 3 then return nil end
   local ok, status = pcall(vim.fn.json_decode, out)
-  if ok and type(status) == 'table' and type(status.notice) == 'string' then return status.notice end
-  return 'lode: this folder holds settings that need your approval (`lode trust`)'
+  if not (ok and type(status) == 'table' and type(status.notice) == 'string') then
+    return 'lode: this folder holds settings that need your approval (`lode trust`)', nil
+  end
+  local lines = { status.notice, 'Approving accepts exactly these settings:' }
+  for _, g in ipairs(status.guarded or {}) do table.insert(lines, '  ' .. g) end
+  return table.concat(lines, '\n'), type(status.hash) == 'string' and status.hash or nil
 end
 
 -- Roots asked about this session: 'approved', 'restricted' or 'off'.
@@ -91,7 +96,7 @@ local function attach(bufnr)
   local root = M.root_for(bufnr)
   if decided[root] == 'off' then return end
   if decided[root] == nil then
-    local notice = M.trust_notice(root)
+    local notice, hash = M.trust_notice(root)
     if notice == nil then
       decided[root] = 'approved'
     elseif M.config.trust ~= 'ask' then
@@ -102,7 +107,11 @@ local function attach(bufnr)
       vim.schedule(function()
         vim.ui.select({ 'Approve (lode trust)', 'Start restricted', "Don't start" }, { prompt = notice }, function(choice)
           if choice == 'Approve (lode trust)' then
-            vim.fn.system({ M.config.cmd[1], 'trust', '--vault', root })
+            -- What was shown is what is approved: lode refuses if the settings changed since.
+            local cmd = { M.config.cmd[1], 'trust', '--vault', root }
+            if hash then vim.list_extend(cmd, { '--expect', hash }) end
+            local said = vim.fn.system(cmd)
+            if vim.v.shell_error ~= 0 then vim.notify(said, vim.log.levels.WARN) end
             decided[root] = vim.v.shell_error == 0 and 'approved' or 'restricted'
           elseif choice == 'Start restricted' then
             decided[root] = 'restricted'

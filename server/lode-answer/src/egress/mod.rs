@@ -5,7 +5,7 @@ pub mod marks;
 mod nested;
 mod secrets;
 
-pub use nested::NestedRules;
+pub use nested::{read_config_file, NestedRules, MAX_CONFIG_BYTES};
 pub use secrets::{redact, redact_question, secret_spans};
 
 use globset::{GlobBuilder, GlobSet, GlobSetBuilder};

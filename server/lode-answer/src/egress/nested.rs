@@ -55,12 +55,35 @@ impl NestedRules {
 /// The rules of the nested vault at `folder`, if it has a config.
 fn read(folder: &Path) -> Option<Result<EgressRules, String>> {
     let file = folder.join(".lode").join("config.toml");
-    let text = match std::fs::read_to_string(&file) {
-        Ok(t) => t,
+    let bytes = match read_config_file(&file) {
+        Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound || e.kind() == std::io::ErrorKind::NotADirectory => return None,
+        // Withheld, as any config that cannot be read.
         Err(e) => return Some(Err(e.to_string())),
     };
+    let text = String::from_utf8_lossy(&bytes);
     Some(parse(&text))
+}
+
+/// Largest config file lode reads: settings are a few hundred bytes; a folder's config linked
+/// to a device or grown huge must not hang or exhaust lode.
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The bytes of a `.lode/config.toml`: a regular file (a link is followed, but only to one)
+/// of at most [`MAX_CONFIG_BYTES`]. Every reader of a vault's config reads it through this.
+pub fn read_config_file(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    if meta.len() > MAX_CONFIG_BYTES {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} bytes, over the {MAX_CONFIG_BYTES}-byte limit for a config", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// `[egress] no_egress = [...]` of a config's text.

@@ -268,7 +268,10 @@ fn materialize(version_id: &str, body: &[u8]) -> std::result::Result<std::path::
         Ok(m) if m.file_type().is_file() && std::fs::read(&file).is_ok_and(|b| b == body) => return Ok(file),
         _ => {}
     }
-    let tmp = dir.join(format!(".{version_id}.{}.tmp", std::process::id()));
+    // A name of this call's own: two go-tos at once never share a temporary file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let tmp = dir.join(format!(".{version_id}.{}.{n}.tmp", std::process::id()));
     let _ = std::fs::remove_file(&tmp);
     let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(body));
     if let Err(e) = written {

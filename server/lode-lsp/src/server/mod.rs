@@ -179,7 +179,7 @@ impl State {
     pub(crate) fn rules_now(&self) -> (Arc<EgressRules>, Arc<Synthesizer>, Option<String>) {
         let mut now = self.rules.lock();
         if let Some(src) = &self.settings.rules_source {
-            let read = || match std::fs::read(&src.file) {
+            let read = || match lode_answer::egress::read_config_file(&src.file) {
                 Ok(b) => Ok(Some(b)),
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(format!("{} cannot be read: {e}", src.file.display())),
@@ -392,7 +392,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             let settings = settings_fn(&root).map_err(|e| Unopened::Failed(format!("{e:#}")))?;
             // The bytes the rules are read from, read from those very bytes (an edit between
             // two reads must not leave its rules unapplied).
-            let rules_bytes = settings.rules_source.as_ref().and_then(|s| std::fs::read(&s.file).ok());
+            let rules_bytes = settings.rules_source.as_ref().and_then(|s| lode_answer::egress::read_config_file(&s.file).ok());
             let (rules, synthesizer, notice) = match &settings.rules_source {
                 Some(src) => {
                     let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;

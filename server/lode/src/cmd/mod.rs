@@ -73,21 +73,19 @@ impl Vault {
         if let Some(dir) = self.db.parent() {
             crate::trust::check_state_dir(dir)?;
         }
-        match crate::trust::owner(&self.db) {
-            crate::trust::Owner::Foreign => {
-                let moved = crate::trust::move_aside(&self.db, &self.vectors_dir())?;
-                eprintln!("{}", crate::trust::moved_aside_line(&self.db, &moved));
-            }
-            crate::trust::Owner::Ours | crate::trust::Owner::Unreadable | crate::trust::Owner::Missing => {}
+        if !crate::trust::may_open(&self.db, &self.config.store_options())? {
+            let moved = crate::trust::move_aside(&self.db, &self.vectors_dir())?;
+            eprintln!("{}", crate::trust::moved_aside_line(&self.db, &moved));
         }
         self.open_bound()
     }
 
-    /// Opens the store, binding it to this user when it has no owner yet (made just now).
+    /// Opens the store [`crate::trust::may_open`] allowed, binding it to this user when lode
+    /// makes it now.
     fn open_bound(&self) -> Result<Store> {
         let fresh = crate::trust::owner(&self.db) == crate::trust::Owner::Missing;
         let store = Store::open(&self.db, self.config.store_options())?;
-        if fresh || crate::trust::owner(&self.db) == crate::trust::Owner::Foreign && store_is_new(&store)? {
+        if fresh {
             crate::trust::bind(&self.db)?;
         }
         Ok(store)
@@ -128,18 +126,11 @@ impl Vault {
         if let Some(dir) = self.db.parent() {
             crate::trust::check_state_dir(dir)?;
         }
-        if crate::trust::owner(&self.db) == crate::trust::Owner::Foreign {
+        if !crate::trust::may_open(&self.db, &self.config.store_options())? {
             return Err(crate::trust::foreign_error(&self.db, &self.root));
         }
         self.open_bound()
     }
-}
-
-/// Whether a store holds nothing yet (no note, no version): one lode made a moment ago whose
-/// binding was interrupted, safe to bind now.
-fn store_is_new(store: &Store) -> Result<bool> {
-    let stats = store.stats()?;
-    Ok(stats.notes == 0 && stats.versions == 0)
 }
 
 /// Peak resident memory of this process in MiB (Linux), for reports.

@@ -58,6 +58,7 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
     let mut kept_back: Vec<(String, String)> = Vec::new();
     // Passages holding a detected secret: `(note:line, kind)`, never published.
     let mut secrets_kept: Vec<(String, &'static str)> = Vec::new();
+    let mut nested = lode_answer::egress::NestedRules::new(&vault.root);
     for n in store.notes()? {
         let Some(head) = n.head_version.clone() else { continue };
         let body = store.version_body(&head)?.unwrap_or_default();
@@ -68,13 +69,22 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
             continue;
         }
         let passages = store.passages_of(&n.path)?;
+        // A nested vault's own rules hold for its notes wherever they are published from.
+        if let Some(why) = nested.withheld(&n.path) {
+            kept_back.push((n.path, why));
+            continue;
+        }
+        // Title, headings and frontmatter go on every published row: a secret in any of them
+        // is masked there too.
+        let title = mask_secrets(&n.title);
+        let meta = mask_meta(meta);
         match without_secrets(&n.path, &text, passages, &mut secrets_kept) {
             // Whatever is left of the note, with each secret's bytes masked: a version of its own.
             Some((masked, kept)) if masked != text => {
                 let version_id = crate::trust::sha256_hex(masked.as_bytes());
-                notes.push(NoteToPublish { path: n.path, title: n.title, version_id, body: masked.into_bytes(), meta, passages: kept });
+                notes.push(NoteToPublish { path: n.path, title, version_id, body: masked.into_bytes(), meta, passages: kept });
             }
-            Some((_, kept)) => notes.push(NoteToPublish { path: n.path, title: n.title, version_id: head, body, meta, passages: kept }),
+            Some((_, kept)) => notes.push(NoteToPublish { path: n.path, title, version_id: head, body, meta, passages: kept }),
             None => kept_back.push((n.path, "it holds secrets lode could not mask; nothing of it is published".into())),
         }
     }
@@ -155,6 +165,7 @@ fn without_secrets(
 ) -> Option<(String, Vec<lode_store::PassageRow>)> {
     let spans = lode_answer::egress::secret_spans(text);
     if spans.is_empty() {
+        let passages = passages.into_iter().map(|p| lode_store::PassageRow { heading: mask_secrets(&p.heading), ..p }).collect();
         return Some((text.to_owned(), passages));
     }
     let mut masked = text.to_owned();
@@ -171,8 +182,40 @@ fn without_secrets(
                 let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
                 kept.push((format!("{path}:{line}"), kind));
             }
-            None => out.push(lode_store::PassageRow { text: masked.get(p.start..p.end).unwrap_or(&p.text).to_owned(), ..p }),
+            None => out.push(lode_store::PassageRow { text: masked.get(p.start..p.end).unwrap_or(&p.text).to_owned(), heading: mask_secrets(&p.heading), ..p }),
         }
     }
     Some((masked, out))
+}
+
+/// `text` with each detected secret's bytes masked with `*`, and anything the detector still
+/// reads as one after that replaced by its redaction marker.
+fn mask_secrets(text: &str) -> String {
+    let mut masked = text.to_owned();
+    for (r, _) in lode_answer::egress::secret_spans(text) {
+        masked.replace_range(r.clone(), &"*".repeat(r.len()));
+    }
+    lode_answer::egress::redact(&masked).0
+}
+
+/// Frontmatter with its secrets masked: each string value is read with its key before it
+/// (`password: hunter2` is a secret where `hunter2` alone is not).
+fn mask_meta(meta: serde_json::Map<String, serde_json::Value>) -> serde_json::Map<String, serde_json::Value> {
+    fn value(key: &str, v: serde_json::Value) -> serde_json::Value {
+        match v {
+            serde_json::Value::String(s) => {
+                let line = format!("{key}: {s}");
+                let masked = mask_secrets(&line);
+                if masked == line {
+                    serde_json::Value::String(s)
+                } else {
+                    serde_json::Value::String(masked.strip_prefix(&format!("{key}: ")).map(str::to_owned).unwrap_or_else(|| "[REDACTED]".to_owned()))
+                }
+            }
+            serde_json::Value::Array(a) => serde_json::Value::Array(a.into_iter().map(|x| value(key, x)).collect()),
+            serde_json::Value::Object(o) => serde_json::Value::Object(o.into_iter().map(|(k, x)| { let x = value(&k, x); (k, x) }).collect()),
+            other => other,
+        }
+    }
+    meta.into_iter().map(|(k, v)| { let v = value(&k, v); (k, v) }).collect()
 }

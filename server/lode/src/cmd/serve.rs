@@ -56,25 +56,21 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         // server opens it.
         let db = state_dir(root).join("lode.db");
         crate::trust::check_state_dir(&state_dir(root))?;
-        match crate::trust::owner(&db) {
-            crate::trust::Owner::Foreign => {
-                let moved = crate::trust::move_aside(&db, &state_dir(root).join("vectors"))?;
-                let line = crate::trust::moved_aside_line(&db, &moved);
-                eprintln!("{line}");
-                notices.push(line);
-                let store = lode_store::Store::open(&db, config.store_options())?;
-                drop(store);
-                crate::trust::bind(&db)?;
+        let store_opts = config.store_options();
+        // Unreadable files stay for the server's own open to name (corrupt, another program's).
+        let ours = crate::trust::may_open(&db, &store_opts).unwrap_or(true);
+        if !ours {
+            let moved = crate::trust::move_aside(&db, &state_dir(root).join("vectors"))?;
+            let line = crate::trust::moved_aside_line(&db, &moved);
+            eprintln!("{line}");
+            notices.push(line);
+        }
+        if crate::trust::owner(&db) == crate::trust::Owner::Missing {
+            if let Some(dir) = db.parent() {
+                std::fs::create_dir_all(dir)?;
             }
-            crate::trust::Owner::Missing => {
-                if let Some(dir) = db.parent() {
-                    std::fs::create_dir_all(dir)?;
-                }
-                let store = lode_store::Store::open(&db, config.store_options())?;
-                drop(store);
-                crate::trust::bind(&db)?;
-            }
-            crate::trust::Owner::Ours | crate::trust::Owner::Unreadable => {}
+            drop(lode_store::Store::open(&db, store_opts)?);
+            crate::trust::bind(&db)?;
         }
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
@@ -117,7 +113,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 fetch: config.externals.fetch_options(),
                 freshness: config.externals.freshness(),
             },
-            unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::from_secs_f64(m.unload_after_secs)),
+            unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(m.unload_after_secs).ok()).flatten(),
             notices,
         })
     });

@@ -20,6 +20,10 @@ pub struct TrustArgs {
     /// Withdraw the approval of this folder
     #[arg(long)]
     pub revoke: bool,
+    /// Approve only if the guarded settings still hash to this (`--status --json` prints it):
+    /// what an editor showed the user is what is approved
+    #[arg(long, value_name = "SHA256", conflicts_with_all = ["status", "revoke"])]
+    pub expect: Option<String>,
 }
 
 pub fn run(args: TrustArgs) -> Result<ExitCode> {
@@ -35,7 +39,7 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
         if args.vault.json {
             println!(
                 "{}",
-                serde_json::json!({"folder": vault.root, "config": r.file, "approval": state(&r.approval), "guarded": r.guarded,
+                serde_json::json!({"folder": vault.root, "config": r.file, "approval": state(&r.approval), "guarded": r.guarded, "hash": r.hash,
                     "ignored": r.ignored, "user_only": r.user_only, "notice": r.notice(), "user_config": r.user_file})
             );
         } else {
@@ -58,7 +62,15 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
     if args.revoke {
         let had = crate::trust::revoke(&vault.root)?;
         println!("lode trust: {} {}", if had { "withdrew the approval of" } else { "there was no approval of" }, vault.root.display());
+        if had {
+            println!("lode trust: a running language server drops an approved [llm] at its next question, the other settings when it restarts");
+        }
         return Ok(ExitCode::SUCCESS);
+    }
+    if let Some(want) = &args.expect {
+        if r.hash.as_deref() != Some(want.as_str()) {
+            anyhow::bail!("the settings of {} changed since they were shown (their hash is {}); nothing approved", r.file.display(), r.hash.as_deref().unwrap_or("none"));
+        }
     }
     let hash = r.hash.clone().unwrap_or_else(|| "none".into());
     if !r.file.exists() {
