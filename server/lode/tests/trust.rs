@@ -200,3 +200,26 @@ fn links_planted_where_lode_writes_are_refused() {
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep me\n", "{planted}");
     }
 }
+
+/// An index the user built with a lode older than store binding is theirs once they say so:
+/// `lode trust --adopt-index` binds it in place, history kept.
+#[test]
+fn the_user_adopts_an_index_built_before_binding() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let v = example_vault(tmp.path(), "vault");
+    assert!(lode(&["index", "--no-vectors"], &v, &home).status.success());
+    // As an older lode left it: no owner row, no record.
+    {
+        let c = rusqlite::Connection::open(v.join(".lode/lode.db")).unwrap();
+        c.execute_batch("DELETE FROM meta WHERE key = 'owner_token'").unwrap();
+    }
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+    assert!(!o.status.success());
+    let o = lode(&["trust", "--adopt-index"], &v, &home);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
+    assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("60 days"), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = lode(&["index", "--no-vectors"], &v, &home);
+    assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("moved it aside"), "kept, not rebuilt");
+}

@@ -20,6 +20,11 @@ pub struct TrustArgs {
     /// Withdraw the approval of this folder
     #[arg(long)]
     pub revoke: bool,
+    /// Bind the existing index to you as one lode made for you: only for an index you built
+    /// yourself with a lode older than store binding (docs/security.md), never one that came
+    /// with a folder
+    #[arg(long, conflicts_with_all = ["status", "revoke"])]
+    pub adopt_index: bool,
     /// Approve only if the guarded settings still hash to this (`--status --json` prints it):
     /// what an editor showed the user is what is approved
     #[arg(long, value_name = "SHA256", conflicts_with_all = ["status", "revoke"])]
@@ -64,6 +69,22 @@ pub fn run(args: TrustArgs) -> Result<ExitCode> {
         println!("lode trust: {} {}", if had { "withdrew the approval of" } else { "there was no approval of" }, vault.root.display());
         if had {
             println!("lode trust: a running language server drops an approved [llm] at its next question, the other settings when it restarts");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    if args.adopt_index {
+        match crate::trust::owner(&vault.db) {
+            crate::trust::Owner::Missing => anyhow::bail!("there is no index at {} to adopt", vault.db.display()),
+            crate::trust::Owner::Ours => println!("lode trust: {} is already yours", vault.db.display()),
+            _ => {
+                if let Some(dir) = vault.db.parent() {
+                    crate::trust::check_state_dir(dir)?;
+                }
+                // It must open as a lode store first; its errors say what it is otherwise.
+                drop(lode_store::Store::open(&vault.db, vault.config.store_options())?);
+                crate::trust::bind(&vault.db)?;
+                println!("lode trust: {} is now bound to you; lode cites from it (adopt only an index you built yourself)", vault.db.display());
+            }
         }
         return Ok(ExitCode::SUCCESS);
     }
