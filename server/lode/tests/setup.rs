@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lode_testing::web::{Reply, Request, Site};
-use serde_json::json;
 use sha2::Digest;
 
 const COMMIT: &str = "0123456789abcdef0123456789abcdef01234567";

@@ -96,7 +96,7 @@ pub(crate) fn synthesize(
                 labels.insert(label.clone(), vid.clone());
                 let redacted = &sendable[vid];
                 let text = redacted.window(range.clone());
-                if !remote && !holds_withheld && egress::redact(&text).1 > 0 {
+                if !remote && !holds_withheld && egress::redact(text).1 > 0 {
                     holds_withheld = true;
                 }
                 if counted.insert(vid) {
