@@ -21,12 +21,13 @@ function errorText(e: unknown): string {
 }
 
 /**
- * The `lode.path` setting. Read with `get`, never `inspect`: in Restricted Mode VS Code then gives
- * the user's value only (`lode.path` is one of the manifest's `restrictedConfigurations`), so a
- * folder's `.vscode/settings.json` cannot choose the binary that runs.
+ * The `lode.path` setting, from the user's settings only (its scope is `machine`, and a
+ * workspace's value is not read even if one is written): a folder's `.vscode/settings.json`
+ * never chooses the binary that runs, trusted workspace or not (docs/security.md).
  */
 function lodeSetting(): string {
-  return vscode.workspace.getConfiguration('lode').get<string>('path')?.trim() || 'lode';
+  const s = vscode.workspace.getConfiguration('lode').inspect<string>('path');
+  return (s?.globalValue ?? s?.defaultValue)?.trim() || 'lode';
 }
 
 function vaultSetting(): string | undefined {

@@ -232,14 +232,29 @@ fn derived_model(dir: &Path, bytes: &[u8]) -> Option<PathBuf> {
         return Some(model);
     }
     let write = |p: &Path, bytes: &[u8]| -> std::io::Result<()> {
-        let tmp = p.with_extension(format!("tmp{}", std::process::id()));
-        let r = std::fs::write(&tmp, bytes).and_then(|()| std::fs::rename(&tmp, p));
+        use std::io::Write;
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = p.with_extension(format!("tmp{}-{n}", std::process::id()));
+        // Created new (a planted link is refused, not written through), then renamed over the
+        // name (which replaces a link rather than following it).
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(bytes))
+            .and_then(|()| std::fs::rename(&tmp, p));
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
         r
     };
     std::fs::create_dir_all(&folder).ok()?;
+    // The model's folder may be a vault's: a `.lode-derived` that is a link would have lode
+    // write, and clear old files, wherever it points. No copy then; the model loads from memory.
+    if !std::fs::symlink_metadata(&folder).is_ok_and(|m| m.file_type().is_dir()) {
+        return None;
+    }
     // Data first: a model file never names data that is not complete.
     write(&data, &ext.data).ok()?;
     write(&model, &ext.model).ok()?;

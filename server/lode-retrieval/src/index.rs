@@ -93,15 +93,30 @@ impl Serving {
         dir.join("serving.json")
     }
 
+    /// The record, if there is one whose model folder is an absolute path (lode writes no
+    /// other: a relative one would be resolved against wherever the server was started).
     pub fn read(dir: &Path) -> Option<Serving> {
-        serde_json::from_slice(&std::fs::read(Self::file(dir)).ok()?).ok()
+        let file = Self::file(dir);
+        if std::fs::symlink_metadata(&file).map_or(true, |m| !m.file_type().is_file() || m.len() > 64 << 10) {
+            return None;
+        }
+        let rec: Serving = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
+        rec.path.is_absolute().then_some(rec)
     }
 
-    /// Written whole (a temporary file renamed over the old one).
+    /// Written whole: a temporary file of its own, created new (a planted link is refused, not
+    /// written through), renamed over the old one (which replaces a link, never follows it).
     pub fn write(&self, dir: &Path) -> std::io::Result<()> {
-        let tmp = dir.join("serving.json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?)?;
-        std::fs::rename(tmp, Self::file(dir))
+        use std::io::Write;
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".serving.json.{}.{n}.tmp", std::process::id()));
+        let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        let r = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(&bytes)).and_then(|()| std::fs::rename(&tmp, Self::file(dir)));
+        if r.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        r
     }
 }
 

@@ -83,7 +83,7 @@ impl TrustReport {
         }
         if !self.user_only.is_empty() {
             let user = self.user_file.as_ref().map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
-            parts.push(format!("settings only your user config ({user}) may give: {}", self.user_only.join(", ")));
+            parts.push(format!("settings `lode trust` cannot approve, which only your user config ({user}) may give: {}", self.user_only.join(", ")));
         }
         (!parts.is_empty()).then(|| format!("lode: ignoring in {}: {} (docs/security.md)", self.file.display(), parts.join("; and ")))
     }
@@ -420,6 +420,10 @@ impl Config {
                 overlap_tokens: self.chunk.overlap_tokens.min(max_tokens / 2),
                 ..ChunkConfig::default()
             },
+            // Versions of the team's tier kept for this vault, in the user's cache: never files
+            // that came with the folder (docs/security.md).
+            shared_cache: lode_models::user_cache_dir()
+                .map(|c| c.join("shared-versions").join(trust::sha256_hex(self.report.folder.as_os_str().as_encoded_bytes()))),
             ..StoreOptions::default()
         }
     }
@@ -574,13 +578,14 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             }
         }
     }
-    // A library the folder names is approved as the bytes it holds now: a pull that swaps
-    // them asks again.
-    let runtime = vault_table.get("models").and_then(|m| m.get("runtime")).and_then(|r| r.as_str());
-    if let Some(lib) = runtime.map(|r| vault_path(vault, r)).filter(|p| p.starts_with(vault)) {
-        let fingerprint = std::fs::read(&lib).map(|b| trust::sha256_hex(&b)).unwrap_or_else(|e| format!("unreadable: {e}"));
-        guarded.insert("runtime-bytes".into(), toml::Value::String(fingerprint));
-    }
+    // A library inside the folder is never loaded on the folder's word, approved or not: a
+    // pull could swap it, or a library beside it that it loads, after the approval.
+    let runtime_inside = vault_table
+        .get("models")
+        .and_then(|m| m.get("runtime"))
+        .and_then(|r| r.as_str())
+        .map(|r| vault_path(vault, r))
+        .is_some_and(|p| p.starts_with(vault) || std::fs::canonicalize(&p).is_ok_and(|c| c.starts_with(vault)));
     let hash = (!guarded.is_empty()).then(|| trust::sha256_hex(canonical(&toml::Value::Table(guarded)).as_bytes()));
     let approval = hash.as_ref().map(|h| trust::approval(vault, h));
     let approved = approval == Some(Approval::Current);
@@ -598,6 +603,10 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         let mut whole_section_ignored = false;
         for (key, value) in t {
             let class = class(section, key, value);
+            if runtime_inside && section == "models" && key == "runtime" {
+                user_only.push("[models] runtime (a library inside the folder: name it in your user config to load it)".into());
+                continue;
+            }
             let base_v = base_json.get(section).and_then(|s| s.get(key));
             let take = match class {
                 Class::Free => Some(value.clone()),
@@ -650,7 +659,8 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
     // Paths the folder's config gives are the folder's: relative to it, never to wherever lode
     // was started.
     if let Some(m) = merged.get_mut("models").and_then(|m| m.as_table_mut()) {
-        let from_vault = |key: &str| vault_table.get("models").and_then(|v| v.get(key)).is_some();
+        // Only values taken from the folder (approved): the user's own paths stay the user's.
+        let from_vault = |key: &str| approved && vault_table.get("models").and_then(|v| v.get(key)).is_some();
         for key in ["dir", "runtime"] {
             if from_vault(key) {
                 if let Some(p) = m.get(key).and_then(|v| v.as_str()).map(|p| vault_path(vault, p)) {

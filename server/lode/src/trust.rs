@@ -291,6 +291,17 @@ pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
     Ok(moved)
 }
 
+/// Moves aside state that lies beside a store lode is about to make (vector tables and their
+/// `serving.json` that came with the folder): every byte kept, nothing of it read.
+pub fn clear_orphan_state(vectors: &Path) -> Result<()> {
+    if std::fs::symlink_metadata(vectors).is_ok() {
+        let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+        let aside = vectors.with_file_name(format!("{}.foreign-{when}", vectors.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+        std::fs::rename(vectors, &aside).with_context(|| format!("cannot move {} aside", vectors.display()))?;
+    }
+    Ok(())
+}
+
 /// The one line said when a foreign store is moved aside.
 pub fn moved_aside_line(db: &Path, moved: &Path) -> String {
     format!(

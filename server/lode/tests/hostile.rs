@@ -135,6 +135,7 @@ impl Sandbox {
             .replace("{canary}", &self.canary)
             .replace("{secret}", SECRET)
             .replace("{cc_lib}", &self.cc_lib.display().to_string())
+            .replace("{models}", &std::env::var("LODE_MODELS").unwrap_or_default())
     }
 
     fn path(&self, s: &str) -> PathBuf {
@@ -151,9 +152,31 @@ fn strings(v: Option<&toml::Value>) -> Vec<String> {
     v.and_then(|v| v.as_array()).map(|a| a.iter().filter_map(|s| s.as_str().map(str::to_owned)).collect()).unwrap_or_default()
 }
 
+/// Every key a case may use, by place: a key misspelt would silently drop an assertion.
+fn check_keys(file: &Path, case: &toml::Table) {
+    let known = |what: &str, t: &toml::Table, keys: &[&str]| {
+        for k in t.keys() {
+            assert!(keys.contains(&k.as_str()), "{}: unknown key {k:?} in {what} (fixtures/hostile/README.md lists them)", file.display());
+        }
+    };
+    known("the case", case, &["class", "about", "user_config", "canary_chat", "canary_first_message", "native_library", "env", "step", "expect"]);
+    for step in case.get("step").and_then(|s| s.as_array()).into_iter().flatten() {
+        let t = step.as_table().unwrap_or_else(|| panic!("{}: a step is not a table", file.display()));
+        known(
+            "a step",
+            t,
+            &["write", "symlink", "copy", "lode", "vault", "cwd", "exit", "stdout_has", "stdout_lacks", "stderr_has", "stderr_lacks", "timeout_secs"],
+        );
+    }
+    if let Some(e) = case.get("expect").and_then(|e| e.as_table()) {
+        known("[expect]", e, &["canary_requests", "canary_requests_min", "secret_not_sent", "outside_untouched", "no_native_code", "native_code_ran"]);
+    }
+}
+
 /// Runs one case; the problems found (empty: it passed).
 fn run_case(file: &Path) -> Vec<String> {
     let case: toml::Table = std::fs::read_to_string(file).unwrap().parse().unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+    check_keys(file, &case);
     let tmp = tempfile::tempdir().unwrap();
     let script: Arc<Mutex<Script>> = Arc::default();
     let (base, log) = canary(script.clone());
@@ -326,8 +349,16 @@ fn run_case(file: &Path) -> Vec<String> {
             problems.push(format!("the secret reached the canary: {}", r.lines().next().unwrap_or("")));
         }
     }
+    if let Some(n) = expect.get("canary_requests_min").and_then(|v| v.as_integer()) {
+        if (requests.len() as i64) < n {
+            problems.push(format!("the canary got {} requests, want at least {n}", requests.len()));
+        }
+    }
     if expect.get("no_native_code").and_then(|v| v.as_bool()) != Some(false) && mark.exists() {
         problems.push("the folder's native library ran in lode's process".into());
+    }
+    if expect.get("native_code_ran").and_then(|v| v.as_bool()) == Some(true) && !mark.exists() {
+        problems.push("the library never ran: the control shows the harness cannot see native code".into());
     }
     problems
 }
@@ -341,7 +372,7 @@ fn run_dir(dir: &str) {
         .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     files.sort();
-    assert!(files.len() >= 8, "{}: only {} cases", root.display(), files.len());
+    assert!(files.len() >= if dir == "controls" { 2 } else { 8 }, "{}: only {} cases", root.display(), files.len());
     // Two at a time: each case runs several real `lode` processes.
     let queue = Arc::new(Mutex::new(files.clone()));
     let failures: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -367,6 +398,14 @@ fn run_dir(dir: &str) {
 #[test]
 fn hostile_folders_written_with_the_code() {
     run_dir("ours");
+}
+
+/// The harness can see what the cases say did not happen: the same library and endpoint,
+/// named by the user, do run and are asked (so a case passing is the boundary holding, not a
+/// path never reached).
+#[test]
+fn the_harness_sees_native_code_and_requests_when_the_user_allows_them() {
+    run_dir("controls");
 }
 
 #[test]

@@ -147,7 +147,7 @@ fn editor_round_trip_over_stdio() {
     let md = h["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
     assert!(md.contains("every 60 days") && md.contains("runbooks/rotate-staging-certs.md"), "{h}");
     assert!(md.contains("current version"), "{md}");
-    assert!(md.contains("verified: the claim on this line is carried by this quote"), "hover names the rung: {md}");
+    assert!(md.contains("labelled verified") && md.contains("not checked again here"), "hover names the rung, as a label of the note: {md}");
     assert!(md.contains("quoted & coupled: the quote is in the cited version word for word"), "and the gate step: {md}");
     assert!(inserted.contains("*(verified)*") && !inserted.contains("coupled"), "the note says a word a reader knows: {inserted}");
 

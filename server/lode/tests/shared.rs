@@ -215,7 +215,8 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
 
     // A citation written before the change still resolves to the bytes it pinned: hover over
     // the real language server, with nothing of the tier kept locally.
-    let _ = std::fs::remove_dir_all(m.join(".lode/shared-versions"));
+    // Kept in the member's cache (HOME is the vault in these tests), never in the vault.
+    let _ = std::fs::remove_dir_all(m.join(".cache/lode/shared-versions"));
     let link = lode_core::citation::render("answers.md", first_cite["path"].as_str().unwrap(), first_cite["line"].as_u64().unwrap() as usize, first_cite["short_id"].as_str().unwrap(), first_cite["start"].as_u64().unwrap() as usize..first_cite["end"].as_u64().unwrap() as usize);
     let note = format!("# Answers\n\nThe quorum {link}\n");
     std::fs::write(m.join("answers.md"), &note).unwrap();
@@ -239,7 +240,8 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
     let quote = first_cite["quoted_span"].as_str().unwrap();
     assert!(shown.contains(quote.split_whitespace().take(6).collect::<Vec<_>>().join(" ").as_str()), "hover shows the pinned quote {quote:?}: {hover}");
-    assert!(m.join(".lode/shared-versions").join(first_cite["version_id"].as_str().unwrap()).is_file(), "the cited bytes are kept");
+    let kept = std::fs::read_dir(m.join(".cache/lode/shared-versions")).unwrap().flatten().any(|d| d.path().join(first_cite["version_id"].as_str().unwrap()).is_file());
+    assert!(kept && !m.join(".lode/shared-versions").exists(), "the cited bytes are kept, in the user's cache");
     assert!(shown.contains("`s3://team-docs/handbook/") && shown.contains("a version of the team's shared index"), "hover names the tier: {shown}");
     assert!(!shown.contains("deleted"), "{shown}");
     // The editor's status shows the tier the hover opened: its newest publish.

@@ -76,11 +76,20 @@ local started = {}
 function M.trust_notice(root)
   local exe = M.config.cmd[1]
   if vim.fn.executable(exe) ~= 1 then return nil end
-  local out = vim.fn.system({ exe, 'trust', '--status', '--json', '--vault', root })
-  if vim.v.shell_error ~= 3 then return nil end
+  local cmd = { exe, 'trust', '--status', '--json', '--vault', root }
+  local out, code
+  if vim.system then
+    -- stdout alone: a warning on stderr must not spoil the JSON.
+    local r = vim.system(cmd, { text = true }):wait(10000)
+    out, code = r.stdout or '', r.code
+  else
+    out = vim.fn.system(cmd)
+    code = vim.v.shell_error
+  end
+  if code ~= 3 then return nil end
   local ok, status = pcall(vim.fn.json_decode, out)
   if not (ok and type(status) == 'table' and type(status.notice) == 'string') then
-    return 'lode: this folder holds settings that need your approval (`lode trust`)', nil
+    return 'lode: this folder holds settings that need your approval; run `lode trust --status` in a terminal', nil
   end
   local lines = { status.notice, 'Approving accepts exactly these settings:' }
   for _, g in ipairs(status.guarded or {}) do table.insert(lines, '  ' .. g) end
@@ -104,12 +113,13 @@ local function attach(bufnr)
       vim.notify(notice, vim.log.levels.WARN)
     else
       decided[root] = 'asking'
+      -- Approving from here only what was shown: without the settings' hash, no "Approve".
+      local choices = hash and { 'Approve (lode trust)', 'Start restricted', "Don't start" } or { 'Start restricted', "Don't start" }
       vim.schedule(function()
-        vim.ui.select({ 'Approve (lode trust)', 'Start restricted', "Don't start" }, { prompt = notice }, function(choice)
+        vim.ui.select(choices, { prompt = notice }, function(choice)
           if choice == 'Approve (lode trust)' then
             -- What was shown is what is approved: lode refuses if the settings changed since.
-            local cmd = { M.config.cmd[1], 'trust', '--vault', root }
-            if hash then vim.list_extend(cmd, { '--expect', hash }) end
+            local cmd = { M.config.cmd[1], 'trust', '--vault', root, '--expect', hash }
             local said = vim.fn.system(cmd)
             if vim.v.shell_error ~= 0 then vim.notify(said, vim.log.levels.WARN) end
             decided[root] = vim.v.shell_error == 0 and 'approved' or 'restricted'

@@ -119,9 +119,12 @@ impl Backend {
             // "*(verified (entailed 0.93))*", or "*(entailed (0.93))*" as lode wrote it before.
             let score: String = line[at..].chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit() || *c == '.').collect();
             let step = lode_core::gate::Verification::Entailed { score: score.parse().unwrap_or(0.0) }.step();
-            format!("verified: the claim on this line is carried by this quote — {step}")
+            format!("labelled verified — {step} — when the answer was written; the label is the note's own text and is not checked again here, the quote below is")
         } else if line.contains("*(verified)*") || line.contains("quoted & coupled") {
-            format!("verified: the claim on this line is carried by this quote — {}", lode_core::gate::COUPLED_STEP)
+            format!(
+                "labelled verified — {} — when the answer was written; the label is the note's own text and is not checked again here, the quote below is",
+                lode_core::gate::COUPLED_STEP
+            )
         } else {
             String::new()
         };

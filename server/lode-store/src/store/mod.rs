@@ -50,11 +50,22 @@ pub struct StoreOptions {
     pub immutable: bool,
     /// SQLite page cache per connection, in KiB.
     pub cache_kib: u32,
+    /// Where the bytes of shared-tier versions that answers cited are kept. `None`: beside the
+    /// database (`<folder>/shared-versions`). The `lode` binary puts them in the user's cache:
+    /// files in a vault's folder may have come with it, and are never taken as the team's.
+    pub shared_cache: Option<PathBuf>,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
-        StoreOptions { chunk: ChunkConfig::default(), busy_timeout: Duration::from_secs(5), read_only: false, immutable: false, cache_kib: 16 * 1024 }
+        StoreOptions {
+            chunk: ChunkConfig::default(),
+            busy_timeout: Duration::from_secs(5),
+            read_only: false,
+            immutable: false,
+            cache_kib: 16 * 1024,
+            shared_cache: None,
+        }
     }
 }
 

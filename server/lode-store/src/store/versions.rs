@@ -270,9 +270,13 @@ impl Store {
     }
 
     /// Where the bytes of shared-tier versions that answers cited are kept:
+    /// [`StoreOptions::shared_cache`](crate::StoreOptions::shared_cache), else
     /// `<database folder>/shared-versions/<id>`. Files, not rows, so a reader can keep them
     /// without going through the writer; content-addressed, so each is checked on every read.
     pub fn shared_cache_dir(&self) -> Option<std::path::PathBuf> {
+        if let Some(dir) = &self.opts.shared_cache {
+            return Some(dir.clone());
+        }
         let dir = self.path.parent().filter(|d| !d.as_os_str().is_empty())?;
         Some(dir.join("shared-versions"))
     }

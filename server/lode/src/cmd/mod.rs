@@ -84,6 +84,10 @@ impl Vault {
     /// makes it now.
     fn open_bound(&self) -> Result<Store> {
         let fresh = crate::trust::owner(&self.db) == crate::trust::Owner::Missing;
+        if fresh {
+            // Vector tables with no store of ours beside them came with the folder.
+            crate::trust::clear_orphan_state(&self.vectors_dir())?;
+        }
         let store = Store::open(&self.db, self.config.store_options())?;
         if fresh {
             crate::trust::bind(&self.db)?;
