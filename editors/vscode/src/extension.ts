@@ -21,13 +21,13 @@ function errorText(e: unknown): string {
 }
 
 /**
- * The `lode.path` setting, from the user's settings only (its scope is `machine`, and a
- * workspace's value is not read even if one is written): a folder's `.vscode/settings.json`
- * never chooses the binary that runs, trusted workspace or not (docs/security.md).
+ * The `lode.path` setting, from the user's settings only: its scope is `machine`, which VS Code
+ * never reads from a workspace or folder (and in Restricted Mode, `restrictedConfigurations`
+ * says the same), so a folder's `.vscode/settings.json` never chooses the binary that runs,
+ * trusted workspace or not (docs/security.md).
  */
 function lodeSetting(): string {
-  const s = vscode.workspace.getConfiguration('lode').inspect<string>('path');
-  return (s?.globalValue ?? s?.defaultValue)?.trim() || 'lode';
+  return vscode.workspace.getConfiguration('lode').get<string>('path')?.trim() || 'lode';
 }
 
 function vaultSetting(): string | undefined {

@@ -540,6 +540,21 @@ fn shown(v: &toml::Value) -> String {
     }
 }
 
+/// What the user approves, whole: one line per value, a table's keys each on a line of their
+/// own (sorted), never cut, so no part of what is approved sits past what is shown.
+fn approval_lines(at: &str, v: &toml::Value, out: &mut Vec<String>) {
+    match v {
+        toml::Value::Table(t) if !t.is_empty() => {
+            let mut keys: Vec<&String> = t.keys().collect();
+            keys.sort();
+            for k in keys {
+                approval_lines(&format!("{at}.{}", printable(k)), &t[k.as_str()], out);
+            }
+        }
+        other => out.push(format!("{at} = {}", printable(&serde_json::to_string(other).unwrap_or_default()))),
+    }
+}
+
 /// JSON with every object's keys sorted, whatever order the parser kept: the hash of the same
 /// settings is the same.
 fn canonical(v: &toml::Value) -> String {
@@ -574,7 +589,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         for (key, value) in t {
             if matches!(class(section, key, value), Class::Guarded | Class::Lower | Class::Raise) {
                 guarded.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())).as_table_mut().map(|s| s.insert(key.clone(), value.clone()));
-                guarded_lines.push(format!("[{}] {} = {}", printable(section), printable(key), shown(value)));
+                approval_lines(&format!("[{}] {}", printable(section), printable(key)), value, &mut guarded_lines);
             }
         }
     }
@@ -841,6 +856,23 @@ mod tests {
         let c = run("[models]\nruntime = \"/opt/ort/libonnxruntime.so\"\n[externals]\nallow_loopback = true\n", "");
         assert_eq!(c.models.runtime.as_deref(), Some(Path::new("/opt/ort/libonnxruntime.so")));
         assert!(c.externals.allow_loopback && c.report.notice().is_none());
+    }
+
+    /// What `lode trust` shows is all it approves: long values whole, a table's keys each shown.
+    #[test]
+    fn approval_shows_every_value_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let pad = "x".repeat(300);
+        let f: toml::Table = format!(
+            "[shared]\nindex = \"s3://b/p\"\noptions = {{ allow_http = \"true\", aaa = \"{pad}\", endpoint = \"http://attacker.example\" }}\n[llm]\nendpoint = \"https://api.example{pad}@evil.example/v1\"\nmodel = \"m\"\n"
+        )
+        .parse()
+        .unwrap();
+        let c = layer(dir.path(), &dir.path().join("c.toml"), None, f).unwrap();
+        let lines = c.report.guarded.join("\n");
+        assert!(lines.contains("[shared] options.endpoint = \"http://attacker.example\""), "{lines}");
+        assert!(lines.contains(&format!("@evil.example/v1")), "{lines}");
+        assert!(c.report.guarded.iter().all(|l| !l.contains('…')), "{lines}");
     }
 
     /// A key variable goes only where the user sent it.

@@ -41,9 +41,11 @@ test('each manifest rule catches its fault', () => {
   }
 });
 
-test('lode.path is read with get, which VS Code answers from user settings only in Restricted Mode', () => {
+test('lode.path is machine-scoped and read with get: VS Code answers it from user settings only, trusted workspace or not', () => {
   assert.match(code, /getConfiguration\('lode'\)\.get<string>\('path'\)/);
   assert.doesNotMatch(code, /\.inspect\s*[<(]/);
+  const props = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).contributes.configuration.properties;
+  assert.equal(props['lode.path'].scope, 'machine', 'a folder never chooses the program that runs');
 });
 
 test('the .vsix leaves out node_modules and out/ (the bundle carries the code)', () => {
