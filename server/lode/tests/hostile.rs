@@ -298,24 +298,15 @@ fn run_case(file: &Path) -> Vec<String> {
             if status.code().is_none() {
                 problems.push(format!("{what}: killed by a signal (a crash)\nstderr: {stderr}"));
             }
-            for s in strings(step.get("stdout_has")) {
-                if !stdout.contains(&sb.expand(&s)) {
-                    problems.push(format!("{what}: stdout lacks {s:?}\nstdout: {stdout}\nstderr: {stderr}"));
-                }
-            }
-            for s in strings(step.get("stdout_lacks")) {
-                if stdout.contains(&sb.expand(&s)) {
-                    problems.push(format!("{what}: stdout has {s:?}\nstdout: {stdout}"));
-                }
-            }
-            for s in strings(step.get("stderr_has")) {
-                if !stderr.contains(&sb.expand(&s)) {
-                    problems.push(format!("{what}: stderr lacks {s:?}\nstderr: {stderr}"));
-                }
-            }
-            for s in strings(step.get("stderr_lacks")) {
-                if stderr.contains(&sb.expand(&s)) {
-                    problems.push(format!("{what}: stderr has {s:?}\nstderr: {stderr}"));
+            // (key, the stream's name, its text, whether each string must be in it)
+            for (key, stream, text, want) in
+                [("stdout_has", "stdout", &stdout, true), ("stdout_lacks", "stdout", &stdout, false), ("stderr_has", "stderr", &stderr, true), ("stderr_lacks", "stderr", &stderr, false)]
+            {
+                for s in strings(step.get(key)) {
+                    if text.contains(&sb.expand(&s)) != want {
+                        let verb = if want { "lacks" } else { "has" };
+                        problems.push(format!("{what}: {stream} {verb} {s:?}\nstdout: {stdout}\nstderr: {stderr}"));
+                    }
                 }
             }
             let now = snapshot(&sb.outside);
