@@ -685,7 +685,7 @@ impl<'a> Live<'a> {
             return Some(why);
         }
         let file = root.join(path);
-        let text = match std::fs::read(&file) {
+        let text = match lode_store::vault::read_note_file(root, path, lode_store::vault::DEFAULT_MAX_FILE_BYTES) {
             Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
             // An open buffer does not vouch for the file: editors keep a moved file's tab open.
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

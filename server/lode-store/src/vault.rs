@@ -179,6 +179,28 @@ pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
 }
 
 /// The checks that need a file's bytes: the size cap and the binary test.
+/// The bytes of the note at `rel` under `root` as it is on disk now, for a check that reads
+/// notes outside the scan (egress marks before a remote question, `lode doctor`): a link or
+/// anything but a regular file is refused (a pull can turn a note into a link to a device),
+/// and at most `max` bytes are read (a larger file is an error, as the scan skips it).
+pub fn read_note_file(root: &Path, rel: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let path = root.join(rel);
+    let meta = std::fs::symlink_metadata(&path)?;
+    if !meta.file_type().is_file() {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file (a link, a folder or a device)"));
+    }
+    if meta.len() > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} bytes, over the {max}-byte limit", meta.len())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    std::fs::File::open(&path)?.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("over the {max}-byte limit")));
+    }
+    Ok(bytes)
+}
+
 pub fn check_bytes(rel: &str, bytes: &[u8], max: u64) -> Result<(), NotANote> {
     if bytes.len() as u64 > max {
         return Err(NotANote::TooLarge(rel.to_owned(), bytes.len() as u64));

@@ -411,6 +411,26 @@ impl Config {
         layer(vault, &vault_file, user, vault_table)
     }
 
+    /// Numbers no setting may hold, whoever wrote it: a weight or threshold that is not finite
+    /// (TOML has `nan` and `inf`) breaks ranking or every comparison, and a weight's scale is
+    /// bounded. Each is put back to its default or clamped.
+    fn sanitize(&mut self) {
+        let d = Config::default();
+        let finite = |v: f64, default: f64| if v.is_finite() { v } else { default };
+        self.search.heading_weight = finite(self.search.heading_weight, d.search.heading_weight).clamp(0.0, 100.0);
+        self.search.section_weight = finite(self.search.section_weight, d.search.section_weight).clamp(0.0, 100.0);
+        self.externals.stale_days = finite(self.externals.stale_days, d.externals.stale_days).max(0.0);
+        self.externals.max_mb = finite(self.externals.max_mb, d.externals.max_mb).max(0.0);
+        if !self.answer.entailment_threshold.is_finite() {
+            self.answer.entailment_threshold = d.answer.entailment_threshold;
+        }
+        self.answer.entailment_threshold = self.answer.entailment_threshold.clamp(0.0, 1.0);
+        self.models.unload_after_secs = finite(self.models.unload_after_secs, d.models.unload_after_secs).max(0.0);
+        if let Some(s) = self.shared.as_mut() {
+            s.timeout_secs = finite(s.timeout_secs, default_shared_timeout());
+        }
+    }
+
     pub fn store_options(&self) -> StoreOptions {
         // Any folder may shape its passages, within bounds that keep chunking linear.
         let max_tokens = self.chunk.max_tokens.clamp(16, 8192);
@@ -593,21 +613,26 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             }
         }
     }
+    let hash = (!guarded.is_empty()).then(|| trust::sha256_hex(canonical(&toml::Value::Table(guarded)).as_bytes()));
+    let approval = hash.as_ref().map(|h| trust::approval(vault, h));
+    let approved = approval == Some(Approval::Current);
     // A library inside the folder is never loaded on the folder's word, approved or not: a
     // pull could swap it, or a library beside it that it loads, after the approval.
+    // Checked on the file system only once approved: an unapproved folder's path is not even
+    // looked at (it could name a network mount).
     let runtime_inside = vault_table
         .get("models")
         .and_then(|m| m.get("runtime"))
         .and_then(|r| r.as_str())
         .map(|r| vault_path(vault, r))
-        .is_some_and(|p| p.starts_with(vault) || std::fs::canonicalize(&p).is_ok_and(|c| c.starts_with(vault)));
-    let hash = (!guarded.is_empty()).then(|| trust::sha256_hex(canonical(&toml::Value::Table(guarded)).as_bytes()));
-    let approval = hash.as_ref().map(|h| trust::approval(vault, h));
-    let approved = approval == Some(Approval::Current);
+        .is_some_and(|p| p.starts_with(vault) || (approved && std::fs::canonicalize(&p).is_ok_and(|c| c.starts_with(vault))));
 
     let mut merged = user_table.clone();
     let mut ignored: Vec<String> = Vec::new();
     let mut user_only: Vec<String> = Vec::new();
+    // The folder's own keys that were taken as written (approved or free): only their paths are
+    // the folder's.
+    let mut taken: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     for (section, v) in &vault_table {
         let Some(t) = v.as_table() else {
             // A section written as a value (`models = [...]`, `llm = "..."`) would be read by
@@ -663,6 +688,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                 }
             };
             if let Some(v) = take {
+                taken.insert((section.clone(), key.clone()));
                 merged_section(&mut merged, section).insert(key.clone(), v);
             }
         }
@@ -674,8 +700,8 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
     // Paths the folder's config gives are the folder's: relative to it, never to wherever lode
     // was started.
     if let Some(m) = merged.get_mut("models").and_then(|m| m.as_table_mut()) {
-        // Only values taken from the folder (approved): the user's own paths stay the user's.
-        let from_vault = |key: &str| approved && vault_table.get("models").and_then(|v| v.get(key)).is_some();
+        // Only values taken from the folder: the user's own paths stay the user's.
+        let from_vault = |key: &str| taken.contains(&("models".to_owned(), key.to_owned()));
         for key in ["dir", "runtime"] {
             if from_vault(key) {
                 if let Some(p) = m.get(key).and_then(|v| v.as_str()).map(|p| vault_path(vault, p)) {
@@ -709,6 +735,7 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         }
     }
 
+    c.sanitize();
     // A shared tier given as a relative folder is the vault's neighbour, wherever the command
     // or the editor's server was started.
     if let Some(s) = c.shared.as_mut().filter(|s| !s.index.contains("://") && Path::new(&s.index).is_relative()) {
@@ -856,6 +883,19 @@ mod tests {
         let c = run("[models]\nruntime = \"/opt/ort/libonnxruntime.so\"\n[externals]\nallow_loopback = true\n", "");
         assert_eq!(c.models.runtime.as_deref(), Some(Path::new("/opt/ort/libonnxruntime.so")));
         assert!(c.externals.allow_loopback && c.report.notice().is_none());
+    }
+
+    /// No number from a config breaks lode: `nan` and `inf` are put back to defaults or clamped.
+    #[test]
+    fn numbers_that_are_not_finite_are_put_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let f: toml::Table = "[search]\nheading_weight = nan\nsection_weight = inf\n[externals]\nstale_days = nan\n[models]\nunload_after_secs = inf\n".parse().unwrap();
+        let c = layer(dir.path(), &dir.path().join("c.toml"), None, f).unwrap();
+        let d = Config::default();
+        assert_eq!(c.search.heading_weight, d.search.heading_weight);
+        assert_eq!(c.search.section_weight, d.search.section_weight);
+        assert_eq!(c.externals.stale_days, d.externals.stale_days);
+        assert_eq!(c.models.unload_after_secs, d.models.unload_after_secs);
     }
 
     /// What `lode trust` shows is all it approves: long values whole, a table's keys each shown.

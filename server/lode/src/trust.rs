@@ -164,50 +164,58 @@ fn linked(db: &Path) -> bool {
 }
 
 /// Checks that lode's state folder (`<vault>/.lode`, or the folder of `--db`) holds no link
-/// where lode writes: the folder itself, the vector tables' folder, its entries and each
-/// table's top level (where LanceDB and `serving.json` write), and the shared versions. A
-/// clone can plant any of them; lode writes through none (docs/security.md). SQLite's own
-/// files beside the store are checked by [`owner`] (a linked one makes the store foreign).
+/// where lode writes: the folder itself, the vector tables' folder and everything in it (tables,
+/// their manifests, data and `serving.json`), and the shared versions. A clone can plant any of
+/// them; lode writes through none (docs/security.md). SQLite's own files beside the store are
+/// checked by [`owner`] (a linked one makes the store foreign).
 pub fn check_state_dir(dir: &Path) -> Result<()> {
     if is_link(dir) {
-        anyhow::bail!(
-            "{} is a link to {}: lode writes its index only into real folders and files it made; remove the link (lode makes what it needs)",
-            dir.display(),
-            std::fs::read_link(dir).map(|t| t.display().to_string()).unwrap_or_default()
-        );
+        return Err(link_error(dir));
     }
     let mut seen = 0usize;
-    walk_for_links(dir, 0, &mut seen)
+    for name in ["vectors", "shared-versions"] {
+        let p = dir.join(name);
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if m.file_type().is_symlink() => return Err(link_error(&p)),
+            Ok(m) if m.is_dir() => walk_for_links(&p, &mut seen)?,
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
-/// The first link among `d`'s entries (see [`check_state_dir`]), walking into `vectors` and
-/// `shared-versions` and two levels below them. Bounded: a folder holding more than 10,000
-/// entries is not lode's, and what is past that is not walked.
-fn walk_for_links(d: &Path, depth: usize, seen: &mut usize) -> Result<()> {
-    let Ok(rd) = std::fs::read_dir(d) else { return Ok(()) };
+/// Most entries [`check_state_dir`] reads under one state folder: far more than lode's own
+/// vector tables hold, bounded so a folder stuffed with files cannot make every command slow.
+const MAX_STATE_ENTRIES: usize = 200_000;
+
+fn link_error(p: &Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "{} is a link to {}: lode writes its index only into real folders and files it made; remove the link (lode makes what it needs)",
+        p.display(),
+        std::fs::read_link(p).map(|t| t.display().to_string()).unwrap_or_default()
+    )
+}
+
+/// The first link anywhere under `d` (see [`check_state_dir`]). Past [`MAX_STATE_ENTRIES`]
+/// it fails closed: a folder that large is not lode's, and what is not checked is not trusted.
+fn walk_for_links(d: &Path, seen: &mut usize) -> Result<()> {
+    let rd = std::fs::read_dir(d).with_context(|| format!("cannot read {}", d.display()))?;
     for e in rd.flatten() {
         *seen += 1;
-        if *seen > 10_000 {
-            return Ok(());
+        if *seen > MAX_STATE_ENTRIES {
+            anyhow::bail!(
+                "{} holds more than {MAX_STATE_ENTRIES} entries: more than lode's own index ever holds, so lode does not check or write it; \
+                 move it aside and lode rebuilds it",
+                d.display()
+            );
         }
         let p = e.path();
         let Ok(ft) = e.file_type() else { continue };
-        let name = e.file_name();
-        let name = name.to_string_lossy();
-        // At the top, only what lode writes matters (a linked config.toml is only read, through
-        // the capped reader); SQLite's files beside the store are the store's business: a
-        // linked one makes the store foreign, and it is moved aside with it.
-        let written = depth > 0 || matches!(name.as_ref(), "vectors" | "shared-versions");
         if ft.is_symlink() {
-            if written {
-                anyhow::bail!(
-                    "{} is a link to {}: lode writes its index only into real folders and files it made; remove the link (lode makes what it needs)",
-                    p.display(),
-                    std::fs::read_link(&p).map(|t| t.display().to_string()).unwrap_or_default()
-                );
-            }
-        } else if ft.is_dir() && depth < 2 && written {
-            walk_for_links(&p, depth + 1, seen)?;
+            return Err(link_error(&p));
+        }
+        if ft.is_dir() {
+            walk_for_links(&p, seen)?;
         }
     }
     Ok(())
@@ -291,13 +299,17 @@ pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
     Ok(moved)
 }
 
-/// Moves aside state that lies beside a store lode is about to make (vector tables and their
-/// `serving.json` that came with the folder): every byte kept, nothing of it read.
-pub fn clear_orphan_state(vectors: &Path) -> Result<()> {
-    if std::fs::symlink_metadata(vectors).is_ok() {
-        let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let aside = vectors.with_file_name(format!("{}.foreign-{when}", vectors.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
-        std::fs::rename(vectors, &aside).with_context(|| format!("cannot move {} aside", vectors.display()))?;
+/// Moves aside state that lies beside a store lode is about to make at `db`: vector tables and
+/// their `serving.json`, and SQLite's journal or WAL files, that came with the folder (SQLite
+/// would replay a journal into the new store). Every byte kept, nothing of it read.
+pub fn clear_orphan_state(db: &Path, vectors: &Path) -> Result<()> {
+    let when = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let sidecars = SIDECARS.iter().map(|s| PathBuf::from(format!("{}{s}", db.display())));
+    for p in std::iter::once(vectors.to_path_buf()).chain(sidecars) {
+        if std::fs::symlink_metadata(&p).is_ok() {
+            let aside = p.with_file_name(format!("{}.foreign-{when}", p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default()));
+            std::fs::rename(&p, &aside).with_context(|| format!("cannot move {} aside", p.display()))?;
+        }
     }
     Ok(())
 }

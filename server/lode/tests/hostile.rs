@@ -295,8 +295,9 @@ fn run_case(file: &Path) -> Vec<String> {
                     problems.push(format!("{what}: exit {:?}, want {want}\nstdout: {stdout}\nstderr: {stderr}", status.code()));
                 }
             }
-            if status.code().is_none() {
-                problems.push(format!("{what}: killed by a signal (a crash)\nstderr: {stderr}"));
+            // A crash is never a pass: a lode that died also sent nothing and wrote nothing.
+            if status.code().is_none() || status.code() == Some(101) || stderr.contains("panicked at") {
+                problems.push(format!("{what}: crashed ({status})\nstderr: {stderr}"));
             }
             // (key, the stream's name, its text, whether each string must be in it)
             for (key, stream, text, want) in

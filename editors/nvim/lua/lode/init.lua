@@ -116,6 +116,11 @@ local function attach(bufnr)
       -- Approving from here only what was shown: without the settings' hash, no "Approve".
       local choices = hash and { 'Approve (lode trust)', 'Start restricted', "Don't start" } or { 'Start restricted', "Don't start" }
       vim.schedule(function()
+        -- Every line is shown before the question: pickers that replace vim.ui.select often
+        -- show only a prompt's first line.
+        local chunks = {}
+        for line in notice:gmatch('[^\n]+') do table.insert(chunks, { line .. '\n' }) end
+        vim.api.nvim_echo(chunks, true, {})
         vim.ui.select(choices, { prompt = notice }, function(choice)
           if choice == 'Approve (lode trust)' then
             -- What was shown is what is approved: lode refuses if the settings changed since.

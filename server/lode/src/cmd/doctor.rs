@@ -334,7 +334,9 @@ fn egress(r: &mut Report, store: &lode_store::Store, config: &Config, root: &Pat
     let (mut withheld, mut by_marks, mut by_nested) = (0, 0, 0);
     let mut near: Vec<Value> = Vec::new();
     for n in notes.iter().filter(|n| !n.path.contains("://")) {
-        let text = std::fs::read(root.join(&n.path)).map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+        let text = lode_store::vault::read_note_file(root, &n.path, lode_store::vault::DEFAULT_MAX_FILE_BYTES)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+            .unwrap_or_default();
         let marks = lode_answer::egress::marks::read(&text);
         let meta = store.note_meta(n.id).unwrap_or_default();
         let in_nested = nested.withheld(&n.path);

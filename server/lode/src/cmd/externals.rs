@@ -101,7 +101,7 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
         let mut withheld = |path: &str| -> bool {
             *verdict.entry(path.to_owned()).or_insert_with(|| {
                 // A note that cannot be read (moved, unreadable) withholds its links: fail closed.
-                let Ok(bytes) = std::fs::read(vault.root.join(path)) else { return true };
+                let Ok(bytes) = lode_store::vault::read_note_file(&vault.root, path, lode_store::vault::DEFAULT_MAX_FILE_BYTES) else { return true };
                 rules.note_withheld(path, &String::from_utf8_lossy(&bytes)).is_some() || nested.withheld(path).is_some()
             })
         };

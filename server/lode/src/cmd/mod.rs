@@ -86,7 +86,7 @@ impl Vault {
         let fresh = crate::trust::owner(&self.db) == crate::trust::Owner::Missing;
         if fresh {
             // Vector tables with no store of ours beside them came with the folder.
-            crate::trust::clear_orphan_state(&self.vectors_dir())?;
+            crate::trust::clear_orphan_state(&self.db, &self.vectors_dir())?;
         }
         let store = Store::open(&self.db, self.config.store_options())?;
         if fresh {

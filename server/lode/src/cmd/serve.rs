@@ -70,7 +70,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                 std::fs::create_dir_all(dir)?;
             }
             // Vector tables with no store of ours beside them came with the folder.
-            crate::trust::clear_orphan_state(&state_dir(root).join("vectors"))?;
+            crate::trust::clear_orphan_state(&db, &state_dir(root).join("vectors"))?;
             drop(lode_store::Store::open(&db, store_opts)?);
             crate::trust::bind(&db)?;
         }
