@@ -223,3 +223,55 @@ fn the_user_adopts_an_index_built_before_binding() {
     let o = lode(&["index", "--no-vectors"], &v, &home);
     assert!(o.status.success() && !String::from_utf8_lossy(&o.stderr).contains("moved it aside"), "kept, not rebuilt");
 }
+
+/// The model's tools through the language server: an approved folder allows loopback fetches
+/// for the user's own mirroring, but the model's `fetch_url` never reaches loopback; and a
+/// local model whose context holds a no-egress note is offered no tool at all.
+#[test]
+fn the_models_fetch_never_reaches_loopback_and_is_not_offered_beside_withheld_notes() {
+    use lode_testing::web::{Reply, Site};
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let site = Site::start(Box::new(|_| Reply::html("<h1>Admin</h1><p>internal secrets</p>")));
+    let internal = site.url("/internal/admin");
+    let v = tmp.path().join("vault");
+    std::fs::create_dir_all(v.join("private")).unwrap();
+    std::fs::write(v.join("admin.md"), format!("# Admin\n\nThe kestrel admin console is at {internal} for staging.\n")).unwrap();
+    std::fs::write(v.join("private/door.md"), "# Door\n\nThe quokka door PIN is 4821, see https://example.org/pin.\n").unwrap();
+    let tool_call = |url: &str| {
+        json!({"choices": [{"message": {"role": "assistant", "content": null,
+            "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "fetch_url", "arguments": json!({"url": url}).to_string()}}]}}]})
+        .to_string()
+    };
+    let (call, offered) = (tool_call(&internal), std::sync::Arc::new(std::sync::Mutex::new(Vec::<bool>::new())));
+    let seen = offered.clone();
+    let fake = FakeLlm::start(Box::new(move |body| {
+        let v: Value = serde_json::from_str(body).unwrap();
+        let has_tools = v.get("tools").is_some();
+        seen.lock().unwrap().push(has_tools);
+        if has_tools { (200, call.clone()) } else { (200, completion("{\"claims\": []}")) }
+    }));
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(
+        v.join(".lode/config.toml"),
+        format!(
+            "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\ntools = true\nremote = false\nretries = 0\n\n[externals]\nallow_loopback = true\n\n[egress]\nno_egress = [\"private/\"]\n",
+            fake.endpoint
+        ),
+    )
+    .unwrap();
+    assert!(lode(&["trust"], &v, &home).status.success());
+    let mut c = serve(&v, &home);
+    c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
+    // The model asks for the loopback page it was shown: refused, nothing fetched.
+    let _ = ask(&mut c, "Where is the kestrel admin console?");
+    assert!(offered.lock().unwrap().first() == Some(&true), "the tool was offered for a context with nothing withheld: {:?}", offered.lock().unwrap());
+    assert_eq!(site.hits("/internal/admin"), 0, "the model's fetch reached loopback");
+    // The door note may not leave the machine: the local model that reads it gets no tool.
+    offered.lock().unwrap().clear();
+    let a = ask(&mut c, "What is the quokka door PIN?");
+    let calls = offered.lock().unwrap().clone();
+    assert!(!calls.is_empty() && calls.iter().all(|t| !t), "a tool was offered beside a withheld note: {calls:?} {a}");
+    assert!(a.to_string().contains("no web tool"), "the answer says why: {a}");
+    let _ = c.stop();
+}
