@@ -24,6 +24,15 @@ test('status bar: before the first reply it says starting, and scanning as soon 
   has(opened.details, 'Scanning');
 });
 
+test('status bar: settings the folder may not set are said, with lode\'s own notice in the tooltip; none when trust is ok', () => {
+  const notice = 'lode: ignoring in /v/.lode/config.toml: settings a folder may not set without your approval: [llm]; to approve them run `lode trust --vault /v` (docs/security.md)';
+  const { text, details } = formatStatus(status({ trust: notice }));
+  assert.match(text, /settings ignored/);
+  has(details, 'lode trust --vault /v');
+  assert.doesNotMatch(formatStatus(status({ trust: 'ok' })).text, /ignored/);
+  assert.doesNotMatch(formatStatus(status({})).text, /ignored/, 'an older server without the field');
+});
+
 test('status bar: the model still loading reads "loading model", not "lexical only"', () => {
   const { text, details } = formatStatus(status({ dense: 'loading the embedding model' }));
   assert.equal(text, '$(book) lode: 5,183 notes · loading model');
