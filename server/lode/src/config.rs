@@ -82,7 +82,7 @@ impl TrustReport {
             ));
         }
         if !self.user_only.is_empty() {
-            let user = self.user_file.as_ref().map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
+            let user = self.user_file.clone().or_else(trust::user_config_path).map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
             parts.push(format!("settings `lode trust` cannot approve, which only your user config ({user}) may give: {}", self.user_only.join(", ")));
         }
         (!parts.is_empty()).then(|| format!("lode: ignoring in {}: {} (docs/security.md)", self.file.display(), parts.join("; and ")))
