@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::trust::{self, Approval};
 
-#[derive(Debug, Clone, Deserialize, Serialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct Config {
     pub chunk: ChunkSection,
@@ -335,25 +335,6 @@ pub struct SearchSection {
     /// Weight of the section leg (whole sections ranked by BM25) against the passage leg; 0
     /// ranks passages alone.
     pub section_weight: f64,
-}
-
-impl Default for Config {
-    fn default() -> Self {
-        Config {
-            chunk: ChunkSection::default(),
-            index: IndexSection::default(),
-            search: SearchSection::default(),
-            answer: AnswerSection::default(),
-            egress: EgressSection::default(),
-            llm: None,
-            models: ModelsSection::default(),
-            externals: ExternalsSection::default(),
-            gate: GateSection::default(),
-            shared: None,
-            trust: TrustSection::default(),
-            report: TrustReport::default(),
-        }
-    }
 }
 
 impl Default for ChunkSection {
@@ -911,7 +892,7 @@ mod tests {
         let c = layer(dir.path(), &dir.path().join("c.toml"), None, f).unwrap();
         let lines = c.report.guarded.join("\n");
         assert!(lines.contains("[shared] options.endpoint = \"http://attacker.example\""), "{lines}");
-        assert!(lines.contains(&format!("@evil.example/v1")), "{lines}");
+        assert!(lines.contains("@evil.example/v1"), "{lines}");
         assert!(c.report.guarded.iter().all(|l| !l.contains('…')), "{lines}");
     }
 
