@@ -95,6 +95,7 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     // does not list) is still said, with where to allow it.
     let t = status["result"]["trust"].as_str().unwrap_or_default();
     assert!(!t.contains("lode trust --vault") && t.contains("api_key_env") && t.contains("user config"), "{status}");
+    assert!(t.contains("when lode restarts"), "what an approval changes only after a restart is said: {status}");
     let _ = ask(&mut c, "How often are staging certificates rotated?");
     let sent = fake.requests.lock().unwrap().clone();
     assert!(!sent.is_empty(), "the approved folder's model was not asked");

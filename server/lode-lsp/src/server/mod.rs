@@ -107,6 +107,9 @@ struct RulesNow {
     blocked: Option<String>,
     /// The trust notice of the config as last read.
     notice: Option<String>,
+    /// The notice as it was when the vault started: the settings loaded then (models, runtime,
+    /// `[shared]`, fetch limits) hold until a restart, whatever was approved since.
+    started_with: Option<String>,
 }
 
 /// How long a changed config must stay the same before it is believed: an editor's save
@@ -222,7 +225,13 @@ impl State {
     /// settings it ignores until `lode trust`, and what happened to a store that came with the
     /// folder.
     pub(crate) fn trust_notices(&self) -> Vec<String> {
-        self.rules.lock().notice.iter().cloned().chain(self.settings.notices.iter().cloned()).collect()
+        let now = self.rules.lock();
+        let changed = (now.notice != now.started_with).then(|| {
+            "lode: this folder's approval changed since lode started: [llm] and the egress rules follow it now; \
+             models, the runtime, [shared] and fetch settings follow it when lode restarts"
+                .to_owned()
+        });
+        now.notice.iter().cloned().chain(changed).chain(self.settings.notices.iter().cloned()).collect()
     }
 
     /// Whether an open buffer's note may not leave the machine: its own marks, the path rules,
@@ -454,7 +463,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 reporter,
                 prechunked,
                 closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, notice }),
+                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, started_with: notice.clone(), notice }),
                 landed: Mutex::new(Some(landed_rx)),
                 reranker: settings_reranker.map(models::Pool::new),
                 nli: settings_nli.map(models::Pool::new),
