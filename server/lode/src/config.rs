@@ -879,6 +879,106 @@ mod tests {
         assert_eq!(c.models.unload_after_secs, d.models.unload_after_secs);
     }
 
+    /// Generated folder configs by the thousand: every section and key a folder could name, in
+    /// every shape TOML allows (strings, numbers including nan and inf, booleans, arrays,
+    /// tables, sections written as values). Loading one never panics, and an unapproved one never
+    /// gets a guarded setting through or raises a limit.
+    #[test]
+    fn generated_folder_configs_never_get_a_guarded_setting_through() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seed = 0x9e3779b97f4a7c15u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        let sections = ["models", "llm", "shared", "externals", "index", "search", "answer", "egress", "gate", "chunk", "trust", "x"];
+        let keys = [
+            "runtime", "dir", "mirror", "embedder", "reranker", "nli", "endpoint", "model", "api_key_env", "tools", "remote", "index", "options",
+            "allow_loopback", "allow_private", "timeout_secs", "max_mb", "max_redirects", "max_file_mb", "threads", "window_tokens", "limit",
+            "context", "max_claims", "entailment_threshold", "no_egress", "no_egress_domains", "heading_weight", "max_tokens", "headings",
+        ];
+        let d = Config::default();
+        let mut loaded = 0;
+        for round in 0..6000 {
+            let mut t = toml::Table::new();
+            for _ in 0..(next() % 5) {
+                let section = sections[(next() % sections.len() as u64) as usize].to_owned();
+                if next() % 7 == 0 {
+                    t.insert(section, value(&mut next, 1));
+                    continue;
+                }
+                // Mostly the section's own keys (so the combinations that matter come often),
+                // sometimes any key.
+                let own: &[&str] = match section.as_str() {
+                    "models" => &["runtime", "dir", "mirror", "embedder", "reranker", "nli", "threads", "window_tokens"],
+                    "llm" => &["endpoint", "model", "api_key_env", "tools", "remote"],
+                    "shared" => &["index", "options", "timeout_secs"],
+                    "externals" => &["allow_loopback", "allow_private", "timeout_secs", "max_mb", "max_redirects", "no_egress_domains"],
+                    "index" => &["max_file_mb"],
+                    "search" => &["limit", "heading_weight"],
+                    "answer" => &["context", "max_claims", "entailment_threshold"],
+                    _ => &keys,
+                };
+                let mut inner = toml::Table::new();
+                for _ in 0..(1 + next() % 3) {
+                    let key = if next() % 5 == 0 { keys[(next() % keys.len() as u64) as usize] } else { own[(next() % own.len() as u64) as usize] };
+                    // Mostly a value of the key's own type (so the config loads and the checks
+                    // run), sometimes any.
+                    let v = match (next() % 4, key) {
+                        (0, _) => value(&mut next, 0),
+                        (_, "allow_loopback" | "allow_private" | "tools" | "remote") => toml::Value::Boolean(true),
+                        (_, "no_egress" | "no_egress_domains" | "headings") => toml::Value::Array(vec![toml::Value::String("a/".into())]),
+                        (_, "options") => toml::Value::Table(toml::Table::from_iter([("endpoint".to_owned(), toml::Value::String("http://127.0.0.1:9".into()))])),
+                        (_, "threads" | "window_tokens" | "limit" | "context" | "max_claims" | "max_file_mb" | "timeout_secs" | "max_redirects" | "max_tokens") => {
+                            toml::Value::Integer([64i64, 100_000, 1 << 40][(next() % 3) as usize])
+                        }
+                        (_, "max_mb" | "heading_weight" | "entailment_threshold") => toml::Value::Float([f64::NAN, 1e9, 0.0][(next() % 3) as usize]),
+                        _ => toml::Value::String(["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "sub/model"][(next() % 5) as usize].into()),
+                    };
+                    inner.insert(key.to_owned(), v);
+                }
+                t.insert(section, toml::Value::Table(inner));
+            }
+            // Errors are fine (a value of the wrong type is named); panics and leaks are not.
+            let Ok(c) = layer(dir.path(), &dir.path().join("c.toml"), None, t.clone()) else { continue };
+            loaded += 1;
+            let shown = format!("round {round}: {t:?}");
+            assert!(c.llm.is_none() && c.shared.is_none(), "{shown}");
+            assert_eq!((&c.models.runtime, &c.models.dir, &c.models.mirror), (&None, &None, &None), "{shown}");
+            assert!(c.models.reranker.as_deref().is_none_or(plain), "{shown}");
+            assert!(c.models.nli.as_deref().is_none_or(plain), "{shown}");
+            assert!(plain(&c.models.embedder), "{shown}");
+            assert!(!c.externals.allow_loopback && !c.externals.allow_private && c.trust.api_key_env.is_empty(), "{shown}");
+            assert!(c.index.max_file_mb <= d.index.max_file_mb && c.externals.max_mb <= d.externals.max_mb, "{shown}");
+            assert!(c.externals.timeout_secs <= d.externals.timeout_secs && c.models.threads <= d.models.threads, "{shown}");
+            assert!(c.search.limit <= d.search.limit && c.answer.context <= d.answer.context, "{shown}");
+            assert!(c.answer.entailment_threshold >= d.answer.entailment_threshold, "{shown}");
+            assert!(c.search.heading_weight.is_finite() && c.externals.stale_days.is_finite(), "{shown}");
+            assert!(c.report.notice().is_none_or(|n| !n.contains('\u{1b}')), "{shown}");
+        }
+        // Enough of them load for the checks to mean something (the rest are type errors).
+        assert!(loaded >= 1000, "only {loaded} of 6000 generated configs loaded");
+
+        fn plain(n: &str) -> bool {
+            !n.contains(['/', '\\', ':']) && n != ".." && n != "."
+        }
+
+        fn value(next: &mut dyn FnMut() -> u64, depth: usize) -> toml::Value {
+            match next() % if depth > 0 { 6 } else { 8 } {
+                0 => toml::Value::String(["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "", "all-MiniLM-L6-v2", "\u{1b}[2K"][(next() % 7) as usize].into()),
+                1 => toml::Value::Integer([0i64, 1, 3, 64, 100_000, 1 << 40][(next() % 6) as usize]),
+                2 => toml::Value::Float([f64::NAN, f64::INFINITY, 1e9, 0.0, 0.99, 1e308][(next() % 6) as usize]),
+                3 => toml::Value::Boolean(next() % 2 == 0),
+                4 => toml::Value::Array(vec![toml::Value::String("a/".into())]),
+                5 => toml::Value::Table(toml::Table::from_iter([("endpoint".to_owned(), toml::Value::String("http://127.0.0.1:9".into()))])),
+                6 => toml::Value::Array(vec![toml::Value::String("/tmp".into()), toml::Value::String("/tmp/evil.so".into())]),
+                _ => toml::Value::Table(toml::Table::new()),
+            }
+        }
+    }
+
     /// What `lode trust` shows is all it approves: long values whole, a table's keys each shown.
     #[test]
     fn approval_shows_every_value_whole() {
