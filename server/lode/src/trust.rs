@@ -299,6 +299,23 @@ pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
     Ok(moved)
 }
 
+/// Keeps lode's state out of version control: when lode makes a store, it writes a
+/// `.gitignore` beside it (if there is none) that ignores everything there but the config. An
+/// index holds every version of every note, and state committed to a repository is state a
+/// clone can forge (docs/security.md). Written new, never through a link; a failure is no error.
+pub fn ignore_state(state_dir: &Path) {
+    use std::io::Write;
+    let file = state_dir.join(".gitignore");
+    if std::fs::symlink_metadata(&file).is_ok() {
+        return;
+    }
+    if let Ok(mut f) = std::fs::OpenOptions::new().write(true).create_new(true).open(&file) {
+        let _ = f.write_all(
+            b"# Written by lode: its index, vectors and caches are local state, never to be committed\n# (they hold every version of every note; see docs/security.md). Only the config is shared.\n*\n!.gitignore\n!config.toml\n",
+        );
+    }
+}
+
 /// Moves aside state that lies beside a store lode is about to make at `db`: vector tables and
 /// their `serving.json`, and SQLite's journal or WAL files, that came with the folder (SQLite
 /// would replay a journal into the new store). Every byte kept, nothing of it read.

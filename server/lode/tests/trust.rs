@@ -140,6 +140,9 @@ fn a_store_that_came_with_the_folder_is_moved_aside_and_the_server_answers_from_
     let _ = c.stop();
     let aside: Vec<String> = std::fs::read_dir(v.join(".lode")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     assert!(aside.iter().any(|n| n.starts_with("lode.db.foreign-")), "every byte kept, aside: {aside:?}");
+    // The store lode made keeps itself out of version control, the config excepted.
+    let ignore = std::fs::read_to_string(v.join(".lode/.gitignore")).unwrap();
+    assert!(ignore.lines().any(|l| l == "*") && ignore.lines().any(|l| l == "!config.toml"), "{ignore}");
     // The store the server made is the user's now: the CLI reads it.
     let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
     assert!(o.status.success() && String::from_utf8_lossy(&o.stdout).contains("60 days"), "{}", String::from_utf8_lossy(&o.stderr));

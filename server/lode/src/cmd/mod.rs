@@ -91,6 +91,9 @@ impl Vault {
         let store = Store::open(&self.db, self.config.store_options())?;
         if fresh {
             crate::trust::bind(&self.db)?;
+            if let Some(dir) = self.db.parent().filter(|d| *d == state_dir(&self.root)) {
+                crate::trust::ignore_state(dir);
+            }
         }
         Ok(store)
     }

@@ -73,6 +73,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             crate::trust::clear_orphan_state(&db, &state_dir(root).join("vectors"))?;
             drop(lode_store::Store::open(&db, store_opts)?);
             crate::trust::bind(&db)?;
+            crate::trust::ignore_state(&state_dir(root));
         }
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
