@@ -87,7 +87,13 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     assert_eq!(fake.requests.lock().unwrap().len(), 0, "the unapproved folder's model was asked");
     // The user approves it: the next question goes to the model (no restart), but without the
     // key, which the user's config does not name.
-    let o = lode(&["trust"], &v, &home);
+    // `lode trust DIR`, as the docs write it (the same as --vault DIR).
+    let mut c2 = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c2.arg("trust").arg(&v);
+    for (k, val) in user_env(&home) {
+        c2.env(k, val);
+    }
+    let o = c2.output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert!(String::from_utf8_lossy(&o.stderr).contains("api_key_env"), "lode trust says the key is still not sent");
     let status = c.request("lode/status", json!({})).unwrap();

@@ -12,6 +12,9 @@ use crate::VaultArgs;
 
 #[derive(Args)]
 pub struct TrustArgs {
+    /// The folder to approve (the same as --vault) [default: the current directory]
+    #[arg(value_name = "DIR")]
+    pub dir: Option<std::path::PathBuf>,
     #[command(flatten)]
     pub vault: VaultArgs,
     /// Say what is approved and what is ignored; change nothing (exit 3 when settings wait for approval)
@@ -31,7 +34,13 @@ pub struct TrustArgs {
     pub expect: Option<String>,
 }
 
-pub fn run(args: TrustArgs) -> Result<ExitCode> {
+pub fn run(mut args: TrustArgs) -> Result<ExitCode> {
+    if let Some(dir) = args.dir.take() {
+        if args.vault.vault.as_ref().is_some_and(|v| v != &dir) {
+            anyhow::bail!("two folders given ({} and --vault {}): name one", dir.display(), args.vault.vault.as_ref().map(|v| v.display().to_string()).unwrap_or_default());
+        }
+        args.vault.vault = Some(dir);
+    }
     let vault = Vault::resolve_quiet(&args.vault)?;
     let r = &vault.config.report;
     let state = |a: &Option<Approval>| match a {
