@@ -309,3 +309,24 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
         "the copy was made whole again"
     );
 }
+
+/// A model folder a clone could hold, with `.lode-derived` planted as a link to a folder of the
+/// user's: lode writes no copy there and clears nothing there; the model loads from memory.
+#[test]
+fn a_derived_folder_that_is_a_link_is_neither_written_nor_cleared() {
+    let tmp = tempfile::tempdir().unwrap();
+    let manifest = std::fs::read_to_string(models().join("all-MiniLM-L6-v2/lode-model.toml")).unwrap();
+    let dir = model_copy(&tmp.path().join("a"), &manifest);
+    let victim = tmp.path().join("victim");
+    std::fs::create_dir_all(&victim).unwrap();
+    let old = victim.join("old-notes.txt");
+    std::fs::write(&old, "keep me").unwrap();
+    // Older than the ten minutes after which derived copies are cleared.
+    let f = std::fs::File::options().write(true).open(&old).unwrap();
+    f.set_modified(std::time::SystemTime::now() - std::time::Duration::from_secs(3600)).unwrap();
+    std::os::unix::fs::symlink(&victim, dir.join(".lode-derived")).unwrap();
+    let v = Embedder::load(&dir, None, 2).unwrap().embed_passages(&["Rotate the signing keys."]).unwrap();
+    assert_eq!(v.len(), 1);
+    let left: Vec<String> = std::fs::read_dir(&victim).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    assert_eq!(left, ["old-notes.txt"], "lode wrote or cleared through the link");
+}

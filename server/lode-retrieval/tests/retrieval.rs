@@ -389,3 +389,26 @@ fn a_large_table_gets_an_approximate_index_that_finds_what_a_flat_search_finds()
     assert_eq!(idx.nearest(&more[7], 1).unwrap()[0].0, 10_007);
     assert_eq!(idx.count().unwrap(), 3050);
 }
+
+/// `serving.json` lies in `.lode/vectors`, which a clone can ship: a record naming a relative
+/// model folder, or one planted as a link, is not read; a write replaces a planted link rather
+/// than writing through it.
+#[test]
+fn the_serving_record_is_read_only_when_lode_could_have_written_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let rec = lode_retrieval::Serving { id: "m".into(), path: std::path::PathBuf::from("/models/m"), dims: 3 };
+    rec.write(dir).unwrap();
+    assert_eq!(lode_retrieval::Serving::read(dir), Some(rec.clone()));
+    std::fs::write(dir.join("serving.json"), r#"{"id": "m", "path": "models/evil", "dims": 3}"#).unwrap();
+    assert_eq!(lode_retrieval::Serving::read(dir), None, "a relative model folder");
+    let outside = tmp.path().join("outside.json");
+    std::fs::write(&outside, serde_json::to_vec(&rec).unwrap()).unwrap();
+    std::fs::remove_file(dir.join("serving.json")).unwrap();
+    std::os::unix::fs::symlink(&outside, dir.join("serving.json")).unwrap();
+    assert_eq!(lode_retrieval::Serving::read(dir), None, "a planted link");
+    let other = lode_retrieval::Serving { id: "n".into(), path: std::path::PathBuf::from("/models/n"), dims: 3 };
+    other.write(dir).unwrap();
+    assert_eq!(std::fs::read(&outside).unwrap(), serde_json::to_vec(&rec).unwrap(), "written through the link");
+    assert_eq!(lode_retrieval::Serving::read(dir), Some(other));
+}

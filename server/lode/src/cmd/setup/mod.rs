@@ -172,7 +172,11 @@ pub fn run(args: SetupArgs) -> Result<ExitCode> {
         };
         lines.push(format!("{key} = \"{}\"", entry.name));
     }
-    println!("lode setup: to use {}, put under [models] in .lode/config.toml:", if lines.len() == 1 { "it" } else { "them" });
+    let user = crate::trust::user_config_path().map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
+    println!(
+        "lode setup: to use {}, put under [models] in your user config ({user}), or in a vault's .lode/config.toml:",
+        if lines.len() == 1 { "it" } else { "them" }
+    );
     for l in lines {
         println!("    {l}");
     }
