@@ -1,14 +1,8 @@
 -- Driven by server/lode/tests/nvim.rs: real Neovim (headless) with the lode plugin against the
 -- real `lode serve`. Asks with :LodeAsk, waits for the inserted answer, hovers its citation, runs
 -- :LodeStatus and :checkhealth lode, and writes what it saw to $LODE_OUT as JSON.
+local h = dofile(os.getenv('LODE_SPECS') .. '/harness.lua')
 local out = {}
-local function finish(err)
-  out.error = err
-  local f = io.open(os.getenv('LODE_OUT'), 'w')
-  f:write(vim.fn.json_encode(out))
-  f:close()
-  vim.cmd('qall!')
-end
 
 local ok, err = pcall(function()
   vim.opt.runtimepath:append(os.getenv('LODE_PLUGIN'))
@@ -17,11 +11,8 @@ local ok, err = pcall(function()
   vim.cmd('edit ' .. os.getenv('LODE_NOTE'))
   out.nvim = vim.version().major .. '.' .. vim.version().minor .. '.' .. vim.version().patch
 
-  local function client()
-    for _, c in pairs((vim.lsp.get_clients or vim.lsp.get_active_clients)()) do
-      if c.name == 'lode' then return c end
-    end
-  end
+  local function client() return h.clients()[1] end
+
   assert(vim.wait(20000, function() return client() ~= nil and client().initialized end, 50), 'lode attached')
 
   -- Wait until the vault is indexed: the answer to the question exists.
@@ -91,4 +82,4 @@ local ok, err = pcall(function()
   vim.cmd('checkhealth lode')
   out.health = vim.api.nvim_buf_get_lines(0, 0, -1, false)
 end)
-finish(ok and vim.NIL or tostring(err))
+h.finish(out, ok and vim.NIL or tostring(err))

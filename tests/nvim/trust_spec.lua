@@ -1,22 +1,9 @@
 -- Driven by server/lode/tests/nvim.rs: the plugin on a folder whose .lode/config.toml holds
 -- settings the user has not approved. vim.ui.select is answered with $LODE_CHOICE; the script
 -- records what was asked, whether lode was running before the answer, and whether it runs after.
+local h = dofile(os.getenv('LODE_SPECS') .. '/harness.lua')
+local clients = h.clients
 local out = {}
-local function finish(err)
-  out.error = err
-  local f = io.open(os.getenv('LODE_OUT'), 'w')
-  f:write(vim.fn.json_encode(out))
-  f:close()
-  vim.cmd('qall!')
-end
-
-local function clients()
-  local found = {}
-  for _, c in pairs((vim.lsp.get_clients or vim.lsp.get_active_clients)()) do
-    if c.name == 'lode' then table.insert(found, c) end
-  end
-  return found
-end
 
 local ok, err = pcall(function()
   vim.opt.runtimepath:append(os.getenv('LODE_PLUGIN'))
@@ -36,4 +23,4 @@ local ok, err = pcall(function()
   vim.wait(500)
   out.asked = asked
 end)
-finish(ok and vim.NIL or tostring(err))
+h.finish(out, ok and vim.NIL or tostring(err))

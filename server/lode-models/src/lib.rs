@@ -17,7 +17,7 @@ pub use cross::{CrossEncoder, NliModel};
 pub use embedder::{Embedder, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
 pub use graph::{externalize as externalize_weights, prepare as prepare_graph, Externalized, Prepared as PreparedGraph};
 pub use manifest::{Manifest, ModelKind, Pooling};
-pub use runtime::{environment, loaded_runtime, runtime_candidates, user_cache_dir, user_data_dir};
+pub use runtime::{environment, loaded_runtime, runtime_candidates, user_cache_dir, user_data_dir, xdg_dir};
 
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ModelError {

@@ -10,16 +10,19 @@ use crate::ModelError;
 /// lode's folder in the user's data directory: `$XDG_DATA_HOME/lode`, else
 /// `~/.local/share/lode`. `lode setup` installs ONNX Runtime and the default model there.
 pub fn user_data_dir() -> Option<PathBuf> {
-    let xdg = std::env::var_os("XDG_DATA_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".local/share")))?;
-    Some(base.join("lode"))
+    xdg_dir("XDG_DATA_HOME", ".local/share")
 }
 
 /// lode's folder in the user's cache directory: `$XDG_CACHE_HOME/lode`, else `~/.cache/lode`.
 /// Files lode can make again live there (versions materialized for an editor to open).
 pub fn user_cache_dir() -> Option<PathBuf> {
-    let xdg = std::env::var_os("XDG_CACHE_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".cache")))?;
+    xdg_dir("XDG_CACHE_HOME", ".cache")
+}
+
+/// `$<var>/lode` when that variable holds an absolute path, else `$HOME/<under_home>/lode`.
+pub fn xdg_dir(var: &str, under_home: &str) -> Option<PathBuf> {
+    let xdg = std::env::var_os(var).map(PathBuf::from).filter(|p| p.is_absolute());
+    let base = xdg.or_else(|| std::env::var_os("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(under_home)))?;
     Some(base.join("lode"))
 }
 

@@ -184,19 +184,30 @@ pub fn indexable(root: &Path, path: &Path) -> Result<String, NotANote> {
 /// anything but a regular file is refused (a pull can turn a note into a link to a device),
 /// and at most `max` bytes are read (a larger file is an error, as the scan skips it).
 pub fn read_note_file(root: &Path, rel: &str, max: u64) -> std::io::Result<Vec<u8>> {
+    read_small_file(&root.join(rel), max, false)
+}
+
+/// The bytes of the regular file at `path`, at most `max` of them (a larger file is an error,
+/// read or not). `follow_links`: a link is followed, but only to a regular file; else a link is
+/// refused too. For every file a folder could turn into a link to a device or a huge file.
+pub fn read_small_file(path: &Path, max: u64, follow_links: bool) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
-    let path = root.join(rel);
-    let meta = std::fs::symlink_metadata(&path)?;
-    if !meta.file_type().is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file (a link, a folder or a device)"));
+    let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidInput, what);
+    if !follow_links && std::fs::symlink_metadata(path)?.file_type().is_symlink() {
+        return Err(invalid("not a regular file (a link)".into()));
+    }
+    let f = std::fs::File::open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(invalid("not a regular file (a folder or a device)".into()));
     }
     if meta.len() > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} bytes, over the {max}-byte limit", meta.len())));
+        return Err(invalid(format!("{} bytes, over the {max}-byte limit", meta.len())));
     }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    std::fs::File::open(&path)?.take(max + 1).read_to_end(&mut bytes)?;
+    f.take(max + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("over the {max}-byte limit")));
+        return Err(invalid(format!("over the {max}-byte limit")));
     }
     Ok(bytes)
 }

@@ -20,13 +20,7 @@ pub fn user_config_path() -> Option<PathBuf> {
             return Some(a.join("lode").join("config.toml"));
         }
     }
-    let xdg = std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).filter(|p| p.is_absolute());
-    let base = xdg.or_else(|| home().map(|h| h.join(".config")))?;
-    Some(base.join("lode").join("config.toml"))
-}
-
-fn home() -> Option<PathBuf> {
-    std::env::var_os("HOME").filter(|h| !h.is_empty()).map(PathBuf::from).filter(|p| p.is_absolute())
+    Some(lode_models::xdg_dir("XDG_CONFIG_HOME", ".config")?.join("config.toml"))
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -77,6 +71,11 @@ pub fn approval(folder: &Path, settings: &str) -> Approval {
         }
         _ => Approval::Never,
     }
+}
+
+/// Where the approval of `folder` (canonical) is recorded, if lode has a data directory.
+pub fn approval_record(folder: &Path) -> Option<PathBuf> {
+    record_path("trust", folder).ok()
 }
 
 /// Records the user's approval of `folder` with guarded settings hashing to `settings`.
@@ -239,20 +238,55 @@ pub fn owner(db: &Path) -> Owner {
     }
 }
 
-/// Whether lode may open the store at `db` as the user's: `Ok(true)` for one lode made here for
-/// this user or none yet (`Missing`), `Ok(false)` for one it must not cite from. A file whose
-/// owner cannot be read is opened the usual way: if that fails, its error says what the file is
-/// (corrupt, another program's, half made) and nothing is moved; if it opens, it is a lode store
-/// that is not ours (an owner row of the wrong type, no `meta` table: a forgery).
-pub fn may_open(db: &Path, opts: &lode_store::StoreOptions) -> Result<bool> {
+/// What lode does with the store at a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// None there yet: lode makes one.
+    New,
+    /// Made by lode here for this user.
+    Ours,
+    /// One lode must not cite from.
+    NotOurs,
+}
+
+/// Whose the store at `db` is, as lode acts on it. A file whose owner cannot be read is opened
+/// the usual way: if that fails, its error says what the file is (corrupt, another program's,
+/// half made) and nothing is moved; if it opens, it is a lode store that is not ours (an owner
+/// row of the wrong type, no `meta` table: a forgery).
+pub fn judge(db: &Path, opts: &lode_store::StoreOptions) -> Result<Verdict> {
     Ok(match owner(db) {
-        Owner::Missing | Owner::Ours => true,
-        Owner::Foreign => false,
+        Owner::Missing => Verdict::New,
+        Owner::Ours => Verdict::Ours,
+        Owner::Foreign => Verdict::NotOurs,
         Owner::Unreadable => {
             drop(lode_store::Store::open(db, opts.clone())?);
-            false
+            Verdict::NotOurs
         }
     })
+}
+
+/// Readies the store at `db` for a command or server that writes, as [`judge`] found it: one
+/// that is not ours is moved aside, and a new one is made, cleared of what came with the folder
+/// beside it, bound to this user and kept out of version control. The line to tell the user,
+/// when a store was moved aside.
+pub fn ready_for_writing(db: &Path, vectors: &Path, opts: &lode_store::StoreOptions, verdict: Verdict) -> Result<Option<String>> {
+    let mut said = None;
+    if verdict == Verdict::NotOurs {
+        let moved = move_aside(db, vectors)?;
+        said = Some(moved_aside_line(db, &moved));
+    }
+    if verdict != Verdict::Ours {
+        if let Some(dir) = db.parent() {
+            std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+        clear_orphan_state(db, vectors)?;
+        drop(lode_store::Store::open(db, opts.clone())?);
+        bind(db)?;
+        if let Some(dir) = db.parent().filter(|d| d.file_name().is_some_and(|n| n == ".lode")) {
+            ignore_state(dir);
+        }
+    }
+    Ok(said)
 }
 
 /// Binds the store at `db` (made by this process, with lode's schema) to this user: a fresh

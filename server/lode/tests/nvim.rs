@@ -10,6 +10,28 @@ use std::process::Command;
 
 use lode_testing::copy_dir;
 
+/// Runs `spec` (a script in tests/nvim/) in headless Neovim with the plugin and this `lode`, its
+/// home in `home`, with the script's own variables; what the script wrote to $LODE_OUT.
+fn run_spec(spec: &str, home: &Path, vars: &[(&str, &std::ffi::OsStr)]) -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = home.join("out.json");
+    let mut c = Command::new("nvim");
+    c.args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
+        .arg(format!("luafile {}", root.join("tests/nvim").join(spec).display()))
+        .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
+        .env("LODE_PLUGIN", root.join("editors/nvim"))
+        .env("LODE_SPECS", root.join("tests/nvim"))
+        .env("LODE_OUT", &out)
+        .env("HOME", home)
+        .env_remove("XDG_DATA_HOME")
+        .env_remove("XDG_CONFIG_HOME");
+    for (k, v) in vars {
+        c.env(k, v);
+    }
+    assert!(c.status().unwrap().success());
+    serde_json::from_str(&std::fs::read_to_string(&out).expect("the script wrote its result")).unwrap()
+}
+
 #[test]
 fn neovim_asks_and_hovers() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
@@ -21,19 +43,7 @@ fn neovim_asks_and_hovers() {
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
     let note = vault.join("questions.md");
     std::fs::write(&note, "# Questions\n\nHow often are staging certificates rotated?\n").unwrap();
-    let out = tmp.path().join("out.json");
-    let status = Command::new("nvim")
-        .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
-        .arg(format!("luafile {}", root.join("tests/nvim/ask_spec.lua").display()))
-        .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
-        .env("LODE_PLUGIN", root.join("editors/nvim"))
-        .env("LODE_NOTE", &note)
-        .env("LODE_OUT", &out)
-        .env("HOME", tmp.path())
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("the script wrote its result")).unwrap();
+    let v = run_spec("ask_spec.lua", tmp.path(), &[("LODE_NOTE", note.as_os_str())]);
     assert!(v["error"].is_null(), "{}", v["error"]);
     let lines: Vec<&str> = v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();
     assert_eq!(lines[2], "How often are staging certificates rotated?");
@@ -82,23 +92,8 @@ fn neovim_asks_before_starting_on_an_unapproved_folder() {
         copy_dir(&root.join("fixtures/vault"), &vault);
         std::fs::create_dir_all(vault.join(".lode")).unwrap();
         std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n").unwrap();
-        let out = tmp.path().join("out.json");
-        let status = Command::new("nvim")
-            .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c"])
-            .arg(format!("luafile {}", root.join("tests/nvim/trust_spec.lua").display()))
-            .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
-            .env("LODE_PLUGIN", root.join("editors/nvim"))
-            .env("LODE_NOTE", vault.join("runbooks/rotate-staging-certs.md"))
-            .env("LODE_NOTE2", vault.join("notes/reading-list.md"))
-            .env("LODE_CHOICE", choice)
-            .env("LODE_OUT", &out)
-            .env("HOME", tmp.path())
-            .env_remove("XDG_DATA_HOME")
-            .env_remove("XDG_CONFIG_HOME")
-            .status()
-            .unwrap();
-        assert!(status.success());
-        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).expect("the script wrote its result")).unwrap();
+        let (note, note2) = (vault.join("runbooks/rotate-staging-certs.md"), vault.join("notes/reading-list.md"));
+        let v = run_spec("trust_spec.lua", tmp.path(), &[("LODE_NOTE", note.as_os_str()), ("LODE_NOTE2", note2.as_os_str()), ("LODE_CHOICE", choice.as_ref())]);
         assert!(v["error"].is_null(), "{choice}: {}", v["error"]);
         let asked = v["asked"].as_array().unwrap();
         assert_eq!(asked.len(), 1, "{choice}: asked once per folder: {v}");

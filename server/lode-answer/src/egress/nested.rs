@@ -72,18 +72,7 @@ pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 /// The bytes of a `.lode/config.toml`: a regular file (a link is followed, but only to one)
 /// of at most [`MAX_CONFIG_BYTES`]. Every reader of a vault's config reads it through this.
 pub fn read_config_file(path: &Path) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let f = std::fs::File::open(path)?;
-    let meta = f.metadata()?;
-    if !meta.is_file() {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a regular file"));
-    }
-    if meta.len() > MAX_CONFIG_BYTES {
-        return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, format!("{} bytes, over the {MAX_CONFIG_BYTES}-byte limit for a config", meta.len())));
-    }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    f.take(MAX_CONFIG_BYTES + 1).read_to_end(&mut bytes)?;
-    Ok(bytes)
+    lode_store::vault::read_small_file(path, MAX_CONFIG_BYTES, true)
 }
 
 /// `[egress] no_egress = [...]` of a config's text.

@@ -86,6 +86,9 @@ pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Syn
 #[derive(Clone)]
 pub struct RulesSource {
     pub file: PathBuf,
+    /// Other files what `load` makes of the config depends on (the user's own config, the
+    /// record of the folder's approval): a change to any of them is read at the next question.
+    pub also: Vec<PathBuf>,
     pub load: Arc<dyn Fn(Option<&[u8]>) -> std::result::Result<Reloaded, String> + Send + Sync>,
 }
 
@@ -107,9 +110,16 @@ struct RulesNow {
     blocked: Option<String>,
     /// The trust notice of the config as last read.
     notice: Option<String>,
+    /// The bytes of [`RulesSource::also`] when the config was last read.
+    also: Vec<Option<Vec<u8>>>,
     /// The notice as it was when the vault started: the settings loaded then (models, runtime,
     /// `[shared]`, fetch limits) hold until a restart, whatever was approved since.
     started_with: Option<String>,
+}
+
+/// The bytes of each of the rules' other files now (`None`: absent or unreadable).
+fn also_bytes(src: &RulesSource) -> Vec<Option<Vec<u8>>> {
+    src.also.iter().map(|p| lode_answer::egress::read_config_file(p).ok()).collect()
 }
 
 /// How long a changed config must stay the same before it is believed: an editor's save
@@ -191,14 +201,15 @@ impl State {
                 Ok(b) => b,
                 Err(e) => return (now.rules.clone(), now.synthesizer.clone(), Some(e)),
             };
-            if bytes == now.bytes && now.blocked.is_none() {
-                // The same bytes may read differently now: the user approved the folder (`lode
-                // trust`) or changed their own config since. Reading them again is a parse of a
-                // few hundred bytes, before a question.
+            let also = also_bytes(src);
+            if bytes == now.bytes && now.blocked.is_none() && also != now.also {
+                // The same config reads differently now: the user approved the folder (`lode
+                // trust`) or changed their own config since.
                 if let Ok(r) = (src.load)(bytes.as_deref()) {
                     now.rules = Arc::new(r.rules);
                     now.synthesizer = Arc::new(r.synthesizer);
                     now.notice = r.notice;
+                    now.also = also;
                 }
             } else if bytes != now.bytes {
                 std::thread::sleep(CONFIG_SETTLE);
@@ -211,6 +222,7 @@ impl State {
                         now.rules = Arc::new(r.rules);
                         now.synthesizer = Arc::new(r.synthesizer);
                         now.notice = r.notice;
+                        now.also = also;
                         now.blocked = None;
                     }
                     Err(e) => now.blocked = Some(format!("{} no longer reads: {e}", src.file.display())),
@@ -402,6 +414,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
             // The bytes the rules are read from, read from those very bytes (an edit between
             // two reads must not leave its rules unapplied).
             let rules_bytes = settings.rules_source.as_ref().and_then(|s| lode_answer::egress::read_config_file(&s.file).ok());
+            let also = settings.rules_source.as_ref().map(also_bytes).unwrap_or_default();
             let (rules, synthesizer, notice) = match &settings.rules_source {
                 Some(src) => {
                     let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;
@@ -463,7 +476,7 @@ fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::R
                 reporter,
                 prechunked,
                 closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, started_with: notice.clone(), notice }),
+                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, started_with: notice.clone(), notice, also }),
                 landed: Mutex::new(Some(landed_rx)),
                 reranker: settings_reranker.map(models::Pool::new),
                 nli: settings_nli.map(models::Pool::new),

@@ -228,7 +228,7 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
         r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false}));
         return;
     }
-    if !crate::trust::may_open(&db, &config.store_options()).unwrap_or(true) {
+    if crate::trust::judge(&db, &config.store_options()).is_ok_and(|v| v == crate::trust::Verdict::NotOurs) {
         let e = crate::trust::foreign_error(&db, root);
         r.line(Level::Fail, "vault", e.to_string());
         r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false, "foreign": true, "error": e.to_string()}));

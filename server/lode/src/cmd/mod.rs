@@ -73,29 +73,12 @@ impl Vault {
         if let Some(dir) = self.db.parent() {
             crate::trust::check_state_dir(dir)?;
         }
-        if !crate::trust::may_open(&self.db, &self.config.store_options())? {
-            let moved = crate::trust::move_aside(&self.db, &self.vectors_dir())?;
-            eprintln!("{}", crate::trust::moved_aside_line(&self.db, &moved));
+        let opts = self.config.store_options();
+        let verdict = crate::trust::judge(&self.db, &opts)?;
+        if let Some(line) = crate::trust::ready_for_writing(&self.db, &self.vectors_dir(), &opts, verdict)? {
+            eprintln!("{line}");
         }
-        self.open_bound()
-    }
-
-    /// Opens the store [`crate::trust::may_open`] allowed, binding it to this user when lode
-    /// makes it now.
-    fn open_bound(&self) -> Result<Store> {
-        let fresh = crate::trust::owner(&self.db) == crate::trust::Owner::Missing;
-        if fresh {
-            // Vector tables with no store of ours beside them came with the folder.
-            crate::trust::clear_orphan_state(&self.db, &self.vectors_dir())?;
-        }
-        let store = Store::open(&self.db, self.config.store_options())?;
-        if fresh {
-            crate::trust::bind(&self.db)?;
-            if let Some(dir) = self.db.parent().filter(|d| *d == state_dir(&self.root)) {
-                crate::trust::ignore_state(dir);
-            }
-        }
-        Ok(store)
+        Ok(Store::open(&self.db, opts)?)
     }
 
     /// [`Vault::open_existing`] for a command that only reads (`lode search`): on a full disk,
@@ -133,10 +116,10 @@ impl Vault {
         if let Some(dir) = self.db.parent() {
             crate::trust::check_state_dir(dir)?;
         }
-        if !crate::trust::may_open(&self.db, &self.config.store_options())? {
+        if crate::trust::judge(&self.db, &self.config.store_options())? == crate::trust::Verdict::NotOurs {
             return Err(crate::trust::foreign_error(&self.db, &self.root));
         }
-        self.open_bound()
+        Ok(Store::open(&self.db, self.config.store_options())?)
     }
 }
 

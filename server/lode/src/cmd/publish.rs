@@ -81,7 +81,7 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
         match without_secrets(&n.path, &text, passages, &mut secrets_kept) {
             // Whatever is left of the note, with each secret's bytes masked: a version of its own.
             Some((masked, kept)) if masked != text => {
-                let version_id = crate::trust::sha256_hex(masked.as_bytes());
+                let version_id = lode_store::version_id(masked.as_bytes());
                 notes.push(NoteToPublish { path: n.path, title, version_id, body: masked.into_bytes(), meta, passages: kept });
             }
             Some((_, kept)) => notes.push(NoteToPublish { path: n.path, title, version_id: head, body, meta, passages: kept }),

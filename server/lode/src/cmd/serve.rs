@@ -58,22 +58,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         crate::trust::check_state_dir(&state_dir(root))?;
         let store_opts = config.store_options();
         // Unreadable files stay for the server's own open to name (corrupt, another program's).
-        let ours = crate::trust::may_open(&db, &store_opts).unwrap_or(true);
-        if !ours {
-            let moved = crate::trust::move_aside(&db, &state_dir(root).join("vectors"))?;
-            let line = crate::trust::moved_aside_line(&db, &moved);
+        let verdict = crate::trust::judge(&db, &store_opts).unwrap_or(crate::trust::Verdict::Ours);
+        if let Some(line) = crate::trust::ready_for_writing(&db, &state_dir(root).join("vectors"), &store_opts, verdict)? {
             eprintln!("{line}");
             notices.push(line);
-        }
-        if crate::trust::owner(&db) == crate::trust::Owner::Missing {
-            if let Some(dir) = db.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            // Vector tables with no store of ours beside them came with the folder.
-            crate::trust::clear_orphan_state(&db, &state_dir(root).join("vectors"))?;
-            drop(lode_store::Store::open(&db, store_opts)?);
-            crate::trust::bind(&db)?;
-            crate::trust::ignore_state(&state_dir(root));
         }
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
@@ -97,6 +85,10 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             rules: config.egress_rules()?,
             rules_source: Some(lode_lsp::RulesSource {
                 file: state_dir(root).join("config.toml"),
+                also: crate::trust::user_config_path()
+                    .into_iter()
+                    .chain(crate::trust::approval_record(&root.canonicalize().unwrap_or_else(|_| root.to_path_buf())))
+                    .collect(),
                 load: {
                     let root = root.to_path_buf();
                     Arc::new(move |bytes: Option<&[u8]>| {
