@@ -76,6 +76,68 @@ pub fn normalize_whitespace(s: &str) -> String {
     out
 }
 
+/// Code points a reader does not see: zero-width spaces and joiners, the word joiner, a byte
+/// order mark and a soft hyphen.
+pub fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}')
+}
+
+/// Characters whose compatibility form reads as another value: superscripts and subscripts
+/// (`10²` is not `102`), vulgar fractions and circled numbers. They are compared as written.
+fn keeps_its_form(c: char) -> bool {
+    matches!(c, '\u{00B2}' | '\u{00B3}' | '\u{00B9}' | '\u{00AA}' | '\u{00BA}' | '\u{00BC}'..='\u{00BE}' | '\u{2070}'..='\u{209F}' | '\u{2150}'..='\u{218F}' | '\u{2460}'..='\u{24FF}' | '\u{2776}'..='\u{2793}')
+}
+
+/// `s` as a reader sees it, for comparison: Unicode compatibility and canonical equivalence
+/// (NFKC: `µ` and `μ`, precomposed and combining accents, full-width digits, ligatures, a
+/// no-break space), curly quotes as straight ones, invisible code points dropped, the minus sign
+/// as a hyphen. Letters of different scripts stay different (a Cyrillic `а` is not a Latin `a`),
+/// and so do superscripts, fractions and circled numbers ([`keeps_its_form`]).
+pub fn fold_for_reader(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len());
+    for run in reader_runs(s) {
+        out.push_str(&fold_run(&s[run]));
+    }
+    out
+}
+
+/// A starter with the combining marks that follow it: the unit canonical equivalence reorders
+/// and composes within.
+pub fn reader_runs(s: &str) -> Vec<Range<usize>> {
+    let mut runs: Vec<Range<usize>> = Vec::new();
+    for (i, c) in s.char_indices() {
+        let mark = unicode_normalization::char::is_combining_mark(c);
+        match runs.last_mut() {
+            Some(r) if mark => r.end = i + c.len_utf8(),
+            _ => runs.push(i..i + c.len_utf8()),
+        }
+    }
+    runs
+}
+
+/// One run ([`reader_runs`]) folded as [`fold_for_reader`] does.
+pub fn fold_run(run: &str) -> String {
+    use unicode_normalization::UnicodeNormalization;
+    let first = run.chars().next().unwrap_or(' ');
+    if is_invisible(first) {
+        return String::new();
+    }
+    let mapped = match first {
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => Some("'"),
+        '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' => Some("\""),
+        '\u{2212}' => Some("-"),
+        _ => None,
+    };
+    if let Some(m) = mapped {
+        return m.to_owned();
+    }
+    let folded: String = if keeps_its_form(first) { run.nfc().collect() } else { run.nfkc().collect() };
+    folded.chars().filter(|&c| !is_invisible(c)).collect()
+}
+
 /// Approximate token count used to bound passage size: one per whitespace-separated word, and one
 /// per CJK character (scripts written without spaces would otherwise count as a single word).
 pub fn token_count(s: &str) -> usize {

@@ -61,7 +61,9 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
         } else if c.is_alphanumeric() || signed {
             let mut j = i + 1;
             loop {
-                if j < cs.len() && cs[j].1.is_alphanumeric() && !crate::text::is_cjk(cs[j].1) {
+                // Combining marks and invisible code points are part of the word they sit in.
+                let inside = |c: char| (c.is_alphanumeric() && !crate::text::is_cjk(c)) || unicode_normalization::char::is_combining_mark(c) || crate::text::is_invisible(c);
+                if j < cs.len() && inside(cs[j].1) {
                     j += 1;
                     continue;
                 }
@@ -82,6 +84,8 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             }
             let range = b..end_of(j);
             let raw = &s[range.clone()];
+            // Compared as a reader sees it: `µs` and `μs`, `ﬁle` and `file`, `１２` and `12`.
+            let raw = crate::text::fold_for_reader(raw);
             let norm: String = raw
                 .chars()
                 .filter(|&c| !is_apostrophe(c))

@@ -268,10 +268,49 @@ pub fn locate_all(body: &str, quote: &str) -> Vec<(Range<usize>, bool)> {
         }
     }
     // `map` maps every byte (not only char starts), so the last byte maps to the last byte.
-    norm.match_indices(want.as_str())
-        .take(MAX)
-        .map(|(at, _)| (map[at]..map[at + want.len() - 1] + 1, true))
-        .collect()
+    let spaced: Vec<(Range<usize>, bool)> =
+        norm.match_indices(want.as_str()).take(MAX).map(|(at, _)| (map[at]..map[at + want.len() - 1] + 1, true)).collect();
+    if !spaced.is_empty() || (body.is_ascii() && quote.is_ascii()) {
+        return spaced;
+    }
+    locate_as_read(body, quote, MAX)
+}
+
+/// Places of `quote` in `body` compared as a reader sees both ([`crate::text::fold_for_reader`]:
+/// compatibility and canonical equivalence, invisible code points, curly quotes, whitespace runs).
+fn locate_as_read(body: &str, quote: &str, max: usize) -> Vec<(Range<usize>, bool)> {
+    use crate::text::{fold_run, reader_runs};
+    let fold = |s: &str| -> (String, Vec<Range<usize>>) {
+        // Folded text, and for each of its bytes the run of the original it came from.
+        let mut out = String::with_capacity(s.len());
+        let mut from: Vec<Range<usize>> = Vec::with_capacity(s.len());
+        let mut pending: Option<Range<usize>> = None;
+        for run in reader_runs(s) {
+            let piece = fold_run(&s[run.clone()]);
+            if piece.is_empty() {
+                continue;
+            }
+            if piece.chars().all(char::is_whitespace) {
+                if !out.is_empty() && pending.is_none() {
+                    pending = Some(run);
+                }
+                continue;
+            }
+            if let Some(sp) = pending.take() {
+                out.push(' ');
+                from.push(sp);
+            }
+            out.push_str(&piece);
+            from.extend(std::iter::repeat_n(run, piece.len()));
+        }
+        (out, from)
+    };
+    let (want, _) = fold(quote);
+    if want.is_empty() {
+        return Vec::new();
+    }
+    let (text, from) = fold(body);
+    text.match_indices(want.as_str()).take(max).map(|(at, _)| (from[at].start..from[at + want.len() - 1].end, true)).collect()
 }
 
 /// The versions a synthesizer was allowed to see, by id: only these can be cited.
