@@ -204,6 +204,8 @@ pub struct Structure<'t> {
     footnotes: Vec<(String, Unit)>,
     /// Document-level headings (ATX and setext), in order, with their level and line range.
     headings: Vec<(u8, Range<usize>, Unit)>,
+    /// What the note says about its own sentences, read once on first use.
+    reading: std::sync::OnceLock<crate::gate::assertion::Reading>,
 }
 
 /// Node range clamped to the text and to char boundaries.
@@ -318,11 +320,22 @@ impl<'t> Structure<'t> {
         if let Some(t) = &tree {
             collect_headings(text, t.root_node(), &mut headings);
         }
-        Structure { text, tree, footnotes, headings }
+        Structure { text, tree, footnotes, headings, reading: std::sync::OnceLock::new() }
     }
 
     pub fn text(&self) -> &'t str {
         self.text
+    }
+
+    /// Document-level headings (level, line range, text), in order.
+    pub fn heading_list(&self) -> &[(u8, Range<usize>, Unit)] {
+        &self.headings
+    }
+
+    /// The note read as a whole ([`crate::gate::assertion::Reading`]), once per parse: the words
+    /// of the first call are the ones read with.
+    pub fn reading(&self, words: &crate::gate::context::ContextWords) -> &crate::gate::assertion::Reading {
+        self.reading.get_or_init(|| crate::gate::assertion::Reading::of(self, words))
     }
 
     /// The context of `range` (clamped to the text).

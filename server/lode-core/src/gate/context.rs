@@ -31,9 +31,11 @@ pub struct ContextWords {
     pub callouts: Vec<Vec<String>>,
     pub disputes: Vec<Vec<String>>,
     pub footnotes: Vec<Vec<String>>,
+    /// Words that say a note or a section is not current (`rejected`, `draft`, `outdated`).
+    pub status: Vec<Vec<String>>,
 }
 
-fn norm_tokens(s: &str) -> Vec<String> {
+pub(crate) fn norm_tokens(s: &str) -> Vec<String> {
     lex(s, &[]).into_iter().filter(|t| t.kind != Kind::Symbol).map(|t| t.norm).collect()
 }
 
@@ -78,6 +80,7 @@ impl ContextWords {
             "callouts" => &mut self.callouts,
             "disputes" => &mut self.disputes,
             "footnotes" => &mut self.footnotes,
+            "status" => &mut self.status,
             other => return Err(format!("unknown list of context words [{other}]")),
         };
         if !target.contains(&toks) {
@@ -275,6 +278,9 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     if let Some(prev) = attributing_previous_sentence(body, ctx, quote) {
         out.push(Blocker { why: format!("continues the sentence before it: {}", quoted(&body[prev])), carrier: None });
     }
+    // What the note says about the line as a whole: its status, a section's scope, a legend, a
+    // speaker, a later correction (`gate::assertion`).
+    out.extend(st.reading(words).blockers(st, ctx, quote, claim));
     out
 }
 
@@ -355,8 +361,13 @@ pub fn compose(
         for leaf in leaf_places {
             let ctx = st.context(leaf.clone());
             // Context units, in the order a claim restates them.
-            let mut units: Vec<Range<usize>> = ctx.headings.iter().map(|h| h.range.clone()).collect();
+            // The note's own status, a section's scope line, a speaker's name, its headings and
+            // lead-ins, in the note's order.
+            let mut units: Vec<Range<usize>> = st.reading(words).carriers(leaf);
+            units.extend(ctx.headings.iter().map(|h| h.range.clone()));
             units.extend(ctx.lead_ins.iter().map(|l| l.unit.range.clone()));
+            units.sort_by_key(|u| (u.start, u.end));
+            units.dedup_by(|a, b| a.start < b.end && b.start < a.end);
             let mut leaf_cell = None;
             if let Some(t) = &ctx.table {
                 if !t.in_header {
@@ -478,7 +489,7 @@ pub fn compose(
             }
             let left: Vec<Blocker> = blockers(st, &ctx, leaf, claim, words)
                 .into_iter()
-                .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried.iter().any(|u| u == c)))
+                .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried.iter().any(|u| u.start < c.end && c.start < u.end)))
                 .collect();
             if let Some(b) = left.first() {
                 why = format!("the line is {}", b.why);

@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use crate::structure;
 use crate::text::{floor_char_boundary, normalize_whitespace};
 
+pub mod assertion;
 pub mod context;
 pub mod couple;
 pub mod lexicon;
@@ -416,7 +417,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
                     let blocked = blockers_at(&spans[i].version_id, r);
                     if blocked.is_empty() {
                         spans[i].range = r.clone();
-                        return verified(claim, spans, Verification::Coupled { span: i }, &parsed);
+                        return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
                     }
                     structural.get_or_insert((i, r.clone(), blocked));
                 }
@@ -432,7 +433,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         match context::compose(&claim.text, &parsed[&spans[0].version_id], &places, &cfg.words) {
             Ok((i, r)) => {
                 spans[i].range = r;
-                return verified(claim, spans, Verification::Coupled { span: i }, &parsed);
+                return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
             }
             Err(e) => {
                 if why_not.is_empty() {
@@ -446,7 +447,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         spans[i].range = r;
         let why = context::why_of(&blocked);
         let reason = format!("the quote couples, but the note does not assert it: {why}");
-        return evidence_only(claim, spans, eligible, reason, why, &parsed);
+        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
     }
     // Step 3: entailment of the claim by the cited sentences (not the bare quotes: a quote cut
     // out of "Not all X" must be judged with its "Not"), read as a reader reads them: without
@@ -464,11 +465,11 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         Ok(score) if score > cfg.entailment_threshold => {
             let blocked: Vec<context::Blocker> = spans.iter().flat_map(|s| blockers_at(&s.version_id, &s.range)).collect();
             if blocked.is_empty() {
-                return verified(claim, spans, Verification::Entailed { score }, &parsed);
+                return verified(claim, spans, Verification::Entailed { score }, &parsed, &cfg.words);
             }
             let why = context::why_of(&blocked);
             let reason = format!("entailed ({score:.2}) by the sentences, but the note does not assert them: {why}");
-            return evidence_only(claim, spans, eligible, reason, why, &parsed);
+            return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
         }
         Ok(score) => format!(
             "not carried by one quote ({why_not}), and entailment {score:.2} is not above {:.2}",
@@ -476,22 +477,25 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         ),
         Err(e) => format!("not carried by one quote ({why_not}), and {e}"),
     };
-    evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed)
+    evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed, &cfg.words)
 }
 
 /// The parsed structure of each cited version, by version id.
 type Parsed<'t> = HashMap<String, structure::Structure<'t>>;
 
-fn with_breadcrumbs(spans: &mut [LocatedSpan], parsed: &Parsed<'_>) {
+fn with_breadcrumbs(spans: &mut [LocatedSpan], parsed: &Parsed<'_>, words: &context::ContextWords) {
     for s in spans {
         if let Some(st) = parsed.get(&s.version_id) {
-            s.context = st.context(s.range.clone()).breadcrumb();
+            let mut parts = vec![st.context(s.range.clone()).breadcrumb()];
+            parts.extend(st.reading(words).describe(&s.range));
+            parts.retain(|p| !p.is_empty());
+            s.context = parts.join(" › ");
         }
     }
 }
 
-fn verified(claim: Claim, mut spans: Vec<LocatedSpan>, verification: Verification, parsed: &Parsed<'_>) -> Outcome {
-    with_breadcrumbs(&mut spans, parsed);
+fn verified(claim: Claim, mut spans: Vec<LocatedSpan>, verification: Verification, parsed: &Parsed<'_>, words: &context::ContextWords) -> Outcome {
+    with_breadcrumbs(&mut spans, parsed, words);
     let label = verification.label();
     Outcome::Verified(Verified { claim, spans, verification, label })
 }
@@ -503,8 +507,9 @@ fn evidence_only(
     reason: String,
     why: String,
     parsed: &Parsed<'_>,
+    words: &context::ContextWords,
 ) -> Outcome {
-    with_breadcrumbs(&mut spans, parsed);
+    with_breadcrumbs(&mut spans, parsed, words);
     let context = spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
     Outcome::EvidenceOnly(EvidenceOnly { claim, spans, context, reason, why })
 }

@@ -1,0 +1,911 @@
+//! The assertion status of a note's sentences: whether the note, read as a whole, asserts a line
+//! *now*. A line can be verbatim, its sentence clean and its section plain, and the note still not
+//! assert it: the note is marked rejected, draft or outdated (frontmatter, tags, title, a banner);
+//! a first line scopes or marks its section ("Staging only.", "Status: rejected"); a legend the
+//! note defines marks it ("‡ = not verified"), or a verdict mark does (❌); it is a speaker's turn
+//! in a meeting (`**Ana:** we should ship Friday`); a later line of the note corrects it ("Update
+//! 2026-03: the rent went up to €1,020"); it is marked as a joke ("/s"); or it is a link's label.
+//!
+//! [`Reading::of`] reads the note once; [`Reading::blockers`] answers for one quote with the
+//! reason phrase a reader sees ("the note is marked “rejected”", "Ana, in the meeting",
+//! "corrected on 2026-03-04 below: “…”") and, where a claim may carry the context by restating
+//! it, the note's own text that carries it (the status, the scope line, the speaker's name).
+//!
+//! Invariants: like every structural check this only removes verifications; a note with none
+//! of these reads exactly as before; every range is a byte range of the version's text; nothing
+//! here panics on any input (scans are line based and bounded by the text).
+
+use std::ops::Range;
+
+use super::context::{heading_blocks, lead_in_blocks, norm_tokens, Blocker, ContextWords};
+use super::couple::{self, lex, Kind};
+use crate::structure::{clip, Context, Structure};
+
+/// A region of the note that the note does not assert, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Governs {
+    range: Range<usize>,
+    why: String,
+    /// The note's text that says so, when a claim may restate it (never blocked by itself).
+    carrier: Option<Range<usize>>,
+    /// Sections whose heading is a background role stay asserted (a note-level status only).
+    spares_background: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Marker {
+    Symbol(String),
+    Italic,
+    Bold,
+    Highlight,
+}
+
+/// What the note, as a whole, says about its own sentences. See the module doc.
+#[derive(Debug, Clone, Default)]
+pub struct Reading {
+    governs: Vec<Governs>,
+    legend: Vec<(Marker, String, Range<usize>)>,
+    /// The note grades lines with ✅/❌ marks: a ⚠️ or ❓ among them is not a plain yes.
+    scale: bool,
+    /// Sections under a background heading ("Context", "Background"), by range.
+    background: Vec<Range<usize>>,
+}
+
+/// Marks that say "no" on the line they stand on, and marks that say "not quite" when the note
+/// grades with a scale.
+const NO_MARKS: &[&str] = &["❌", "✗", "✘", "✖", "🚫", "⛔", "👎", "❎", "🔴"];
+const DOUBT_MARKS: &[&str] = &["⚠", "❓", "❔", "🤔", "🟡", "🟠", "⁉"];
+const YES_MARKS: &[&str] = &["✅", "✔", "☑", "👍", "🟢"];
+
+/// Headings of sections that state background a rejected or outdated note still asserts.
+const BACKGROUND: &[&str] = &[
+    "background", "context", "motivation", "problem", "problem statement", "facts", "references", "prior art", "current state",
+    "status", "outcome", "resolution", "decision outcome", "history", "glossary", "definitions",
+];
+
+/// Labels in a meeting that are the note's own voice, not a speaker's.
+const OWN_LABELS: &[&str] = &[
+    "decision", "decisions", "decided", "agreed", "agreement", "action", "actions", "action item", "action items", "ai", "outcome",
+    "result", "results", "conclusion", "conclusions", "summary", "resolution", "resolved", "next steps", "next step", "owner",
+    "owners", "due", "date", "time", "when", "where", "location", "attendees", "present", "absent", "apologies", "agenda",
+    "notes", "note", "todo", "to do", "update", "edit", "status", "tldr", "tl dr", "context", "background", "goal", "goals",
+    "problem", "fix", "cause", "root cause", "answer", "question", "q", "a", "re", "subject", "topic", "minutes", "follow up",
+    "follow-up", "followup", "follow ups", "blockers", "risks", "risk", "links", "link", "source", "sources", "ps", "nb",
+];
+
+/// Words that make a meeting of a note: its title, a heading, a frontmatter type or tag.
+const MEETING: &[&str] = &[
+    "meeting", "meetings", "minutes", "transcript", "call", "interview", "standup", "stand-up", "retro", "retrospective",
+    "sync", "1:1", "1-1", "one-on-one", "chat", "conversation", "discussion", "debate", "podcast", "kickoff", "kick-off",
+    "workshop", "huddle", "review", "townhall", "all-hands", "offsite", "session",
+];
+
+/// Line openers that announce a later correction of what came before.
+const CORRECTION_OPENERS: &[&str] = &[
+    "update", "updated", "updates", "upd", "edit", "edited", "edit2", "correction", "corrected", "corrections", "erratum", "errata",
+    "addendum", "revision", "revised", "retraction", "later", "followup", "follow-up", "ps", "p.s", "amendment", "amended",
+];
+
+/// Phrases that correct, revert or supersede an earlier line of the same note.
+const CORRECTION_PHRASES: &[&[&str]] = &[
+    &["turned", "out"], &["turns", "out"], &["was", "wrong"], &["were", "wrong"], &["is", "wrong"], &["not", "true"], &["no", "longer"],
+    &["anymore"], &["reverted"], &["revert"], &["reverting"], &["rolled", "back"], &["roll", "back"], &["undid"], &["undone"],
+    &["retracted"], &["superseded"], &["supersedes"], &["replaces"], &["replaced"], &["changed"], &["instead"], &["actually"],
+    &["in", "fact"], &["scratch", "that"], &["never", "mind"], &["disregard"], &["ignore"], &["wrong"], &["incorrect"],
+    &["mistaken"], &["mistake"], &["typo"], &["misread"], &["corrected"], &["correction"], &["increased"], &["decreased"],
+    &["raised"], &["lowered"], &["reduced"], &["moved"], &["switched"], &["stopped"], &["went", "up"], &["went", "down"],
+    &["bumped"], &["adjusted"], &["revised"], &["renegotiated"], &["halved"], &["doubled"], &["dropped"], &["cancelled"],
+    &["canceled"], &["postponed"], &["rescheduled"], &["now"], &["new"], &["raised"], &["cut"], &["upped"], &["tapered"],
+    &["switching"], &["moving"], &["changing"], &["changes"], &["became"], &["becomes"], &["rather"], &["not"], &["isnt"], &["wasnt"],
+    &["doesnt"], &["didnt"], &["never"], &["rejected"], &["abandoned"], &["dropped"], &["scrapped"],
+];
+
+/// Words too common to name what a line is about.
+const NOT_A_SUBJECT: &[&str] = &[
+    "the", "and", "for", "with", "this", "that", "these", "those", "was", "were", "has", "have", "had", "been", "being", "from",
+    "now", "not", "but", "are", "our", "its", "they", "them", "then", "than", "also", "just", "very", "still", "will", "would",
+    "should", "could", "can", "may", "might", "must", "into", "onto", "over", "under", "about", "after", "before", "again",
+    "more", "less", "most", "all", "any", "some", "each", "every", "per", "via", "out", "off", "too", "only", "yet", "new",
+    "old", "turned", "turns", "wrong", "update", "updated", "edit", "edited", "correction", "actually", "previously", "instead",
+    "changed", "change", "went", "set", "get", "got", "use", "used", "using", "make", "made", "one", "two", "day", "days",
+    "week", "weeks", "month", "months", "year", "years", "today", "yesterday", "tomorrow", "time", "times", "thing", "things",
+    "did", "does", "done", "dont", "doesnt", "didnt", "isnt", "wasnt", "what", "which", "who", "whom", "when", "where", "why",
+    "how", "there", "here", "you", "your", "yours", "we", "us", "my", "mine", "his", "her", "him", "she", "he", "it", "i",
+    "is", "be", "a", "an", "of", "to", "in", "on", "at", "by", "or", "as", "if", "so", "no", "do", "up", "down", "true",
+    "false", "wrong", "right", "fine", "good", "bad", "better", "worse", "really", "much", "many", "lot", "lots", "bit",
+    "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december", "jan",
+    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday",
+    "thursday", "friday", "saturday", "sunday", "note", "notes", "line", "above", "below", "later", "earlier", "first",
+    "last", "next", "previous", "same", "other", "another", "like", "think", "thought", "see", "seems", "seemed", "said",
+    "says", "going", "gone", "come", "came", "take", "took", "taken", "give", "gave", "need", "needs", "needed", "want",
+    "wanted", "work", "works", "worked", "working", "keep", "kept", "per", "everything", "nothing", "something", "anything",
+    "ever", "never", "always", "sometimes", "often", "instead", "rather", "anymore", "longer", "actually", "fact", "reverted",
+    "increased", "decreased", "raised", "lowered", "reduced", "moved", "switched", "stopped", "bumped", "adjusted", "revised",
+    "now", "currently", "current", "since", "until", "till", "back", "rolled", "true", "correct", "incorrect", "mistake",
+];
+
+/// Frontmatter tags and line tags that say the note (or the line) is not a current fact.
+const TAG_CUES: &[&str] = &[
+    "myth", "myths", "draft", "drafts", "outdated", "deprecated", "archived", "archive", "rejected", "superseded", "obsolete",
+    "wip", "fiction", "joke", "jokes", "satire", "hypothesis", "speculation", "unverified", "idea", "ideas", "brainstorm",
+    "rumor", "rumour", "debunked", "false", "disputed", "stale", "abandoned", "withdrawn", "proposal", "proposed",
+];
+
+/// Words that mark a note's or a section's status as not current.
+fn status_words(words: &ContextWords) -> &[Vec<String>] {
+    &words.status
+}
+
+fn is_status(words: &ContextWords, toks: &[String]) -> Option<String> {
+    status_words(words).iter().find(|p| !p.is_empty() && toks.windows(p.len()).any(|w| w == p.as_slice())).map(|p| p.join(" "))
+}
+
+/// Lines of `text` with their byte ranges (without the line break).
+fn lines(text: &str) -> Vec<Range<usize>> {
+    let mut out = Vec::new();
+    let mut pos = 0;
+    for l in text.split_inclusive('\n') {
+        let body = l.trim_end_matches(['\n', '\r']);
+        out.push(pos..pos + body.len());
+        pos += l.len();
+    }
+    out
+}
+
+/// A line's content after block markers (`>`, list markers, checkboxes) and leading emphasis.
+fn content_start(text: &str, line: &Range<usize>) -> usize {
+    let s = &text[line.clone()];
+    let mut t = s.trim_start_matches([' ', '\t', '>']);
+    loop {
+        let before = t.len();
+        for m in ["- ", "* ", "+ "] {
+            if let Some(r) = t.strip_prefix(m) {
+                t = r.trim_start();
+            }
+        }
+        let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+        if digits > 0 && digits <= 9 && (t[digits..].starts_with(". ") || t[digits..].starts_with(") ")) {
+            t = t[digits + 2..].trim_start();
+        }
+        if t.len() > 3 && t.starts_with('[') && t.as_bytes().get(2) == Some(&b']') && t.is_char_boundary(3) {
+            t = t[3..].trim_start();
+        }
+        t = t.trim_start_matches([' ', '\t', '>']);
+        if t.len() == before {
+            break;
+        }
+    }
+    line.end - t.len()
+}
+
+/// The frontmatter block (`---` … `---` at the very top): its range and `key: value` pairs
+/// (list values one per item), each value with its byte range.
+fn frontmatter(text: &str) -> Option<(Range<usize>, Vec<(String, Range<usize>)>)> {
+    let first = text.lines().next()?;
+    if first.trim_end() != "---" {
+        return None;
+    }
+    let ls = lines(text);
+    let close = ls.iter().skip(1).position(|l| matches!(text[l.clone()].trim_end(), "---" | "..."))? + 1;
+    let mut pairs = Vec::new();
+    let mut key = String::new();
+    for l in &ls[1..close] {
+        let s = &text[l.clone()];
+        let t = s.trim_start();
+        if let Some(item) = t.strip_prefix("- ") {
+            let start = l.end - item.len();
+            pairs.push((key.clone(), trim_value(text, start..l.end)));
+            continue;
+        }
+        let Some(colon) = s.find(':') else { continue };
+        key = s[..colon].trim().to_lowercase();
+        let v = l.start + colon + 1..l.end;
+        let raw = text[v.clone()].trim();
+        if raw.starts_with('[') && raw.ends_with(']') {
+            let open = v.start + text[v.clone()].find('[').unwrap_or(0) + 1;
+            let mut at = open;
+            for part in text[open..v.end].trim_end().trim_end_matches(']').split(',') {
+                pairs.push((key.clone(), trim_value(text, at..at + part.len())));
+                at += part.len() + 1;
+            }
+        } else if !raw.is_empty() {
+            pairs.push((key.clone(), trim_value(text, v)));
+        }
+    }
+    Some((0..ls[close].end, pairs))
+}
+
+fn trim_value(text: &str, r: Range<usize>) -> Range<usize> {
+    let s = &text[r.clone()];
+    let t = s.trim().trim_matches(['"', '\'', '#']);
+    let start = r.start + s.find(t).unwrap_or(0);
+    start..start + t.len()
+}
+
+fn has(toks: &[String], list: &[&str]) -> bool {
+    toks.iter().any(|t| list.contains(&t.as_str()))
+}
+
+fn phrase_in(toks: &[String], p: &[&str]) -> bool {
+    !p.is_empty() && toks.windows(p.len()).any(|w| w.iter().zip(p).all(|(a, b)| a == b))
+}
+
+/// A date a line or heading is dated by: `2026-03-04`, `2026-03`, `4 March`, `Mar 4`, `3/4/2026`.
+fn date_in(s: &str) -> Option<String> {
+    const MONTHS: &[&str] = &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let toks = lex(s, &[]);
+    for (k, t) in toks.iter().enumerate() {
+        let n = t.norm.as_str();
+        let iso = n.len() >= 7 && n.as_bytes()[..4].iter().all(u8::is_ascii_digit) && n.as_bytes()[4] == b'-';
+        let slashed = s[t.range.clone()].matches('/').count() >= 1 && n.chars().all(|c| c.is_ascii_digit() || c == '/') && n.len() >= 3;
+        if iso || (slashed && t.kind == Kind::Number) {
+            return Some(s[t.range.clone()].to_owned());
+        }
+        let month = MONTHS.iter().any(|m| n.starts_with(m) && n.len() <= 9 && n.chars().all(char::is_alphabetic));
+        if month && n != "may" || (n == "may" && s[t.range.clone()].starts_with('M')) {
+            let num = |j: Option<&couple::Tok>| j.is_some_and(|t| t.kind == Kind::Number && t.norm.len() <= 4);
+            if num(toks.get(k + 1)) {
+                return Some(format!("{} {}", &s[t.range.clone()], &s[toks[k + 1].range.clone()]));
+            }
+            if k > 0 && num(toks.get(k - 1)) {
+                return Some(format!("{} {}", &s[toks[k - 1].range.clone()], &s[t.range.clone()]));
+            }
+        }
+    }
+    None
+}
+
+/// Content words of a sentence: what it is about, for pairing it with a later correction.
+fn subjects(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = lex(text, &super::markup::unread(text))
+        .into_iter()
+        .filter(|t| t.kind == Kind::Word && t.norm.chars().count() >= 3 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
+        .map(|t| t.norm.strip_suffix('s').filter(|s| s.len() >= 3).map(str::to_owned).unwrap_or(t.norm))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+fn numbers(text: &str) -> Vec<String> {
+    lex(text, &[]).into_iter().filter(|t| t.kind == Kind::Number && !t.norm.contains('-')).map(|t| t.norm).collect()
+}
+
+/// A speaker label at the start of a line: `**Ana:**`, `Ana:`, `[00:12] Ana Lima:`, `@bob:`. The
+/// name's range.
+fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
+    // A task's assignee (`- [x] @li: booked the venue`) is an action item, not a turn.
+    if text[line.clone()].trim_start().trim_start_matches(['-', '*', '+', ' ']).starts_with('[') {
+        return None;
+    }
+    let start = content_start(text, line);
+    let s = &text[start..line.end];
+    let colon = s.find(':')?;
+    if colon == 0 || colon > 48 || s[colon + 1..].starts_with(|c: char| c.is_ascii_digit() || c == '/') {
+        return None;
+    }
+    let mut name_start = start;
+    let mut label = &s[..colon];
+    // A timestamp before the name: `[00:12]`, `00:12:05`, `(10:02)`.
+    if label.starts_with(['[', '(']) {
+        let close = label.find([']', ')'])?;
+        name_start += close + 1;
+        label = &label[close + 1..];
+    }
+    let lead = label.len() - label.trim_start_matches(['*', '_', ' ']).len();
+    let name = label.trim_start_matches(['*', '_', ' ']).trim_end_matches(['*', '_', ' ']);
+    name_start += lead;
+    let words: Vec<&str> = name.split_whitespace().collect();
+    let name_like = (1..=3).contains(&words.len())
+        && words.iter().all(|w| {
+            let first = w.chars().next().unwrap_or(' ');
+            (first.is_uppercase() || first == '@') && w.chars().skip(1).all(|c| c.is_alphabetic() || matches!(c, '.' | '-' | '\'' | '’'))
+        });
+    if !name_like {
+        return None;
+    }
+    let lower = name.to_lowercase().replace(['.', '\''], "");
+    if OWN_LABELS.contains(&lower.as_str()) || OWN_LABELS.iter().any(|l| lower.starts_with(&format!("{l} "))) {
+        return None;
+    }
+    Some(name_start..name_start + name.len())
+}
+
+fn first_person(text: &str) -> bool {
+    lex(text, &[]).iter().any(|t| matches!(t.norm.as_str(), "i" | "im" | "ive" | "id" | "ill" | "we" | "were" | "weve" | "lets" | "my" | "our" | "me" | "us" | "you" | "youre"))
+}
+
+impl Reading {
+    /// Reads the note once: its status, section marks, legend, speakers and corrections.
+    pub fn of(st: &Structure<'_>, words: &ContextWords) -> Reading {
+        let text = st.text();
+        let mut r = Reading::default();
+        let ls = lines(text);
+        let headings = st.heading_list();
+        let whole = 0..text.len();
+        let fm = frontmatter(text);
+        let body_start = fm.as_ref().map_or(0, |(range, _)| range.end);
+
+        // Sections under background headings stay asserted under a note-level status.
+        for (i, (level, line, u)) in headings.iter().enumerate() {
+            let toks = norm_tokens(&u.text);
+            if BACKGROUND.iter().any(|b| toks.join(" ") == *b || (toks.len() <= 3 && toks.first().is_some_and(|t| t == b))) {
+                let end = headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start);
+                r.background.push(line.start..end);
+            }
+        }
+
+        // The note's own status: frontmatter, tags, title, a banner, an ADR's Status section.
+        let note = |why: String, carrier: Range<usize>| Governs { range: whole.clone(), why, carrier: Some(carrier), spares_background: true };
+        let mut title: Option<(String, Range<usize>)> = None;
+        let mut meeting = false;
+        if let Some((_, pairs)) = &fm {
+            for (k, v) in pairs {
+                let value = &text[v.clone()];
+                let toks = norm_tokens(value);
+                match k.as_str() {
+                    "status" | "state" | "stage" | "lifecycle" => {
+                        if let Some(w) = is_status(words, &toks) {
+                            r.governs.push(note(format!("the note's status is “{w}”"), v.clone()));
+                        }
+                    }
+                    "tags" | "tag" | "labels" | "categories" | "category" | "type" | "kind" => {
+                        let parts: Vec<String> = value.split(['/', ' ', ',']).map(|p| p.trim_matches(['#', '"', '\'']).to_lowercase()).collect();
+                        if let Some(t) = parts.iter().find(|p| TAG_CUES.contains(&p.as_str())) {
+                            r.governs.push(note(format!("the note is tagged “{t}”"), v.clone()));
+                        }
+                        meeting |= toks.iter().any(|t| MEETING.contains(&t.as_str()));
+                    }
+                    "title" => title = Some((value.to_owned(), v.clone())),
+                    "attendees" | "participants" | "present" | "speakers" => meeting = true,
+                    _ => {}
+                }
+            }
+        }
+        if let Some((level, line, u)) = headings.first() {
+            let only_blank_before = text[body_start..line.start].trim().is_empty();
+            if *level == 1 || only_blank_before {
+                title.get_or_insert((u.text.clone(), u.range.clone()));
+            }
+        }
+        if let Some((t, range)) = &title {
+            if let Some(w) = title_status(words, t) {
+                r.governs.push(note(format!("the note is titled “{}” ({w})", clip(t, 60)), range.clone()));
+            }
+        }
+        // A banner: the first block after the title (a quote, a callout, or a short paragraph
+        // about "this page").
+        let after_title = title.as_ref().filter(|(_, r)| r.start >= body_start).map_or(body_start, |(_, r)| {
+            ls.iter().find(|l| l.start <= r.start && r.start <= l.end).map_or(r.end, |l| l.end)
+        });
+        if let Some(first) = ls.iter().find(|l| l.start >= after_title && !text[(*l).clone()].trim().is_empty()) {
+            let quoted = text[first.clone()].trim_start().starts_with('>');
+            let block_end = ls
+                .iter()
+                .skip_while(|l| l.start < first.start)
+                .take_while(|l| !text[(*l).clone()].trim().is_empty() && (!quoted || text[(*l).clone()].trim_start().starts_with('>')))
+                .last()
+                .map_or(first.end, |l| l.end);
+            let block = first.start..block_end;
+            let shown = &text[block.clone()];
+            let toks = norm_tokens(shown);
+            let about_itself = ["page", "note", "doc", "document", "article", "guide", "wiki", "file", "runbook", "spec", "rfc", "adr", "content", "information", "info"]
+                .iter()
+                .any(|w| phrase_in(&toks, &["this", w]));
+            // A line ending in ":" leads in what follows; the context step reads it.
+            let heading_line = text[block.clone()].trim_start().starts_with('#') || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
+            if !heading_line && (quoted || about_itself || toks.len() <= 8) {
+                if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
+                    let carrier = content_start(text, first)..block_end;
+                    r.governs.push(note(format!("the note says it is {w}: {}", quoted_text(&text[carrier.clone()])), carrier));
+                }
+            }
+        }
+        // An ADR's `## Status` section whose first line is a status.
+        for (i, (level, line, u)) in headings.iter().enumerate() {
+            if norm_tokens(&u.text) != ["status"] {
+                continue;
+            }
+            let Some(first) = ls.iter().find(|l| l.start > line.end && !text[(*l).clone()].trim().is_empty()) else { continue };
+            let next_heading = headings.get(i + 1).map_or(text.len(), |(_, h, _)| h.start);
+            if first.start >= next_heading {
+                continue;
+            }
+            let carrier = content_start(text, first)..first.end;
+            let toks = norm_tokens(&text[carrier.clone()]);
+            if toks.len() <= 8 {
+                if let Some(w) = is_status(words, &toks) {
+                    let g = if *level <= 2 {
+                        Governs { range: whole.clone(), why: format!("the note's status is “{w}”"), carrier: Some(carrier), spares_background: true }
+                    } else {
+                        let end = headings[i + 1..].iter().find(|(l, _, _)| l < level).map_or(text.len(), |(_, h, _)| h.start);
+                        let start = headings[..i].iter().rev().find(|(l, _, _)| l < level).map_or(0, |(_, h, _)| h.end);
+                        Governs { range: start..end, why: format!("in a section marked “{w}”"), carrier: Some(carrier), spares_background: false }
+                    };
+                    r.governs.push(g);
+                }
+            }
+        }
+
+        // A section's first line that marks or scopes it; a "Status: …" line under an item.
+        for (i, (level, line, _)) in headings.iter().enumerate() {
+            let end = headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start);
+            let next = headings.get(i + 1).map_or(text.len(), |(_, h, _)| h.start);
+            let Some(first) = ls.iter().find(|l| l.start > line.end && l.start < next && !text[(*l).clone()].trim().is_empty()) else { continue };
+            let raw = text[first.clone()].trim_start();
+            if raw.starts_with(['-', '*', '+', '|', '#', '`']) || raw.starts_with(|c: char| c.is_ascii_digit()) {
+                continue;
+            }
+            let carrier = content_start(text, first)..first.end;
+            if let Some(why) = section_mark(words, &text[carrier.clone()]) {
+                r.governs.push(Governs { range: first.end..end, why, carrier: Some(carrier), spares_background: false });
+            }
+        }
+        for (k, l) in ls.iter().enumerate() {
+            let c = content_start(text, l);
+            let s = &text[c..l.end];
+            let toks = norm_tokens(s);
+            let status_line = toks.first().is_some_and(|t| matches!(t.as_str(), "status" | "state" | "verdict")) && s.contains(':');
+            if !status_line || toks.len() > 10 {
+                continue;
+            }
+            let Some(w) = is_status(words, &toks[1..]) else { continue };
+            let indent = |l: &Range<usize>| text[l.clone()].len() - text[l.clone()].trim_start().len();
+            let in_list = text[l.clone()].trim_start().starts_with(['-', '*', '+']);
+            let why = format!("marked “{}”", clip(s.trim_matches(['*', '_', ' ']), 60));
+            let range = if in_list && indent(l) > 0 {
+                // A nested "Status: rejected" item marks its parent item and everything under it.
+                let parent = ls[..k].iter().rev().find(|p| !text[(*p).clone()].trim().is_empty() && indent(p) < indent(l));
+                match parent {
+                    Some(p) => {
+                        let pi = indent(p);
+                        let end = ls[k + 1..].iter().find(|n| !text[(*n).clone()].trim().is_empty() && indent(n) <= pi).map_or(text.len(), |n| n.start);
+                        p.start..end
+                    }
+                    None => continue,
+                }
+            } else {
+                // Otherwise the section it is in (the note, before any heading but the title).
+                let inner = headings.iter().rposition(|(_, h, _)| h.end <= l.start);
+                match inner {
+                    Some(hi) if hi > 0 || headings[hi].0 > 1 => {
+                        let level = headings[hi].0;
+                        let end = headings[hi + 1..].iter().find(|(lv, _, _)| *lv <= level).map_or(text.len(), |(_, h, _)| h.start);
+                        headings[hi].1.start..end
+                    }
+                    _ => whole.clone(),
+                }
+            };
+            let _ = w;
+            r.governs.push(Governs { range, why, carrier: Some(c..l.end), spares_background: false });
+        }
+
+        // A legend the note defines, and verdict marks.
+        for l in &ls {
+            let c = content_start(text, l);
+            if let Some((m, meaning)) = legend_entry(words, &text[c..l.end]) {
+                r.legend.push((m, meaning, l.clone()));
+            }
+        }
+        r.scale = YES_MARKS.iter().chain(NO_MARKS).any(|m| text.contains(m));
+
+        // Speakers: a meeting, or dialogue between named speakers.
+        meeting |= headings.iter().any(|(_, _, u)| norm_tokens(&u.text).iter().any(|t| MEETING.contains(&t.as_str())))
+            || title.as_ref().is_some_and(|(t, _)| norm_tokens(t).iter().any(|w| MEETING.contains(&w.as_str())));
+        let labelled: Vec<(usize, Range<usize>)> = ls.iter().enumerate().filter_map(|(k, l)| speaker_label(text, l).map(|n| (k, n))).collect();
+        let names: Vec<String> = labelled.iter().map(|(_, n)| text[n.clone()].to_lowercase()).collect();
+        let mut distinct = names.clone();
+        distinct.sort();
+        distinct.dedup();
+        let attendees: Vec<String> = ls
+            .iter()
+            .filter_map(|l| {
+                let s = &text[content_start(text, l)..l.end];
+                let t = norm_tokens(s);
+                (t.first().is_some_and(|w| matches!(w.as_str(), "attendees" | "participants" | "present" | "speakers" | "with")) && s.contains(':')).then(|| s.to_lowercase())
+            })
+            .collect();
+        let dialogue = distinct.len() >= 2 && labelled.iter().any(|(k, n)| first_person(&text[n.end..ls[*k].end]));
+        for (k, name) in &labelled {
+            let who = text[name.clone()].to_owned();
+            let listed = attendees.iter().any(|a| a.contains(&who.to_lowercase()));
+            if !(meeting || listed || dialogue) {
+                continue;
+            }
+            // The turn runs to the end of its paragraph or item, or the next speaker.
+            let mut end = ls[*k].end;
+            for n in &ls[k + 1..] {
+                let t = text[n.clone()].trim_start();
+                if t.is_empty() || t.starts_with(['-', '*', '+', '#', '|']) || speaker_label(text, n).is_some() {
+                    break;
+                }
+                end = n.end;
+            }
+            let why = if meeting { format!("{who}, in the meeting") } else { format!("{who}, speaking") };
+            r.governs.push(Governs { range: name.end..end, why, carrier: Some(name.clone()), spares_background: false });
+        }
+
+        // Corrections: a later line about the same subject that corrects, reverts or supersedes.
+        r.corrections(st, words, &ls, body_start);
+        r
+    }
+
+    fn corrections(&mut self, st: &Structure<'_>, _words: &ContextWords, ls: &[Range<usize>], body_start: usize) {
+        let text = st.text();
+        let headings = st.heading_list();
+        let sents: Vec<Range<usize>> = couple::sentences(text, body_start..text.len())
+            .into_iter()
+            .filter(|s| !text[s.clone()].trim_start().starts_with(['#', '|', '`', '~']))
+            .collect();
+        // The date a sentence is dated by: its line's leading date, or its innermost dated heading.
+        let dated = |s: &Range<usize>| -> Option<String> {
+            let line = ls.iter().find(|l| l.start <= s.start && s.start <= l.end)?;
+            let c = content_start(text, line);
+            let head: String = text[c..line.end].chars().take(24).collect();
+            date_in(&head).or_else(|| {
+                headings.iter().rev().find(|(_, h, _)| h.end <= s.start).and_then(|(_, _, u)| date_in(&u.text))
+            })
+        };
+        // A section whose heading announces updates ("## Update 2026-03", "## Changelog") holds
+        // corrections throughout.
+        let update_section = |s: &Range<usize>| {
+            headings.iter().rev().find(|(_, h, _)| h.end <= s.start).is_some_and(|(_, _, u)| {
+                let t = norm_tokens(&u.text);
+                t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || matches!(w.as_str(), "changelog" | "changes" | "corrections" | "errata"))
+            })
+        };
+        struct Later {
+            range: Range<usize>,
+            subjects: Vec<String>,
+            numbers: Vec<String>,
+            date: Option<String>,
+            cue: bool,
+            anaphoric: bool,
+        }
+        let mut later: Vec<Later> = Vec::new();
+        for s in &sents {
+            let t = &text[s.clone()];
+            let line = ls.iter().find(|l| l.start <= s.start && s.start <= l.end).cloned().unwrap_or(s.clone());
+            let c = content_start(text, &line).max(s.start).min(s.end);
+            let toks = norm_tokens(&text[c..s.end]);
+            let opener = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
+                && text[c..s.end].chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
+            let phrase = CORRECTION_PHRASES.iter().any(|p| phrase_in(&toks, p));
+            let cue = opener || (phrase && (update_section(s) || dated(s).is_some() || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually" | "correction" | "turns" | "turned"))))
+                || (update_section(s) && phrase);
+            let strong = opener || update_section(s) || phrase_in(&toks, &["turned", "out"]) || phrase_in(&toks, &["no", "longer"]) || has(&toks, &["reverted", "superseded", "retracted", "incorrect", "wrong", "anymore"]);
+            let anaphoric = toks.iter().take(6).any(|w| matches!(w.as_str(), "this" | "that" | "it" | "above" | "thats" | "its"));
+            later.push(Later {
+                range: s.clone(),
+                subjects: subjects(t),
+                numbers: numbers(t),
+                date: dated(s).or_else(|| date_in(&text[c..crate::text::floor_char_boundary(text, s.end.min(c + 60))])),
+                cue: cue || strong,
+                anaphoric,
+            });
+        }
+        for (i, s) in later.iter().enumerate() {
+            for c in &later[i + 1..] {
+                if c.range.start < s.range.end {
+                    continue;
+                }
+                let shared = s.subjects.iter().any(|w| c.subjects.contains(w));
+                // A dated entry that gives the same subject a new number supersedes the old one.
+                let new_value = s.date.is_some() && c.date.is_some() && s.date != c.date && !c.numbers.is_empty() && !s.numbers.is_empty() && c.numbers.iter().any(|n| !s.numbers.contains(n));
+                let corrects = c.cue && shared || (shared && new_value);
+                // "EDIT: this was wrong" right after a line: that line.
+                let adjacent = c.cue && c.anaphoric && !shared && later.get(i + 1).is_some_and(|n| n.range == c.range) && {
+                    let gap = &text[s.range.end..c.range.start];
+                    gap.matches('\n').count() <= 2
+                };
+                if corrects || adjacent {
+                    let when = c.date.as_deref().map(|d| format!("on {d} ")).unwrap_or_default();
+                    let why = format!("corrected {when}later in the note: {}", quoted_text(&text[c.range.clone()]));
+                    self.governs.push(Governs { range: s.range.clone(), why, carrier: None, spares_background: false });
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Why the note does not assert the sentence at `quote` now (nothing when it does).
+    pub fn blockers(&self, st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: &str) -> Vec<Blocker> {
+        let text = st.text();
+        let mut out = Vec::new();
+        let in_background = self.background.iter().any(|b| b.start <= quote.start && quote.start < b.end);
+        let claim_toks = norm_tokens(claim);
+        for g in &self.governs {
+            let inside = g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1);
+            let on_carrier = g.carrier.as_ref().is_some_and(|c| c.start <= quote.start && quote.start <= c.end);
+            if !inside || on_carrier || (g.spares_background && in_background) {
+                continue;
+            }
+            // A line that states the status itself ("Rejected at the March review") is the note's
+            // own word on it.
+            if g.spares_background {
+                if let Some(c) = &g.carrier {
+                    let status = norm_tokens(&text[c.clone()]);
+                    let line = sentence_toks(text, ctx, quote);
+                    if status.iter().any(|w| w.len() > 3 && line.contains(w) && !NOT_A_SUBJECT.contains(&w.as_str())) {
+                        continue;
+                    }
+                }
+            }
+            out.push(Blocker { why: g.why.clone(), carrier: g.carrier.clone() });
+        }
+        let line = line_of(text, quote.start);
+        let shown = &text[line.clone()];
+        // A legend's mark on the line, or a verdict mark.
+        for (m, meaning, def) in &self.legend {
+            if def.start <= quote.start && quote.start <= def.end {
+                continue;
+            }
+            let hit = match m {
+                Marker::Symbol(s) => shown.contains(s.as_str()) && (s != "*" || shown.matches('*').count() % 2 == 1),
+                Marker::Italic => within_emphasis(text, &line, quote, &["*", "_"]),
+                Marker::Bold => within_emphasis(text, &line, quote, &["**", "__"]),
+                Marker::Highlight => within_emphasis(text, &line, quote, &["=="]),
+            };
+            if hit {
+                let mark = match m {
+                    Marker::Symbol(s) => s.clone(),
+                    Marker::Italic => "italics".into(),
+                    Marker::Bold => "bold".into(),
+                    Marker::Highlight => "highlight".into(),
+                };
+                out.push(Blocker { why: format!("marked {mark}, which the note's legend defines as “{}”", clip(meaning, 40)), carrier: None });
+            }
+        }
+        let legend_defines = |m: &str| self.legend.iter().any(|(k, _, _)| matches!(k, Marker::Symbol(s) if s == m));
+        if let Some(m) = NO_MARKS.iter().find(|m| shown.contains(**m) && !legend_defines(m)) {
+            out.push(Blocker { why: format!("marked {m}"), carrier: None });
+        } else if self.scale {
+            if let Some(m) = DOUBT_MARKS.iter().find(|m| shown.contains(**m) && !legend_defines(m)) {
+                out.push(Blocker { why: format!("marked {m}, not ✅"), carrier: None });
+            }
+        }
+        // A tag on the line: `#myth`, `[myth]`, `(myth)`.
+        for (i, ch) in shown.char_indices().filter(|(_, c)| matches!(c, '#' | '[' | '(')) {
+            let rest = &shown[i + 1..];
+            let word: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '-' || *c == '/').collect();
+            let after = &rest[word.len()..];
+            let closed = match ch {
+                '#' => after.is_empty() || after.starts_with(|c: char| c.is_whitespace() || ",.;)".contains(c)),
+                '[' => after.starts_with(']') && !after.starts_with("](") && !after.starts_with("]["),
+                _ => after.starts_with(')'),
+            };
+            let last = word.rsplit('/').next().unwrap_or("").to_lowercase();
+            let stated = claim_toks.iter().any(|t| t.trim_end_matches('s') == last.trim_end_matches('s'));
+            if closed && TAG_CUES.contains(&last.as_str()) && !stated {
+                out.push(Blocker { why: format!("tagged “{last}” on its line"), carrier: None });
+                break;
+            }
+        }
+        // A joke: "/s", "yeah right", "(not)".
+        let sentence = sentence_range(text, ctx, quote);
+        let around = &text[sentence.start.min(line.start)..sentence.end.max(line.end)];
+        let around_toks = norm_tokens(around);
+        let sarcasm = around.split_whitespace().any(|w| matches!(w.trim_end_matches(['.', ')', '!']), "/s" | "/j" | "/sarcasm"))
+            || phrase_in(&around_toks, &["yeah", "right"])
+            || phrase_in(&around_toks, &["as", "if"])
+            || around.contains("(not)")
+            || around.contains("(kidding)")
+            || around.contains("(joking)")
+            || phrase_in(&around_toks, &["just", "kidding"])
+            || phrase_in(&around_toks, &["only", "joking"]);
+        if sarcasm {
+            out.push(Blocker { why: "marked as irony".into(), carrier: None });
+        }
+        // A link's label names another note; it states nothing.
+        if link_label_only(&text[sentence.clone()], claim) {
+            out.push(Blocker { why: "a link's label, not a statement".into(), carrier: None });
+        }
+        out
+    }
+
+    /// The carriers a claim may restate for the quote at `quote`, in the note's order.
+    pub fn carriers(&self, quote: &Range<usize>) -> Vec<Range<usize>> {
+        let mut out: Vec<Range<usize>> = self
+            .governs
+            .iter()
+            .filter(|g| g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1))
+            .filter_map(|g| g.carrier.clone())
+            .filter(|c| !(c.start <= quote.start && quote.start <= c.end))
+            .collect();
+        out.sort_by_key(|c| c.start);
+        out.dedup();
+        out
+    }
+
+    /// Phrases of the note's status at `quote`, for the breadcrumb (`the note's status is
+    /// “rejected”`, `Ana, in the meeting`).
+    pub fn describe(&self, quote: &Range<usize>) -> Vec<String> {
+        let in_background = self.background.iter().any(|b| b.start <= quote.start && quote.start < b.end);
+        let mut out: Vec<String> = self
+            .governs
+            .iter()
+            .filter(|g| g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1))
+            .filter(|g| !(g.spares_background && in_background))
+            .filter(|g| !g.carrier.as_ref().is_some_and(|c| c.start <= quote.start && quote.start <= c.end))
+            .map(|g| g.why.clone())
+            .collect();
+        out.dedup();
+        out
+    }
+}
+
+fn quoted_text(s: &str) -> String {
+    format!("“{}”", clip(crate::text::normalize_whitespace(s).trim_matches(['*', '_', ' ']), 60))
+}
+
+fn line_of(text: &str, at: usize) -> Range<usize> {
+    let at = crate::text::floor_char_boundary(text, at.min(text.len()));
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let end = text[at..].find('\n').map_or(text.len(), |i| at + i);
+    start..end
+}
+
+fn sentence_range(text: &str, ctx: &Context, quote: &Range<usize>) -> Range<usize> {
+    let Some(block) = ctx.block.clone().filter(|b| b.start <= quote.start && quote.start <= b.end) else { return quote.clone() };
+    couple::sentences(text, block).into_iter().find(|s| s.start <= quote.start && quote.start < s.end.max(s.start + 1)).unwrap_or(quote.clone())
+}
+
+fn sentence_toks(text: &str, ctx: &Context, quote: &Range<usize>) -> Vec<String> {
+    norm_tokens(&text[sentence_range(text, ctx, quote)])
+}
+
+/// Whether the quote lies inside an emphasis span of one of `marks` on its line.
+fn within_emphasis(text: &str, line: &Range<usize>, quote: &Range<usize>, marks: &[&str]) -> bool {
+    let s = &text[line.clone()];
+    for m in marks {
+        let mut at = 0;
+        while let Some(open) = s[at..].find(m).map(|i| at + i) {
+            let after = open + m.len();
+            // `*` of `**` is not italics; `**` of `***` is bold.
+            let doubled = m.len() == 1 && s[after..].starts_with(m);
+            let Some(close) = s[after..].find(m).map(|i| after + i) else { break };
+            if doubled {
+                at = after + m.len();
+                continue;
+            }
+            let (a, b) = (line.start + after, line.start + close);
+            if a <= quote.start && quote.end <= b + 1 && quote.start < b {
+                return true;
+            }
+            at = close + m.len();
+        }
+    }
+    false
+}
+
+/// `MARK = meaning`, `MARK: meaning`, `MARK — meaning`, `*italics* = planned`, `Bold: confirmed`:
+/// a legend entry whose meaning the gate reads as not asserting.
+fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
+    let s = s.trim();
+    let seps = [" = ", " — ", " – ", " → ", " means ", " - ", ": ", "= ", " =", ":"];
+    let (mark, meaning) = seps.iter().filter_map(|sep| s.split_once(sep)).min_by_key(|(m, _)| m.len())?;
+    let mark = mark.trim();
+    let meaning = meaning.trim();
+    // A footnote's definition (`[^2]: …`) qualifies only the sentences that reference it.
+    if mark.is_empty() || meaning.is_empty() || mark.chars().count() > 14 || mark.starts_with("[^") || s.starts_with("[^") {
+        return None;
+    }
+    let lower = mark.to_lowercase();
+    let plain = lower.trim_matches(['*', '_', '=', '(', ')']);
+    let marker = if plain.starts_with("italic") || (mark.starts_with('_') || mark.starts_with('*') && !mark.starts_with("**")) && mark.chars().any(char::is_alphabetic) {
+        Marker::Italic
+    } else if plain.starts_with("bold") || ((mark.starts_with("**") || mark.starts_with("__")) && mark.chars().any(char::is_alphabetic)) {
+        Marker::Bold
+    } else if plain.starts_with("highlight") || mark.starts_with("==") {
+        Marker::Highlight
+    } else if !mark.chars().any(char::is_alphanumeric) || (mark.starts_with(['(', '[']) && mark.chars().count() <= 6) {
+        if matches!(mark, "-" | "*" | "+" | ">" | "#" | "|") && !s.starts_with(mark) {
+            return None;
+        }
+        Marker::Symbol(mark.to_owned())
+    } else {
+        return None;
+    };
+    let toks = norm_tokens(meaning);
+    const NOT_ASSERTED: &[&str] = &[
+        "planned", "plan", "plans", "guess", "guessed", "guesses", "estimate", "estimated", "estimates", "approximate", "tentative",
+        "pending", "tbd", "tbc", "todo", "untested", "uncertain", "unknown", "disputed", "unsure", "recheck", "proposed", "idea",
+        "ideas", "assumption", "assumed", "rumor", "rumour", "hearsay", "anecdotal", "speculative", "expected", "projected",
+        "forecast", "target", "goal", "wish", "optional", "maybe", "possibly", "probably", "likely", "unclear", "doubtful",
+        "contested", "retracted", "false", "wrong", "outdated", "stale", "superseded", "rejected", "myth", "broken", "failed",
+        "fails", "unconfirmed", "unverified", "verify", "check", "confirm",
+    ];
+    let cue = toks.iter().any(|t| NOT_ASSERTED.contains(&t.as_str())) || lead_in_blocks(words, meaning) || heading_blocks(words, meaning) || is_status(words, &toks).is_some();
+    cue.then(|| (marker, meaning.to_owned()))
+}
+
+/// A status written into a title: `RFC 12: Kafka (rejected)`, `DRAFT — Q3 plan`, `[ARCHIVED] Old
+/// wiki`, `Travel policy – superseded`. A status word inside a phrase ("Rejected payments") is not.
+fn title_status(words: &ContextWords, title: &str) -> Option<String> {
+    let toks = norm_tokens(title);
+    // A leading all-caps status word: "DRAFT RFC 12", "WIP notes".
+    if let Some(first) = title.split_whitespace().next() {
+        let w = first.trim_matches(|c: char| !c.is_alphanumeric());
+        if w.len() >= 3 && w.chars().all(|c| c.is_uppercase()) {
+            if let Some(s) = is_status(words, &norm_tokens(w)) {
+                return Some(s);
+            }
+        }
+    }
+    let segments: Vec<&str> = title.split(['(', ')', '[', ']', ':', '—', '–', '|']).flat_map(|s| s.split(" - ")).map(str::trim).filter(|s| !s.is_empty()).collect();
+    if segments.len() < 2 && toks.len() > 1 {
+        return None;
+    }
+    segments.iter().find_map(|seg| {
+        let t = norm_tokens(seg);
+        let w = is_status(words, &t)?;
+        // The segment is the status: "rejected", "superseded by RFC 14", "draft v2".
+        (t.len() <= 4 && t.first().is_some_and(|f| w.split(' ').next() == Some(f.as_str()))).then_some(w)
+    })
+}
+
+/// Banner phrases that say a page is not current.
+fn banner_phrase(toks: &[String]) -> Option<String> {
+    const PHRASES: &[&[&str]] = &[
+        &["no", "longer"], &["out", "of", "date"], &["do", "not", "use"], &["dont", "use"], &["not", "maintained"], &["unmaintained"],
+        &["moved", "to"], &["replaced", "by"], &["see", "instead"], &["work", "in", "progress"], &["not", "current"], &["not", "approved"],
+        &["not", "reviewed"], &["not", "final"], &["not", "yet", "approved"], &["historical"], &["kept", "for", "history"],
+    ];
+    PHRASES.iter().find(|p| phrase_in(toks, p)).map(|p| p.join(" "))
+}
+
+/// A section's first line that marks it ("Rejected.", "Superseded by ADR-14.", "Status:
+/// draft") or scopes it ("Staging only.", "Applies to the EU plan.", "All prices below are for
+/// 2023."). The reason phrase, or nothing.
+fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
+    let toks = norm_tokens(line);
+    if toks.is_empty() || toks.len() > 14 || line.trim_end().trim_end_matches(['*', '_']).ends_with(':') {
+        return None;
+    }
+    let shown = clip(line.trim().trim_matches(['*', '_', ' ']), 60);
+    if toks.len() <= 5 {
+        if let Some(w) = is_status(words, &toks) {
+            if toks.first().is_some_and(|f| w.starts_with(f.as_str())) || toks.first().is_some_and(|f| matches!(f.as_str(), "status" | "state")) {
+                return Some(format!("in a section marked “{shown}”"));
+            }
+        }
+    }
+    let scope = toks.last().is_some_and(|t| t == "only")
+        || toks.first().is_some_and(|t| t == "only")
+        || phrase_in(&toks, &["applies", "to"])
+        || phrase_in(&toks, &["apply", "to"])
+        || phrase_in(&toks, &["applies", "only"])
+        || phrase_in(&toks, &["valid", "for"])
+        || phrase_in(&toks, &["valid", "only"])
+        || phrase_in(&toks, &["valid", "until"])
+        || ((has(&toks, &["below", "following", "section", "these", "here"])) && has(&toks, &["for", "only", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
+        || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "if" | "when" | "unless" | "except")) && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
+    scope.then(|| format!("in a section scoped “{shown}”"))
+}
+
+/// Whether every content word of the claim lies in one link label of `sentence`
+/// (`[why caching always helps](x.md)`, `[[Caching always helps]]`, `[[x|label]]`).
+fn link_label_only(sentence: &str, claim: &str) -> bool {
+    let claim_toks: Vec<String> = norm_tokens(claim).into_iter().filter(|t| !super::GLUE.contains(&t.as_str())).collect();
+    if claim_toks.is_empty() {
+        return false;
+    }
+    let mut labels: Vec<&str> = Vec::new();
+    let mut at = 0;
+    while let Some(open) = sentence[at..].find('[').map(|i| at + i) {
+        let wiki = sentence[open..].starts_with("[[");
+        let inner_start = open + if wiki { 2 } else { 1 };
+        let close_pat = if wiki { "]]" } else { "]" };
+        let Some(close) = sentence[inner_start..].find(close_pat).map(|i| inner_start + i) else { break };
+        let inner = &sentence[inner_start..close];
+        let is_link = wiki || sentence[close + 1..].starts_with('(') || sentence[close + 1..].starts_with('[');
+        if is_link {
+            labels.push(if wiki { inner.rsplit('|').next().unwrap_or(inner) } else { inner });
+        }
+        at = close + close_pat.len();
+    }
+    labels.iter().any(|l| {
+        let lt: Vec<String> = norm_tokens(l).into_iter().filter(|t| !super::GLUE.contains(&t.as_str())).collect();
+        lt.len() >= claim_toks.len() && lt.windows(claim_toks.len()).any(|w| w == claim_toks.as_slice())
+    })
+}
