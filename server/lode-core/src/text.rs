@@ -84,8 +84,9 @@ pub fn is_invisible(c: char) -> bool {
 
 /// Characters whose compatibility form reads as another value: superscripts and subscripts
 /// (`10²` is not `102`), vulgar fractions and circled numbers. They are compared as written.
+/// Subscripts fold (`CO₂` is `CO2`): an index reads the same on the line.
 fn keeps_its_form(c: char) -> bool {
-    matches!(c, '\u{00B2}' | '\u{00B3}' | '\u{00B9}' | '\u{00AA}' | '\u{00BA}' | '\u{00BC}'..='\u{00BE}' | '\u{2070}'..='\u{209F}' | '\u{2150}'..='\u{218F}' | '\u{2460}'..='\u{24FF}' | '\u{2776}'..='\u{2793}')
+    matches!(c, '\u{00B2}' | '\u{00B3}' | '\u{00B9}' | '\u{00AA}' | '\u{00BA}' | '\u{00BC}'..='\u{00BE}' | '\u{2070}'..='\u{207F}' | '\u{2150}'..='\u{218F}' | '\u{2460}'..='\u{24FF}' | '\u{2776}'..='\u{2793}')
 }
 
 /// `s` as a reader sees it, for comparison: Unicode compatibility and canonical equivalence

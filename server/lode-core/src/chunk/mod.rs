@@ -465,7 +465,8 @@ pub(crate) fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize
 
 /// Whether the period at `dot` belongs to a list number, an initial or an abbreviation.
 pub(crate) fn not_a_stop(s: &str, dot: usize, abbreviations: &[&str]) -> bool {
-    let word_start = s[..dot].rfind(char::is_whitespace).map_or(0, |i| i + 1);
+    // After the whitespace character, whatever its width (a no-break space is two bytes).
+    let word_start = s[..dot].char_indices().rfind(|(_, c)| c.is_whitespace()).map_or(0, |(i, c)| i + c.len_utf8());
     let word = &s[word_start..dot];
     if word.is_empty() {
         return false;

@@ -49,6 +49,8 @@ pub struct Reading {
     scale: bool,
     /// Sections under a background heading ("Context", "Background"), by range.
     background: Vec<Range<usize>>,
+    /// The note's status says it was accepted: its "Proposal" section is what was decided.
+    pub accepted: bool,
 }
 
 /// Marks that say "no" on the line they stand on, and marks that say "not quite" when the note
@@ -70,15 +72,26 @@ const OWN_LABELS: &[&str] = &[
     "owners", "due", "date", "time", "when", "where", "location", "attendees", "present", "absent", "apologies", "agenda",
     "notes", "note", "todo", "to do", "update", "edit", "status", "tldr", "tl dr", "context", "background", "goal", "goals",
     "problem", "fix", "cause", "root cause", "answer", "question", "q", "a", "re", "subject", "topic", "minutes", "follow up",
+    "setup", "set up", "result", "finding", "findings", "plan", "budget", "cost", "costs", "price", "total", "step", "steps", "tip",
+    "tips", "warning", "example", "hypothesis", "observation", "observations", "method", "methods", "verdict", "score", "rating",
+    "pros", "cons", "why", "how", "what", "who", "effect", "impact", "symptom", "symptoms", "dose", "rent", "deadline", "scope",
     "follow-up", "followup", "follow ups", "blockers", "risks", "risk", "links", "link", "source", "sources", "ps", "nb",
+];
+
+const WEEKDAYS: &[&str] = &[
+    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday", "friday",
+    "saturday", "sunday", "today", "yesterday", "tomorrow", "morning", "afternoon", "evening", "night", "weekend", "week", "day",
 ];
 
 /// Words that make a meeting of a note: its title, a heading, a frontmatter type or tag.
 const MEETING: &[&str] = &[
-    "meeting", "meetings", "minutes", "transcript", "call", "interview", "standup", "stand-up", "retro", "retrospective",
-    "sync", "1:1", "1-1", "one-on-one", "chat", "conversation", "discussion", "debate", "podcast", "kickoff", "kick-off",
-    "workshop", "huddle", "review", "townhall", "all-hands", "offsite", "session",
+    "meeting", "meetings", "minutes", "transcript", "interview", "standup", "stand-up", "retro", "retrospective", "1:1", "1-1",
+    "one-on-one", "conversation", "debate", "podcast", "kickoff", "kick-off", "workshop", "huddle", "townhall", "all-hands",
 ];
+
+/// Words that make a meeting of a note only in its title or frontmatter ("Release sync",
+/// "Call with the plumber"), where they name the note, not a topic.
+const MEETING_TITLE: &[&str] = &["sync", "call", "chat", "discussion", "review", "offsite", "session", "catch-up", "catchup"];
 
 /// Line openers that announce a later correction of what came before.
 const CORRECTION_OPENERS: &[&str] = &[
@@ -234,6 +247,17 @@ fn phrase_in(toks: &[String], p: &[&str]) -> bool {
 fn date_in(s: &str) -> Option<String> {
     const MONTHS: &[&str] = &["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
     let toks = lex(s, &[]);
+    // A day label opening a journal line: "Wed: …", "Day 3 —".
+    if let Some(first) = toks.first() {
+        let after = &s[first.range.end..];
+        let labelled = after.trim_start().starts_with([':', '—', '–', '-', ',']);
+        if labelled && first.range.start <= 4 && WEEKDAYS[..14].contains(&first.norm.as_str()) {
+            return Some(s[first.range.clone()].to_owned());
+        }
+        if first.norm == "day" && toks.get(1).is_some_and(|t| t.kind == Kind::Number) {
+            return Some(s[first.range.start..toks[1].range.end].to_owned());
+        }
+    }
     for (k, t) in toks.iter().enumerate() {
         let n = t.norm.as_str();
         let iso = n.len() >= 7 && n.as_bytes()[..4].iter().all(u8::is_ascii_digit) && n.as_bytes()[4] == b'-';
@@ -305,6 +329,9 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     let lower = name.to_lowercase().replace(['.', '\''], "");
+    if date_in(name).is_some() || WEEKDAYS.contains(&lower.as_str()) || lower.starts_with(|c: char| c == 'h' || c == 'q') && lower.len() <= 3 && lower[1..].chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
     if OWN_LABELS.contains(&lower.as_str()) || OWN_LABELS.iter().any(|l| lower.starts_with(&format!("{l} "))) {
         return None;
     }
@@ -345,6 +372,7 @@ impl Reading {
                 let toks = norm_tokens(value);
                 match k.as_str() {
                     "status" | "state" | "stage" | "lifecycle" => {
+                        r.accepted |= toks.iter().any(|t| matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "final" | "active" | "current" | "done" | "shipped"));
                         if let Some(w) = is_status(words, &toks) {
                             r.governs.push(note(format!("the note's status is “{w}”"), v.clone()));
                         }
@@ -378,7 +406,11 @@ impl Reading {
         let after_title = title.as_ref().filter(|(_, r)| r.start >= body_start).map_or(body_start, |(_, r)| {
             ls.iter().find(|l| l.start <= r.start && r.start <= l.end).map_or(r.end, |l| l.end)
         });
-        if let Some(first) = ls.iter().find(|l| l.start >= after_title && !text[(*l).clone()].trim().is_empty()) {
+        let firsts: Vec<Range<usize>> = [body_start, after_title]
+            .iter()
+            .filter_map(|&from| ls.iter().find(|l| l.start >= from && !text[(*l).clone()].trim().is_empty()).cloned())
+            .collect();
+        for first in firsts.iter().take(if after_title > body_start { 2 } else { 1 }) {
             let quoted = text[first.clone()].trim_start().starts_with('>');
             let block_end = ls
                 .iter()
@@ -397,7 +429,10 @@ impl Reading {
             if !heading_line && (quoted || about_itself || toks.len() <= 8) {
                 if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
                     let carrier = content_start(text, first)..block_end;
-                    r.governs.push(note(format!("the note says it is {w}: {}", quoted_text(&text[carrier.clone()])), carrier));
+                    let g = note(format!("the note says it is {w}: {}", quoted_text(&text[carrier.clone()])), carrier);
+                    if !r.governs.contains(&g) {
+                        r.governs.push(g);
+                    }
                 }
             }
         }
@@ -441,7 +476,7 @@ impl Reading {
                 r.governs.push(Governs { range: first.end..end, why, carrier: Some(carrier), spares_background: false });
             }
         }
-        for (k, l) in ls.iter().enumerate() {
+        for (k, l) in ls.iter().enumerate().filter(|(_, l)| l.start >= body_start) {
             let c = content_start(text, l);
             let s = &text[c..l.end];
             let toks = norm_tokens(s);
@@ -483,15 +518,23 @@ impl Reading {
         // A legend the note defines, and verdict marks.
         for l in &ls {
             let c = content_start(text, l);
-            if let Some((m, meaning)) = legend_entry(words, &text[c..l.end]) {
-                r.legend.push((m, meaning, l.clone()));
+            let line = text[c..l.end].trim();
+            let toks = norm_tokens(line);
+            let body = match toks.first().map(String::as_str) {
+                Some("legend" | "key" | "legende" | "marks" | "symbols" | "notation") if line.contains(':') => line.split_once(':').map_or(line, |(_, b)| b),
+                _ => line,
+            };
+            for entry in body.split([',', ';', '·']) {
+                if let Some((m, meaning)) = legend_entry(words, entry) {
+                    r.legend.push((m, meaning, l.clone()));
+                }
             }
         }
         r.scale = YES_MARKS.iter().chain(NO_MARKS).any(|m| text.contains(m));
 
         // Speakers: a meeting, or dialogue between named speakers.
         meeting |= headings.iter().any(|(_, _, u)| norm_tokens(&u.text).iter().any(|t| MEETING.contains(&t.as_str())))
-            || title.as_ref().is_some_and(|(t, _)| norm_tokens(t).iter().any(|w| MEETING.contains(&w.as_str())));
+            || title.as_ref().is_some_and(|(t, _)| norm_tokens(t).iter().any(|w| MEETING.contains(&w.as_str()) || MEETING_TITLE.contains(&w.as_str())));
         let labelled: Vec<(usize, Range<usize>)> = ls.iter().enumerate().filter_map(|(k, l)| speaker_label(text, l).map(|n| (k, n))).collect();
         let names: Vec<String> = labelled.iter().map(|(_, n)| text[n.clone()].to_lowercase()).collect();
         let mut distinct = names.clone();
@@ -505,11 +548,16 @@ impl Reading {
                 (t.first().is_some_and(|w| matches!(w.as_str(), "attendees" | "participants" | "present" | "speakers" | "with")) && s.contains(':')).then(|| s.to_lowercase())
             })
             .collect();
-        let dialogue = distinct.len() >= 2 && labelled.iter().any(|(k, n)| first_person(&text[n.end..ls[*k].end]));
+        let speaks = |n: &Range<usize>, k: usize| first_person(&text[n.end..ls[k].end]);
+        let dialogue = distinct.len() >= 2 && labelled.iter().any(|(k, n)| speaks(n, *k));
         for (k, name) in &labelled {
             let who = text[name.clone()].to_owned();
-            let listed = attendees.iter().any(|a| a.contains(&who.to_lowercase()));
-            if !(meeting || listed || dialogue) {
+            let listed = attendees.iter().any(|a| norm_tokens(a).contains(&who.to_lowercase()));
+            // A field ("Setup:", "Budget:") is used once and speaks of no one; a speaker recurs,
+            // is listed among the attendees, or talks.
+            let recurs = names.iter().filter(|n| **n == who.to_lowercase()).count() >= 2;
+            let speaker = listed || (meeting && (recurs || speaks(name, *k))) || (dialogue && (recurs || speaks(name, *k)));
+            if !speaker {
                 continue;
             }
             // The turn runs to the end of its paragraph or item, or the next speaker.
@@ -560,6 +608,7 @@ impl Reading {
             numbers: Vec<String>,
             date: Option<String>,
             cue: bool,
+            strong: bool,
             anaphoric: bool,
         }
         let mut later: Vec<Later> = Vec::new();
@@ -571,16 +620,28 @@ impl Reading {
             let opener = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
                 && text[c..s.end].chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
             let phrase = CORRECTION_PHRASES.iter().any(|p| phrase_in(&toks, p));
-            let cue = opener || (phrase && (update_section(s) || dated(s).is_some() || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually" | "correction" | "turns" | "turned"))))
-                || (update_section(s) && phrase);
-            let strong = opener || update_section(s) || phrase_in(&toks, &["turned", "out"]) || phrase_in(&toks, &["no", "longer"]) || has(&toks, &["reverted", "superseded", "retracted", "incorrect", "wrong", "anymore"]);
+            // A correction says so ("Update:", "turned out", "no longer", "reverted"); a change
+            // ("raised", "instead", "now") corrects only between dated entries of a journal.
+            let strong = opener
+                || update_section(s)
+                || phrase_in(&toks, &["turned", "out"])
+                || phrase_in(&toks, &["turns", "out"])
+                || phrase_in(&toks, &["no", "longer"])
+                || phrase_in(&toks, &["not", "true"])
+                || phrase_in(&toks, &["rolled", "back"])
+                || phrase_in(&toks, &["scratch", "that"])
+                || phrase_in(&toks, &["never", "mind"])
+                || has(&toks, &["reverted", "superseded", "retracted", "incorrect", "wrong", "anymore", "mistaken", "disregard", "erratum", "correction", "corrected", "misread", "typo"])
+                || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually"));
+            let cue = phrase && dated(s).is_some();
             let anaphoric = toks.iter().take(6).any(|w| matches!(w.as_str(), "this" | "that" | "it" | "above" | "thats" | "its"));
             later.push(Later {
                 range: s.clone(),
                 subjects: subjects(t),
                 numbers: numbers(t),
                 date: dated(s).or_else(|| date_in(&text[c..crate::text::floor_char_boundary(text, s.end.min(c + 60))])),
-                cue: cue || strong,
+                cue,
+                strong,
                 anaphoric,
             });
         }
@@ -592,9 +653,10 @@ impl Reading {
                 let shared = s.subjects.iter().any(|w| c.subjects.contains(w));
                 // A dated entry that gives the same subject a new number supersedes the old one.
                 let new_value = s.date.is_some() && c.date.is_some() && s.date != c.date && !c.numbers.is_empty() && !s.numbers.is_empty() && c.numbers.iter().any(|n| !s.numbers.contains(n));
-                let corrects = c.cue && shared || (shared && new_value);
+                let journal = s.date.is_some() && c.date.is_some() && s.date != c.date;
+                let corrects = shared && (c.strong || (c.cue && journal) || new_value);
                 // "EDIT: this was wrong" right after a line: that line.
-                let adjacent = c.cue && c.anaphoric && !shared && later.get(i + 1).is_some_and(|n| n.range == c.range) && {
+                let adjacent = c.strong && c.anaphoric && !shared && later.get(i + 1).is_some_and(|n| n.range == c.range) && {
                     let gap = &text[s.range.end..c.range.start];
                     gap.matches('\n').count() <= 2
                 };
@@ -692,6 +754,10 @@ impl Reading {
             || around.contains("(kidding)")
             || around.contains("(joking)")
             || phrase_in(&around_toks, &["just", "kidding"])
+            || phrase_in(&around_toks, &["oh", "great"])
+            || phrase_in(&around_toks, &["oh", "joy"])
+            || phrase_in(&around_toks, &["what", "a", "surprise"])
+            || ["🙄", "😒", "🙃", "😏", "🤡"].iter().any(|e| around.contains(e))
             || phrase_in(&around_toks, &["only", "joking"]);
         if sarcasm {
             out.push(Blocker { why: "marked as irony".into(), carrier: None });

@@ -116,6 +116,10 @@ fn any_phrase(toks: &[String], list: &[Vec<String>]) -> Option<String> {
 /// Verbs that report a fact as true ("confirmed", "stated") do not make what follows less so.
 /// The verbs of [`FACTIVE`]: a lead-in holding one ("Confirmed by the technician:") asserts.
 const FACTIVE_VERBS: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes"];
+/// Words by which a lead-in confirms what it introduces ("Hypothesis (confirmed):").
+const CONFIRMED: &[&str] = &["confirmed", "verified", "proven", "validated", "supported", "correct", "true", "yes", "holds", "held"];
+/// First words of a sentence that states a result.
+const RESULT_OPENERS: &[&str] = &["result", "results", "outcome", "finding", "findings", "conclusion", "answer", "verdict", "confirmed", "update", "resolution", "fix", "fixed", "solved", "solution"];
 const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "per", "once", "when", "whenever"];
 
 /// The cue phrases that mark a heading's section as non-assertive (none: it does not block).
@@ -198,8 +202,22 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     let body = st.text();
     let claim_toks = norm_tokens(claim);
     let mut out = Vec::new();
+    let reading = st.reading(words);
+    let sentence_opening = first_sentence_tokens(&body[quote_sentence(body, ctx, quote)]);
+    // "Result: …", "Turned out …": the answer to a question or hypothesis above it.
+    let states_a_result = sentence_opening.first().is_some_and(|w| RESULT_OPENERS.contains(&w.as_str()))
+        || sentence_opening.starts_with(&["turned".to_owned(), "out".to_owned()])
+        || sentence_opening.starts_with(&["turns".to_owned(), "out".to_owned()]);
     for h in &ctx.headings {
         let cues = heading_cues(words, &h.text);
+        let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
+        // An accepted proposal is what was decided; a result answers the question it is under.
+        if reading.accepted && only(&["proposal", "proposals", "proposed"]) {
+            continue;
+        }
+        if states_a_result && only(&["maybe", "possible", "possibly", "hypothesis", "hypotheses", "idea", "ideas", "speculation", "to check", "to verify", "to investigate", "open questions", "unanswered", "unresolved"]) {
+            continue;
+        }
         if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
             out.push(Blocker { why: format!("listed under {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
         }
@@ -214,7 +232,9 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
             continue;
         }
         let cues = lead_in_cues(words, &l.unit.text);
-        if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
+        // "Hypothesis (confirmed):" states the finding.
+        let confirmed = lt.iter().any(|t| CONFIRMED.contains(&t.as_str())) && !lt.iter().any(|t| super::lexicon::is_negation(t));
+        if !cues.is_empty() && !claim_states(&claim_toks, &cues) && !confirmed {
             let why = match l.kind {
                 LeadInKind::LeadIn => format!("under the lead-in {}", quoted(&l.unit.text)),
                 LeadInKind::ParentItem => format!("under the item {}", quoted(&l.unit.text)),
@@ -268,6 +288,25 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         }
     }
     if let Some(t) = &ctx.table {
+        // A Status column says whether the row is real yet ("planned", "rejected"): it qualifies
+        // the row's other cells. A Verdict column judges an option, whose facts still hold.
+        if !t.in_header {
+            for (c, h) in t.header.iter().enumerate().filter(|(c, _)| *c != t.column) {
+                let ht = norm_tokens(&h.text);
+                if !matches!(ht.as_slice(), [w] if matches!(w.as_str(), "status" | "state" | "stage")) {
+                    continue;
+                }
+                let Some(cell) = t.row.get(c) else { continue };
+                let vt = norm_tokens(&cell.text);
+                let marks = ["❌", "✗", "✘", "🚫", "⛔"].iter().any(|m| cell.text.contains(m));
+                let not_current = marks
+                    || vt.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "planned" | "proposed" | "todo" | "pending" | "idea" | "wip" | "backlog" | "later" | "maybe" | "considering" | "evaluating" | "blocked" | "paused" | "cancelled" | "canceled" | "dropped" | "failed" | "rejected" | "declined" | "deprecated" | "draft"))
+                    || heading_blocks(words, &cell.text);
+                if not_current && !vt.is_empty() || marks {
+                    out.push(Blocker { why: format!("in a row marked {} in the column {}", quoted(&cell.text), quoted(&h.text)), carrier: Some(cell.range.clone()) });
+                }
+            }
+        }
         if let Some(h) = t.column_header().filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text)) {
             out.push(Blocker { why: format!("in the table column {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
         }

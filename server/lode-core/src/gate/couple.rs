@@ -150,7 +150,9 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
         if marker {
             cuts.push(start);
         }
-        if t.is_empty() || t.starts_with('#') || t.starts_with('|') || t.starts_with("```") || t.starts_with("~~~") {
+        // An irony mark ends what it marks: "… nobody needs backups /s".
+        let ironic = t.ends_with(" /s") || t.ends_with(" /j") || t == "/s";
+        if t.is_empty() || t.starts_with('#') || t.starts_with('|') || t.starts_with("```") || t.starts_with("~~~") || ironic {
             cuts.push(pos);
         }
         // Sentence ends inside the line.
