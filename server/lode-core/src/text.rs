@@ -129,7 +129,7 @@ pub fn fold_run(run: &str) -> String {
     let mapped = match first {
         '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => Some("'"),
         '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' => Some("\""),
-        '\u{2212}' => Some("-"),
+        '\u{2212}' | '\u{2010}' | '\u{2011}' => Some("-"),
         _ => None,
     };
     if let Some(m) = mapped {

@@ -30,6 +30,8 @@ struct Governs {
     carrier: Option<Range<usize>>,
     /// Sections whose heading is a background role stay asserted (a note-level status only).
     spares_background: bool,
+    /// The status word, for a note-level status: a line that states it is the note's own.
+    word: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,8 @@ enum Marker {
 pub struct Reading {
     governs: Vec<Governs>,
     legend: Vec<(Marker, String, Range<usize>)>,
+    /// Marks the note's legend says confirm a line ("Entries in **bold** are confirmed").
+    confirming: Vec<(Marker, Range<usize>)>,
     /// The note grades lines with ✅/❌ marks: a ⚠️ or ❓ among them is not a plain yes.
     scale: bool,
     /// Sections under a background heading ("Context", "Background"), by range.
@@ -99,19 +103,22 @@ const CORRECTION_OPENERS: &[&str] = &[
     "addendum", "revision", "revised", "retraction", "later", "followup", "follow-up", "ps", "p.s", "amendment", "amended",
 ];
 
-/// Phrases that correct, revert or supersede an earlier line of the same note.
-const CORRECTION_PHRASES: &[&[&str]] = &[
-    &["turned", "out"], &["turns", "out"], &["was", "wrong"], &["were", "wrong"], &["is", "wrong"], &["not", "true"], &["no", "longer"],
-    &["anymore"], &["reverted"], &["revert"], &["reverting"], &["rolled", "back"], &["roll", "back"], &["undid"], &["undone"],
-    &["retracted"], &["superseded"], &["supersedes"], &["replaces"], &["replaced"], &["changed"], &["instead"], &["actually"],
-    &["in", "fact"], &["scratch", "that"], &["never", "mind"], &["disregard"], &["ignore"], &["wrong"], &["incorrect"],
-    &["mistaken"], &["mistake"], &["typo"], &["misread"], &["corrected"], &["correction"], &["increased"], &["decreased"],
-    &["raised"], &["lowered"], &["reduced"], &["moved"], &["switched"], &["stopped"], &["went", "up"], &["went", "down"],
-    &["bumped"], &["adjusted"], &["revised"], &["renegotiated"], &["halved"], &["doubled"], &["dropped"], &["cancelled"],
-    &["canceled"], &["postponed"], &["rescheduled"], &["now"], &["new"], &["raised"], &["cut"], &["upped"], &["tapered"],
-    &["switching"], &["moving"], &["changing"], &["changes"], &["became"], &["becomes"], &["rather"], &["not"], &["isnt"], &["wasnt"],
-    &["doesnt"], &["didnt"], &["never"], &["rejected"], &["abandoned"], &["dropped"], &["scrapped"],
+/// Phrases by which a later line says an earlier one was wrong or is undone.
+const STRONG_CORRECTIONS: &[&[&str]] = &[
+    &["turned", "out"], &["turns", "out"], &["no", "longer"], &["not", "true"], &["rolled", "back"], &["scratch", "that"], &["never", "mind"],
+    &["should", "read"], &["reverted"], &["superseded"], &["retracted"], &["incorrect"], &["wrong"], &["anymore"], &["mistaken"],
+    &["disregard"], &["erratum"], &["correction"], &["corrected"], &["misread"], &["typo"], &["faulty"], &["gone"], &["was", "false"],
 ];
+
+/// Words by which a later line changes a value ("raised to", "now", "instead").
+const CHANGES: &[&str] = &[
+    "now", "changed", "increased", "decreased", "raised", "lowered", "reduced", "reduce", "increase", "decrease", "cut", "moved",
+    "switched", "stopped", "stop", "went", "bumped", "adjusted", "revised", "renegotiated", "upped", "halved", "doubled", "dropped",
+    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced", "new",
+];
+
+/// Headings whose section corrects what came before.
+const UPDATE_HEADINGS: &[&str] = &["changelog", "changes", "corrections", "errata", "retest", "recheck", "revisited", "follow-up", "followup", "later", "amendments"];
 
 /// Words too common to name what a line is about.
 const NOT_A_SUBJECT: &[&str] = &[
@@ -281,10 +288,22 @@ fn date_in(s: &str) -> Option<String> {
 
 /// Content words of a sentence: what it is about, for pairing it with a later correction.
 fn subjects(text: &str) -> Vec<String> {
+    fn stem(w: &str) -> String {
+        for (suffix, keep) in [("ing", 4), ("ed", 4), ("es", 4), ("s", 3)] {
+            if let Some(s) = w.strip_suffix(suffix).filter(|s| s.len() >= keep) {
+                return s.to_owned();
+            }
+        }
+        w.to_owned()
+    }
     let mut out: Vec<String> = lex(text, &super::markup::unread(text))
         .into_iter()
-        .filter(|t| t.kind == Kind::Word && t.norm.chars().count() >= 3 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
-        .map(|t| t.norm.strip_suffix('s').filter(|s| s.len() >= 3).map(str::to_owned).unwrap_or(t.norm))
+        .filter(|t| {
+            (t.kind == Kind::Word && t.norm.chars().count() >= 3 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
+                // A ratio or a time names its subject too: "1:5:5", "09:30".
+                || (t.kind == Kind::Number && t.norm.contains(':'))
+        })
+        .map(|t| stem(&t.norm))
         .collect();
     out.sort();
     out.dedup();
@@ -319,7 +338,12 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     let lead = label.len() - label.trim_start_matches(['*', '_', ' ']).len();
     let name = label.trim_start_matches(['*', '_', ' ']).trim_end_matches(['*', '_', ' ']);
     name_start += lead;
-    let words: Vec<&str> = name.split_whitespace().collect();
+    // "Guest (Dr Kim)": the name before a parenthetical is what must look like one.
+    let bare = name.split('(').next().unwrap_or(name).trim_end();
+    if bare.is_empty() || (name.contains('(') && !name.ends_with(')')) {
+        return None;
+    }
+    let words: Vec<&str> = bare.split_whitespace().collect();
     let name_like = (1..=3).contains(&words.len())
         && words.iter().all(|w| {
             let first = w.chars().next().unwrap_or(' ');
@@ -328,7 +352,7 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     if !name_like {
         return None;
     }
-    let lower = name.to_lowercase().replace(['.', '\''], "");
+    let lower = bare.to_lowercase().replace(['.', '\''], "");
     if date_in(name).is_some() || WEEKDAYS.contains(&lower.as_str()) || lower.starts_with(|c: char| c == 'h' || c == 'q') && lower.len() <= 3 && lower[1..].chars().all(|c| c.is_ascii_digit()) {
         return None;
     }
@@ -363,7 +387,7 @@ impl Reading {
         }
 
         // The note's own status: frontmatter, tags, title, a banner, an ADR's Status section.
-        let note = |why: String, carrier: Range<usize>| Governs { range: whole.clone(), why, carrier: Some(carrier), spares_background: true };
+        let note = |why: String, carrier: Range<usize>, word: &str| Governs { range: whole.clone(), why, carrier: Some(carrier), spares_background: true, word: Some(word.to_owned()) };
         let mut title: Option<(String, Range<usize>)> = None;
         let mut meeting = false;
         if let Some((_, pairs)) = &fm {
@@ -374,13 +398,13 @@ impl Reading {
                     "status" | "state" | "stage" | "lifecycle" => {
                         r.accepted |= toks.iter().any(|t| matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "final" | "active" | "current" | "done" | "shipped"));
                         if let Some(w) = is_status(words, &toks) {
-                            r.governs.push(note(format!("the note's status is “{w}”"), v.clone()));
+                            r.governs.push(note(format!("the note's status is “{w}”"), v.clone(), &w));
                         }
                     }
                     "tags" | "tag" | "labels" | "categories" | "category" | "type" | "kind" => {
                         let parts: Vec<String> = value.split(['/', ' ', ',']).map(|p| p.trim_matches(['#', '"', '\'']).to_lowercase()).collect();
                         if let Some(t) = parts.iter().find(|p| TAG_CUES.contains(&p.as_str())) {
-                            r.governs.push(note(format!("the note is tagged “{t}”"), v.clone()));
+                            r.governs.push(note(format!("the note is tagged “{t}”"), v.clone(), t));
                         }
                         meeting |= toks.iter().any(|t| MEETING.contains(&t.as_str()));
                     }
@@ -396,9 +420,19 @@ impl Reading {
                 title.get_or_insert((u.text.clone(), u.range.clone()));
             }
         }
+        if title.is_none() {
+            // A first line that reads as a title: short, no full stop, not a list or a quote.
+            if let Some(first) = ls.iter().find(|l| l.start >= body_start && !text[(*l).clone()].trim().is_empty()) {
+                let t = text[first.clone()].trim();
+                let words_n = t.split_whitespace().count();
+                if words_n <= 12 && !t.ends_with(['.', ':', '?', '!']) && !t.starts_with(['-', '*', '+', '>', '|', '`', '#']) {
+                    title = Some((t.to_owned(), content_start(text, first)..first.end));
+                }
+            }
+        }
         if let Some((t, range)) = &title {
             if let Some(w) = title_status(words, t) {
-                r.governs.push(note(format!("the note is titled “{}” ({w})", clip(t, 60)), range.clone()));
+                r.governs.push(note(format!("the note is titled “{}” ({w})", clip(t, 60)), range.clone(), &w));
             }
         }
         // A banner: the first block after the title (a quote, a callout, or a short paragraph
@@ -406,9 +440,10 @@ impl Reading {
         let after_title = title.as_ref().filter(|(_, r)| r.start >= body_start).map_or(body_start, |(_, r)| {
             ls.iter().find(|l| l.start <= r.start && r.start <= l.end).map_or(r.end, |l| l.end)
         });
+        // What a reader sees first: an HTML comment is not a banner.
         let firsts: Vec<Range<usize>> = [body_start, after_title]
             .iter()
-            .filter_map(|&from| ls.iter().find(|l| l.start >= from && !text[(*l).clone()].trim().is_empty()).cloned())
+            .filter_map(|&from| ls.iter().find(|l| l.start >= from && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with("<!--")).cloned())
             .collect();
         for first in firsts.iter().take(if after_title > body_start { 2 } else { 1 }) {
             let quoted = text[first.clone()].trim_start().starts_with('>');
@@ -429,7 +464,10 @@ impl Reading {
             if !heading_line && (quoted || about_itself || toks.len() <= 8) {
                 if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
                     let carrier = content_start(text, first)..block_end;
-                    let g = note(format!("the note says it is {w}: {}", quoted_text(&text[carrier.clone()])), carrier);
+                    // A callout's title ("> [!WARNING] Outdated") is what a claim restates.
+                    let callout_title = text[first.clone()].find("]").filter(|_| text[first.clone()].contains("[!")).map(|i| first.start + i + 1..first.end);
+                    let carrier = callout_title.filter(|t| is_status(words, &norm_tokens(&text[t.clone()])).is_some()).map_or(carrier, |t| trim_value(text, t));
+                    let g = note(format!("the note says it is {w}: {}", quoted_text(&text[block.clone()])), carrier, &w);
                     if !r.governs.contains(&g) {
                         r.governs.push(g);
                     }
@@ -441,7 +479,7 @@ impl Reading {
             if norm_tokens(&u.text) != ["status"] {
                 continue;
             }
-            let Some(first) = ls.iter().find(|l| l.start > line.end && !text[(*l).clone()].trim().is_empty()) else { continue };
+            let Some(first) = ls.iter().find(|l| l.start >= line.end && !text[(*l).clone()].trim().is_empty()) else { continue };
             let next_heading = headings.get(i + 1).map_or(text.len(), |(_, h, _)| h.start);
             if first.start >= next_heading {
                 continue;
@@ -451,11 +489,11 @@ impl Reading {
             if toks.len() <= 8 {
                 if let Some(w) = is_status(words, &toks) {
                     let g = if *level <= 2 {
-                        Governs { range: whole.clone(), why: format!("the note's status is “{w}”"), carrier: Some(carrier), spares_background: true }
+                        Governs { range: whole.clone(), why: format!("the note's status is “{w}”"), carrier: Some(carrier), spares_background: true, word: Some(w.clone()) }
                     } else {
                         let end = headings[i + 1..].iter().find(|(l, _, _)| l < level).map_or(text.len(), |(_, h, _)| h.start);
                         let start = headings[..i].iter().rev().find(|(l, _, _)| l < level).map_or(0, |(_, h, _)| h.end);
-                        Governs { range: start..end, why: format!("in a section marked “{w}”"), carrier: Some(carrier), spares_background: false }
+                        Governs { range: start..end, why: format!("in a section marked “{w}”"), carrier: Some(carrier), spares_background: false, word: None }
                     };
                     r.governs.push(g);
                 }
@@ -463,17 +501,71 @@ impl Reading {
         }
 
         // A section's first line that marks or scopes it; a "Status: …" line under an item.
-        for (i, (level, line, _)) in headings.iter().enumerate() {
-            let end = headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start);
+        for (i, (level, line, u)) in headings.iter().enumerate() {
             let next = headings.get(i + 1).map_or(text.len(), |(_, h, _)| h.start);
-            let Some(first) = ls.iter().find(|l| l.start > line.end && l.start < next && !text[(*l).clone()].trim().is_empty()) else { continue };
+            // A heading that already qualifies its section ("Staging only") is what a claim
+            // restates; a scope line under it says the same.
+            if heading_blocks(words, &u.text) {
+                continue;
+            }
+            let Some(first) = ls.iter().find(|l| l.start >= line.end && l.start < next && !text[(*l).clone()].trim().is_empty()) else { continue };
             let raw = text[first.clone()].trim_start();
             if raw.starts_with(['-', '*', '+', '|', '#', '`']) || raw.starts_with(|c: char| c.is_ascii_digit()) {
                 continue;
             }
-            let carrier = content_start(text, first)..first.end;
+            // The line's first sentence: "Rules below apply to X. Older accounts …".
+            let c = content_start(text, first);
+            let carrier = couple::sentences(text, c..first.end).into_iter().next().unwrap_or(c..first.end);
             if let Some(why) = section_mark(words, &text[carrier.clone()]) {
-                r.governs.push(Governs { range: first.end..end, why, carrier: Some(carrier), spares_background: false });
+                // The whole section for "everything in this section/note", else up to the next heading.
+                let toks = norm_tokens(&text[carrier.clone()]);
+                let whole_section = has(&toks, &["everything", "whole", "entire", "page", "note"]);
+                let end = if whole_section { headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start) } else { next };
+                r.governs.push(Governs { range: carrier.end..end, why, carrier: Some(carrier), spares_background: false, word: None });
+            }
+        }
+        // The same before the first heading (or right under the title): "All costs are per person."
+        let intro = headings.first().map_or(text.len(), |(_, h, _)| h.start);
+        let title_end = title.as_ref().map(|(_, r)| r.end).filter(|&e| e <= intro || headings.first().is_some_and(|(l, _, _)| *l == 1));
+        if title_end.is_none() || intro > body_start {
+            let from = if intro > body_start { body_start } else { after_title };
+            let until = if intro > body_start { intro } else { headings.get(1).map_or(text.len(), |(_, h, _)| h.start) };
+            if let Some(first) = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
+                let c = content_start(text, first);
+                let carrier = couple::sentences(text, c..first.end).into_iter().next().unwrap_or(c..first.end);
+                let is_title = title.as_ref().is_some_and(|(_, r)| r.start <= carrier.start && carrier.start < r.end.max(r.start + 1));
+                if !is_title {
+                    if let Some(why) = section_mark(words, &text[carrier.clone()]) {
+                        r.governs.push(Governs { range: carrier.end..until, why, carrier: Some(carrier), spares_background: false, word: None });
+                    }
+                }
+            }
+        }
+        // A line that scopes what came before it: "(All figures above are for the pilot site.)"
+        for l in ls.iter().filter(|l| l.start >= body_start) {
+            let c = content_start(text, l);
+            let line = text[c..l.end].trim();
+            let toks = norm_tokens(line);
+            if toks.len() > 16 || !has(&toks, &["above"]) || section_mark(words, line).is_none() {
+                continue;
+            }
+            let start = headings.iter().rev().find(|(_, h, _)| h.end <= l.start).map_or(body_start, |(_, h, _)| h.end);
+            let why = format!("in a part the note scopes below it: {}", quoted_text(line));
+            r.governs.push(Governs { range: start..l.start, why, carrier: Some(c..l.end), spares_background: false, word: None });
+        }
+        // Hypotheses labelled as such: "**H1.** …", "Hypothesis: …" (unless confirmed).
+        for l in ls.iter().filter(|l| l.start >= body_start) {
+            let c = content_start(text, l);
+            let line = &text[c..l.end];
+            let bare = line.trim_start_matches(['*', '_']);
+            let label_len = bare.find(['.', ':', ')']).filter(|&n| n <= 24).unwrap_or(0);
+            let label = &bare[..label_len];
+            let lt = norm_tokens(label);
+            let hypothesis = matches!(lt.first().map(String::as_str), Some(w) if (w.len() <= 3 && w.starts_with('h') && w[1..].chars().all(|c| c.is_ascii_digit()) && w.len() > 1) || matches!(w, "hypothesis" | "hypotheses" | "conjecture" | "prediction" | "guess" | "hunch" | "assumption"));
+            let confirmed = norm_tokens(&line[..crate::text::floor_char_boundary(line, (line.len() - bare.len() + label_len + 24).min(line.len()))]).iter().any(|w| matches!(w.as_str(), "confirmed" | "verified" | "supported" | "validated" | "true" | "holds"));
+            if hypothesis && !confirmed && label_len > 0 {
+                let start = c + (line.len() - bare.len());
+                r.governs.push(Governs { range: start + label_len..l.end, why: format!("a hypothesis ({})", label.trim()), carrier: Some(start..start + label_len), spares_background: false, word: None });
             }
         }
         for (k, l) in ls.iter().enumerate().filter(|(_, l)| l.start >= body_start) {
@@ -512,7 +604,7 @@ impl Reading {
                 }
             };
             let _ = w;
-            r.governs.push(Governs { range, why, carrier: Some(c..l.end), spares_background: false });
+            r.governs.push(Governs { range, why, carrier: Some(c..l.end), spares_background: false, word: None });
         }
 
         // A legend the note defines, and verdict marks.
@@ -527,6 +619,8 @@ impl Reading {
             for entry in body.split([',', ';', '·']) {
                 if let Some((m, meaning)) = legend_entry(words, entry) {
                     r.legend.push((m, meaning, l.clone()));
+                } else if let Some(m) = confirming_entry(entry) {
+                    r.confirming.push((m, l.clone()));
                 }
             }
         }
@@ -549,15 +643,20 @@ impl Reading {
             })
             .collect();
         let speaks = |n: &Range<usize>, k: usize| first_person(&text[n.end..ls[k].end]);
-        let dialogue = distinct.len() >= 2 && labelled.iter().any(|(k, n)| speaks(n, *k));
+        let recurs = |who: &str| names.iter().filter(|n| *n == who).count() >= 2;
+        // Dialogue: two named speakers or more, one of whom speaks again or talks in the first
+        // person. A list of fields ("Redis: …", "Postgres: …") is neither.
+        let dialogue = distinct.len() >= 2 && labelled.iter().any(|(k, n)| speaks(n, *k) || recurs(&text[n.clone()].to_lowercase()));
         for (k, name) in &labelled {
             let who = text[name.clone()].to_owned();
-            let listed = attendees.iter().any(|a| norm_tokens(a).contains(&who.to_lowercase()));
-            // A field ("Setup:", "Budget:") is used once and speaks of no one; a speaker recurs,
-            // is listed among the attendees, or talks.
-            let recurs = names.iter().filter(|n| **n == who.to_lowercase()).count() >= 2;
-            let speaker = listed || (meeting && (recurs || speaks(name, *k))) || (dialogue && (recurs || speaks(name, *k)));
-            if !speaker {
+            let lower = who.to_lowercase();
+            // The author's own lines ("Me:", "My take:") are the note's voice.
+            if matches!(lower.as_str(), "me" | "i" | "myself" | "author" | "us" | "we") || lower.starts_with("my ") {
+                continue;
+            }
+            let given = lower.split(['(', ' ']).next().unwrap_or("").to_owned();
+            let listed = attendees.iter().any(|a| norm_tokens(a).contains(&given));
+            if !(listed || meeting || dialogue) {
                 continue;
             }
             // The turn runs to the end of its paragraph or item, or the next speaker.
@@ -570,7 +669,7 @@ impl Reading {
                 end = n.end;
             }
             let why = if meeting { format!("{who}, in the meeting") } else { format!("{who}, speaking") };
-            r.governs.push(Governs { range: name.end..end, why, carrier: Some(name.clone()), spares_background: false });
+            r.governs.push(Governs { range: name.end..end, why, carrier: Some(name.clone()), spares_background: false, word: None });
         }
 
         // Corrections: a later line about the same subject that corrects, reverts or supersedes.
@@ -583,90 +682,112 @@ impl Reading {
         let headings = st.heading_list();
         let sents: Vec<Range<usize>> = couple::sentences(text, body_start..text.len())
             .into_iter()
-            .filter(|s| !text[s.clone()].trim_start().starts_with(['#', '|', '`', '~']))
+            // Footnote definitions qualify the sentences that cite them (the context step).
+            .filter(|s| !text[s.clone()].trim_start().starts_with(['#', '|', '`', '~']) && !text[s.clone()].trim_start().starts_with("[^"))
             .collect();
+        let line_at = |at: usize| ls.iter().find(|l| l.start <= at && at <= l.end).cloned().unwrap_or(at..at);
         // The date a sentence is dated by: its line's leading date, or its innermost dated heading.
         let dated = |s: &Range<usize>| -> Option<String> {
-            let line = ls.iter().find(|l| l.start <= s.start && s.start <= l.end)?;
-            let c = content_start(text, line);
-            let head: String = text[c..line.end].chars().take(24).collect();
-            date_in(&head).or_else(|| {
-                headings.iter().rev().find(|(_, h, _)| h.end <= s.start).and_then(|(_, _, u)| date_in(&u.text))
-            })
+            let line = line_at(s.start);
+            let c = content_start(text, &line);
+            let head_end = crate::text::floor_char_boundary(text, (c + 28).min(line.end));
+            date_in(&text[c..head_end]).or_else(|| headings.iter().rev().find(|(_, h, _)| h.end <= s.start).and_then(|(_, _, u)| date_in(&u.text)))
         };
-        // A section whose heading announces updates ("## Update 2026-03", "## Changelog") holds
-        // corrections throughout.
+        // A section whose heading announces updates ("## Update 2026-03", "## Changelog",
+        // "## Retest, April") holds corrections throughout.
         let update_section = |s: &Range<usize>| {
             headings.iter().rev().find(|(_, h, _)| h.end <= s.start).is_some_and(|(_, _, u)| {
                 let t = norm_tokens(&u.text);
-                t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || matches!(w.as_str(), "changelog" | "changes" | "corrections" | "errata"))
+                t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || UPDATE_HEADINGS.contains(&w.as_str()))
             })
+        };
+        // A line that opens as a correction ("**Update 2026-03:**", "EDIT:", "_Later:_") makes
+        // every sentence on it one.
+        let opener_line = |line: &Range<usize>| {
+            let c = content_start(text, line);
+            let rest = &text[c..line.end];
+            let toks = norm_tokens(rest);
+            toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
+                && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'))
         };
         struct Later {
             range: Range<usize>,
             subjects: Vec<String>,
             numbers: Vec<String>,
+            /// Numbers with the unit after them: ("2.5", "ml").
+            quantities: Vec<(String, String)>,
             date: Option<String>,
-            cue: bool,
+            /// Dates the sentence names ("reverted the 2025-09-01 change").
+            mentions: Vec<String>,
             strong: bool,
+            change: bool,
             anaphoric: bool,
         }
-        let mut later: Vec<Later> = Vec::new();
-        for s in &sents {
-            let t = &text[s.clone()];
-            let line = ls.iter().find(|l| l.start <= s.start && s.start <= l.end).cloned().unwrap_or(s.clone());
-            let c = content_start(text, &line).max(s.start).min(s.end);
-            let toks = norm_tokens(&text[c..s.end]);
-            let opener = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
-                && text[c..s.end].chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
-            let phrase = CORRECTION_PHRASES.iter().any(|p| phrase_in(&toks, p));
-            // A correction says so ("Update:", "turned out", "no longer", "reverted"); a change
-            // ("raised", "instead", "now") corrects only between dated entries of a journal.
-            let strong = opener
-                || update_section(s)
-                || phrase_in(&toks, &["turned", "out"])
-                || phrase_in(&toks, &["turns", "out"])
-                || phrase_in(&toks, &["no", "longer"])
-                || phrase_in(&toks, &["not", "true"])
-                || phrase_in(&toks, &["rolled", "back"])
-                || phrase_in(&toks, &["scratch", "that"])
-                || phrase_in(&toks, &["never", "mind"])
-                || has(&toks, &["reverted", "superseded", "retracted", "incorrect", "wrong", "anymore", "mistaken", "disregard", "erratum", "correction", "corrected", "misread", "typo"])
-                || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually"));
-            let cue = phrase && dated(s).is_some();
-            let anaphoric = toks.iter().take(6).any(|w| matches!(w.as_str(), "this" | "that" | "it" | "above" | "thats" | "its"));
-            later.push(Later {
-                range: s.clone(),
-                subjects: subjects(t),
-                numbers: numbers(t),
-                date: dated(s).or_else(|| date_in(&text[c..crate::text::floor_char_boundary(text, s.end.min(c + 60))])),
-                cue,
-                strong,
-                anaphoric,
-            });
-        }
-        for (i, s) in later.iter().enumerate() {
-            for c in &later[i + 1..] {
-                if c.range.start < s.range.end {
+        let later: Vec<Later> = sents
+            .iter()
+            .map(|s| {
+                let line = line_at(s.start);
+                let c = content_start(text, &line).max(s.start).min(s.end);
+                // Read without its list number and checkbox: "4. [x]" is not a quantity.
+                let t = &text[c..s.end];
+                let toks = norm_tokens(&text[c..s.end]);
+                let strong = opener_line(&line)
+                    || update_section(s)
+                    || STRONG_CORRECTIONS.iter().any(|p| phrase_in(&toks, p))
+                    || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually"));
+                let change = CHANGES.iter().any(|w| toks.iter().any(|t| t == w));
+                let lexed = lex(t, &[]);
+                let quantities = lexed
+                    .windows(2)
+                    .filter(|w| w[0].kind == Kind::Number && (w[1].kind == Kind::Symbol || (w[1].kind == Kind::Word && w[1].norm.len() <= 4 && !NOT_A_SUBJECT.contains(&w[1].norm.as_str()))))
+                    .map(|w| (w[0].norm.clone(), w[1].norm.clone()))
+                    .collect();
+                let mentions = lexed.iter().filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-')).map(|t| t.norm.clone()).collect();
+                Later {
+                    range: s.clone(),
+                    subjects: subjects(t),
+                    numbers: numbers(t),
+                    quantities,
+                    date: dated(s),
+                    mentions,
+                    strong,
+                    change,
+                    anaphoric: toks.iter().take(6).any(|w| matches!(w.as_str(), "this" | "that" | "it" | "above" | "thats" | "its")),
+                }
+            })
+            .collect();
+        // From the last sentence back: a correction that is itself corrected (a raise later
+        // reverted) corrects nothing.
+        let mut superseded: Vec<Option<usize>> = vec![None; later.len()];
+        for i in (0..later.len()).rev() {
+            let s = &later[i];
+            for (j, c) in later.iter().enumerate().skip(i + 1) {
+                if c.range.start < s.range.end || superseded[j].is_some() {
                     continue;
                 }
-                let shared = s.subjects.iter().any(|w| c.subjects.contains(w));
-                // A dated entry that gives the same subject a new number supersedes the old one.
-                let new_value = s.date.is_some() && c.date.is_some() && s.date != c.date && !c.numbers.is_empty() && !s.numbers.is_empty() && c.numbers.iter().any(|n| !s.numbers.contains(n));
+                let shared = s.subjects.iter().filter(|w| c.subjects.contains(w)).count();
+                let numbers_differ = !s.numbers.is_empty() && !c.numbers.is_empty() && c.numbers.iter().any(|n| !s.numbers.contains(n));
+                let enough = shared >= 2 || (shared >= 1 && (s.subjects.len() <= 3 || numbers_differ));
+                let same_quantity = c.quantities.iter().any(|(n, u)| s.quantities.iter().any(|(m, v)| u == v && n != m));
                 let journal = s.date.is_some() && c.date.is_some() && s.date != c.date;
-                let corrects = shared && (c.strong || (c.cue && journal) || new_value);
+                let names_date = s.date.as_ref().is_some_and(|d| c.mentions.iter().any(|m| m == &d.to_lowercase()));
+                let corrects = (c.strong && (enough || names_date || same_quantity))
+                    || (c.change && (same_quantity || (enough && (journal || numbers_differ))))
+                    || (journal && shared >= 1 && numbers_differ);
                 // "EDIT: this was wrong" right after a line: that line.
-                let adjacent = c.strong && c.anaphoric && !shared && later.get(i + 1).is_some_and(|n| n.range == c.range) && {
-                    let gap = &text[s.range.end..c.range.start];
-                    gap.matches('\n').count() <= 2
-                };
+                let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && text[s.range.end..c.range.start].matches('\n').count() <= 2;
                 if corrects || adjacent {
-                    let when = c.date.as_deref().map(|d| format!("on {d} ")).unwrap_or_default();
-                    let why = format!("corrected {when}later in the note: {}", quoted_text(&text[c.range.clone()]));
-                    self.governs.push(Governs { range: s.range.clone(), why, carrier: None, spares_background: false });
+                    superseded[i] = Some(j);
                     break;
                 }
             }
+        }
+        for (i, by) in superseded.iter().enumerate() {
+            let Some(j) = *by else { continue };
+            let c = &later[j];
+            let when = c.date.as_deref().map(|d| format!("on {d} ")).unwrap_or_default();
+            let why = format!("corrected {when}later in the note: {}", quoted_text(&text[c.range.clone()]));
+            self.governs.push(Governs { range: later[i].range.clone(), why, carrier: None, spares_background: false, word: None });
         }
     }
 
@@ -684,13 +805,10 @@ impl Reading {
             }
             // A line that states the status itself ("Rejected at the March review") is the note's
             // own word on it.
-            if g.spares_background {
-                if let Some(c) = &g.carrier {
-                    let status = norm_tokens(&text[c.clone()]);
-                    let line = sentence_toks(text, ctx, quote);
-                    if status.iter().any(|w| w.len() > 3 && line.contains(w) && !NOT_A_SUBJECT.contains(&w.as_str())) {
-                        continue;
-                    }
+            if let Some(w) = &g.word {
+                let line = sentence_toks(text, ctx, quote);
+                if norm_tokens(w).iter().all(|w| line.contains(w)) {
+                    continue;
                 }
             }
             out.push(Blocker { why: g.why.clone(), carrier: g.carrier.clone() });
@@ -758,6 +876,12 @@ impl Reading {
             || phrase_in(&around_toks, &["oh", "joy"])
             || phrase_in(&around_toks, &["what", "a", "surprise"])
             || ["🙄", "😒", "🙃", "😏", "🤡"].iter().any(|e| around.contains(e))
+            || around_toks.last().is_some_and(|w| matches!(w.as_str(), "lol" | "lmao" | "rofl"))
+            || phrase_in(&around_toks, &["best", "idea", "ever"])
+            || phrase_in(&around_toks, &["what", "could", "go", "wrong"])
+            || phrase_in(&around_toks, &["what", "could", "possibly", "go", "wrong"])
+            || phrase_in(&around_toks, &["thanks", "a", "lot"])
+            || phrase_in(&around_toks, &["how", "convenient"])
             || phrase_in(&around_toks, &["only", "joking"]);
         if sarcasm {
             out.push(Blocker { why: "marked as irony".into(), carrier: None });
@@ -767,6 +891,27 @@ impl Reading {
             out.push(Blocker { why: "a link's label, not a statement".into(), carrier: None });
         }
         out
+    }
+
+    /// The carriers of the note's own status: restating any one carries them all (the title's
+    /// "(rejected)" and the frontmatter's `status: rejected` say one thing).
+    pub fn note_carriers(&self) -> Vec<Range<usize>> {
+        self.governs.iter().filter(|g| g.word.is_some()).filter_map(|g| g.carrier.clone()).collect()
+    }
+
+    /// Whether the note's legend confirms the line at `quote` ("**bold** = confirmed").
+    pub fn confirmed(&self, st: &Structure<'_>, quote: &Range<usize>) -> bool {
+        let text = st.text();
+        let line = line_of(text, quote.start);
+        self.confirming.iter().any(|(m, def)| {
+            !(def.start <= quote.start && quote.start <= def.end)
+                && match m {
+                    Marker::Symbol(s) => text[line.clone()].contains(s.as_str()),
+                    Marker::Italic => within_emphasis(text, &line, quote, &["*", "_"]),
+                    Marker::Bold => within_emphasis(text, &line, quote, &["**", "__"]),
+                    Marker::Highlight => within_emphasis(text, &line, quote, &["=="]),
+                }
+        })
     }
 
     /// The carriers a claim may restate for the quote at `quote`, in the note's order.
@@ -885,6 +1030,27 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
     cue.then(|| (marker, meaning.to_owned()))
 }
 
+/// A legend entry that confirms what it marks: "Entries in **bold** are confirmed by
+/// facilities", "✓ = verified", "Bold: tested".
+fn confirming_entry(s: &str) -> Option<Marker> {
+    let toks = norm_tokens(s);
+    const CONFIRMS: &[&str] = &["confirmed", "verified", "tested", "checked", "true", "proven", "official", "done", "certain"];
+    if !toks.iter().any(|t| CONFIRMS.contains(&t.as_str())) || toks.iter().any(|t| super::lexicon::is_negation(t)) {
+        return None;
+    }
+    let lower = s.to_lowercase();
+    if lower.contains("**") || lower.contains("in bold") || lower.starts_with("bold") {
+        Some(Marker::Bold)
+    } else if lower.contains("in italic") || lower.starts_with("italic") {
+        Some(Marker::Italic)
+    } else if lower.contains("==") || lower.contains("highlighted") {
+        Some(Marker::Highlight)
+    } else {
+        let mark = s.trim().split([' ', '=']).next().unwrap_or("");
+        (!mark.is_empty() && !mark.chars().any(char::is_alphanumeric) && mark.chars().count() <= 4).then(|| Marker::Symbol(mark.to_owned()))
+    }
+}
+
 /// A status written into a title: `RFC 12: Kafka (rejected)`, `DRAFT — Q3 plan`, `[ARCHIVED] Old
 /// wiki`, `Travel policy – superseded`. A status word inside a phrase ("Rejected payments") is not.
 fn title_status(words: &ContextWords, title: &str) -> Option<String> {
@@ -936,7 +1102,8 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
             }
         }
     }
-    let scope = toks.last().is_some_and(|t| t == "only")
+    let scope = (toks.first().is_some_and(|t| t == "all") && toks.len() <= 10 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume"]))
+        || toks.last().is_some_and(|t| t == "only")
         || toks.first().is_some_and(|t| t == "only")
         || phrase_in(&toks, &["applies", "to"])
         || phrase_in(&toks, &["apply", "to"])
@@ -945,7 +1112,7 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         || phrase_in(&toks, &["valid", "only"])
         || phrase_in(&toks, &["valid", "until"])
         || ((has(&toks, &["below", "following", "section", "these", "here"])) && has(&toks, &["for", "only", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
-        || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "if" | "when" | "unless" | "except")) && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
+        || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except")) && !line.contains(',') && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
     scope.then(|| format!("in a section scoped “{shown}”"))
 }
 

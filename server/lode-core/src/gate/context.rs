@@ -129,6 +129,8 @@ pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
     // "Old Town restaurants", "Before you start": a place name, a prerequisite, not a past state.
     let next = toks.get(1).map_or("", String::as_str);
     let exempt = match toks.first().map_or("", String::as_str) {
+        "old" if toks.iter().any(|w| matches!(w.as_str(), "vs" | "versus" | "compared")) => true,
+        "when" | "how" => next == "to",
         "old" => matches!(next, "town" | "city" | "quarter" | "street" | "road" | "bridge" | "market" | "school" | "testament" | "english" | "norse" | "world" | "port" | "harbour" | "harbor"),
         "tried" => next == "and",
         "before" => matches!(next, "you" | "starting" | "beginning" | "installing" | "using" | "running" | "deploying" | "release" | "releasing" | "launch" | "launching"),
@@ -208,8 +210,22 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     let states_a_result = sentence_opening.first().is_some_and(|w| RESULT_OPENERS.contains(&w.as_str()))
         || sentence_opening.starts_with(&["turned".to_owned(), "out".to_owned()])
         || sentence_opening.starts_with(&["turns".to_owned(), "out".to_owned()]);
+    // A line the note's legend confirms ("**bold** = confirmed") is asserted under a "Rumours"
+    // heading or lead-in.
+    let confirmed = reading.confirmed(st, quote);
     for h in &ctx.headings {
+        // "## Is Redis faster? (no)": the lines under a question answered no restate what it
+        // asked, unless they state the result.
+        let ht = norm_tokens(&h.text);
+        let answered_no = h.text.contains('?') && ht.last().is_some_and(|w| matches!(w.as_str(), "no" | "nope" | "false" | "disproved" | "disproven" | "refuted" | "wrong"));
+        if answered_no && !states_a_result && !confirmed {
+            out.push(Blocker { why: format!("under the question {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
+            continue;
+        }
         let cues = heading_cues(words, &h.text);
+        if confirmed {
+            continue;
+        }
         let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
         // An accepted proposal is what was decided; a result answers the question it is under.
         if reading.accepted && only(&["proposal", "proposals", "proposed"]) {
@@ -222,7 +238,11 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
             out.push(Blocker { why: format!("listed under {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
         }
     }
-    for l in &ctx.lead_ins {
+    // "- Chosen:\n  - Option A\n    - …": an option under a choice is the one chosen.
+    let chosen_above = |k: usize| {
+        ctx.lead_ins[..k].iter().any(|o| norm_tokens(&o.unit.text).iter().any(|w| matches!(w.as_str(), "chosen" | "selected" | "picked" | "decided" | "winner" | "accepted" | "adopted" | "final" | "going")))
+    };
+    for (k, l) in ctx.lead_ins.iter().enumerate() {
         // "This turned out to be false: …" judges what came before, not what follows.
         // "This turned out to be false: …", "I doubt it: …" judge what came before.
         let lt = norm_tokens(&l.unit.text);
@@ -234,7 +254,9 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         let cues = lead_in_cues(words, &l.unit.text);
         // "Hypothesis (confirmed):" states the finding.
         let confirmed = lt.iter().any(|t| CONFIRMED.contains(&t.as_str())) && !lt.iter().any(|t| super::lexicon::is_negation(t));
-        if !cues.is_empty() && !claim_states(&claim_toks, &cues) && !confirmed {
+        let option_only = cues.iter().all(|c| c.len() == 1 && matches!(c[0].as_str(), "option" | "options" | "candidates" | "alternatives" | "considered" | "proposed" | "suggested"));
+        let lifted = confirmed || reading.confirmed(st, quote) || (option_only && chosen_above(k));
+        if !cues.is_empty() && !claim_states(&claim_toks, &cues) && !lifted {
             let why = match l.kind {
                 LeadInKind::LeadIn => format!("under the lead-in {}", quoted(&l.unit.text)),
                 LeadInKind::ParentItem => format!("under the item {}", quoted(&l.unit.text)),
@@ -307,7 +329,19 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
                 }
             }
         }
-        if let Some(h) = t.column_header().filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text)) {
+        // A row whose Status says it was accepted is what was decided: a "Proposal" column holds it.
+        let row_accepted = t.header.iter().enumerate().any(|(c, h)| {
+            matches!(norm_tokens(&h.text).as_slice(), [w] if matches!(w.as_str(), "status" | "state" | "stage" | "decision" | "outcome"))
+                && t.row.get(c).is_some_and(|cell| {
+                    let v = norm_tokens(&cell.text);
+                    cell.text.contains('✅') || v.iter().any(|w| matches!(w.as_str(), "accepted" | "approved" | "adopted" | "done" | "agreed" | "yes" | "shipped" | "decided" | "implemented")) && !v.iter().any(|w| super::lexicon::is_negation(w))
+                })
+        });
+        let proposal_like = |h: &str| {
+            let c: Vec<Vec<String>> = heading_cues(words, h).into_iter().chain(lead_in_cues(words, h)).collect();
+            !c.is_empty() && c.iter().all(|c| c.len() == 1 && matches!(c[0].as_str(), "proposal" | "proposals" | "proposed" | "idea" | "ideas" | "option" | "options" | "suggested" | "candidates" | "considered"))
+        };
+        if let Some(h) = t.column_header().filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text)).filter(|h| !(row_accepted && proposal_like(&h.text))) {
             out.push(Blocker { why: format!("in the table column {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
         }
         if t.in_header {
@@ -528,7 +562,11 @@ pub fn compose(
             }
             let left: Vec<Blocker> = blockers(st, &ctx, leaf, claim, words)
                 .into_iter()
-                .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried.iter().any(|u| u.start < c.end && c.start < u.end)))
+                .filter(|b| {
+                    let overlaps = |c: &Range<usize>| carried.iter().any(|u| u.start < c.end && c.start < u.end);
+                    let note = st.reading(words).note_carriers();
+                    b.carrier.as_ref().is_none_or(|c| !(overlaps(c) || (note.contains(c) && note.iter().any(overlaps))))
+                })
                 .collect();
             if let Some(b) = left.first() {
                 why = format!("the line is {}", b.why);

@@ -35,6 +35,11 @@ fn is_apostrophe(c: char) -> bool {
     matches!(c, '\'' | '\u{2019}' | '\u{02BC}' | '\u{00B4}' | '\u{2018}' | '\u{FF07}' | '\u{2032}')
 }
 
+/// An ASCII or a full-width digit (`１５:００` reads as `15:00`).
+fn digit(c: char) -> bool {
+    c.is_ascii_digit() || ('\u{FF10}'..='\u{FF19}').contains(&c)
+}
+
 fn is_sign(c: char) -> bool {
     matches!(c, '-' | '\u{2212}' | '+' | '\u{2013}')
 }
@@ -71,7 +76,7 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
                     let (p, jc, n) = (cs[j - 1].1, cs[j].1, cs[j + 1].1);
                     let joins = match jc {
                         '-' | '_' | '\u{2011}' | '.' => true,
-                        ',' | ':' => p.is_ascii_digit() && n.is_ascii_digit(),
+                        ',' | ':' => digit(p) && digit(n),
                         c if is_apostrophe(c) => p.is_alphabetic() && n.is_alphabetic(),
                         _ => false,
                     };
@@ -140,7 +145,16 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
         let content = line.trim_start_matches([' ', '\t', '>']);
         let lead = line.len() - content.len();
         let t = content.trim_end();
-        let marker = t.is_empty()
+        // A field line ("Cons: needs bigger radiators") is its own sentence, as a reader reads it.
+        let field = {
+            let u = t.trim_start_matches(['*', '_']);
+            u.find(':').is_some_and(|c| {
+                let label = u[..c].trim_end_matches(['*', '_']);
+                c > 0 && u[c + 1..].starts_with([' ', '*', '_']) && label.chars().next().is_some_and(char::is_uppercase) && label.split_whitespace().count() <= 3 && label.chars().all(|ch| ch.is_alphanumeric() || matches!(ch, ' ' | '-' | '(' | ')' | '.' | '\''))
+            })
+        };
+        let marker = field
+            || t.is_empty()
             || t.starts_with('#')
             || t.starts_with('|')
             || t.starts_with("```")
@@ -510,6 +524,11 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         if p.kind != Kind::Word || COMPARATORS.contains(&p.norm.as_str()) || range_before {
             return Err(format!("the number {:?} is qualified by {:?} in the source", toks[first].norm, p.norm));
         }
+    }
+    // "£6 a month more than the Sky deal", "18% lower": a quantity the source compares.
+    let quantity_at_end = toks[first..=last].iter().rev().take(4).any(|t| t.kind == Kind::Number);
+    if let Some(n) = toks.get(last + 1).filter(|n| quantity_at_end && clause[last + 1] == clause[last] && COMPARATIVES.contains(&n.norm.as_str())) {
+        return Err(format!("the quantity at the end of the quote is compared ({:?}) in the source", n.norm));
     }
     if toks[last].kind == Kind::Number {
         if let Some(n) = toks.get(last + 1).filter(|_| clause[last + 1] == clause[last]) {

@@ -74,6 +74,13 @@ pub const COMPARATORS: &[&str] = &[
     "within",
 ];
 
+/// Comparatives right after a quantity: the source compares it ("£6 a month more than …").
+pub const COMPARATIVES: &[&str] = &[
+    "more", "less", "fewer", "higher", "lower", "cheaper", "pricier", "dearer", "faster", "slower", "longer", "shorter", "bigger",
+    "smaller", "larger", "better", "worse", "extra", "than", "above", "below", "over", "under", "up", "down", "off", "later",
+    "earlier", "heavier", "lighter", "warmer", "colder", "hotter", "cooler", "greater", "louder", "quieter", "wider", "narrower",
+];
+
 /// Words after a number that do not qualify it: the number's clause goes on.
 pub const AFTER_NUMBER_OK: &[&str] = &[
     "after", "and", "as", "at", "because", "before", "but", "by", "during", "for", "from", "in",

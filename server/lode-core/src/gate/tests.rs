@@ -300,3 +300,26 @@ fn gate_files_report() {
         println!("{c:18} distortions {:3} accepted {:3} | faithful {:3} lost {:3}", n[0], n[1], n[2], n[3]);
     }
 }
+
+#[test]
+fn debug_compose_rows() {
+    let Ok(files) = std::env::var("LODE_GATE_DEBUG") else { return };
+    let want = std::env::var("LODE_GATE_CLAIM").unwrap_or_default();
+    for r in files.split(',').flat_map(adversarial_rows).filter(|r| r.claim.contains(&want)) {
+        let st = crate::structure::Structure::parse(&r.source);
+        let places: Vec<Vec<std::ops::Range<usize>>> = r.spans.iter().map(|q| locate_all(&r.source, q).into_iter().map(|(x, _)| x).collect()).collect();
+        let words = GateConfig::default().words;
+        println!("{:?}: {:?}", r.claim, context::compose(&r.claim, &st, &places, &words));
+        for p in places.iter().flatten() {
+            println!("  {:?} carriers {:?} ctx {:?}", &r.source[p.clone()], st.reading(&words).carriers(p).iter().map(|c| &r.source[c.clone()]).collect::<Vec<_>>(), st.context(p.clone()).lead_ins.iter().map(|l| l.unit.text.clone()).collect::<Vec<_>>());
+        }
+    }
+}
+
+#[test]
+fn debug_reading() {
+    let Ok(note) = std::env::var("LODE_GATE_NOTE") else { return };
+    let note = note.replace("\\n", "\n");
+    let st = crate::structure::Structure::parse(&note);
+    println!("{:#?}\n{:?}", st.reading(&GateConfig::default().words), st.heading_list());
+}
