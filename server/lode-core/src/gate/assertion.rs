@@ -107,7 +107,7 @@ const CORRECTION_OPENERS: &[&str] = &[
 const STRONG_CORRECTIONS: &[&[&str]] = &[
     &["turned", "out"], &["turns", "out"], &["no", "longer"], &["not", "true"], &["rolled", "back"], &["scratch", "that"], &["never", "mind"],
     &["should", "read"], &["reverted"], &["superseded"], &["retracted"], &["incorrect"], &["wrong"], &["anymore"], &["mistaken"],
-    &["disregard"], &["erratum"], &["correction"], &["corrected"], &["misread"], &["typo"], &["faulty"], &["gone"], &["was", "false"],
+    &["disregard"], &["erratum"], &["correction"], &["corrected"], &["misread"], &["typo"], &["faulty"], &["was", "false"],
 ];
 
 /// Words by which a later line changes a value ("raised to", "now", "instead").
@@ -300,14 +300,23 @@ fn subjects(text: &str) -> Vec<String> {
         .into_iter()
         .filter(|t| {
             (t.kind == Kind::Word && t.norm.chars().count() >= 3 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
-                // A ratio or a time names its subject too: "1:5:5", "09:30".
-                || (t.kind == Kind::Number && t.norm.contains(':'))
+                // A ratio names its subject too: "1:5:5" (a time does not).
+                || (t.kind == Kind::Number && t.norm.matches(':').count() >= 2)
         })
         .map(|t| stem(&t.norm))
         .collect();
     out.sort();
     out.dedup();
     out
+}
+
+/// The label of a field line ("Stop 4: …", "**Dana:** …"): up to three words before a colon.
+fn field_label(s: &str) -> Option<&str> {
+    let u = s.trim_start_matches(['*', '_']);
+    let colon = u.find(':')?;
+    let label = u[..colon].trim_end_matches(['*', '_']).trim();
+    let ok = !label.is_empty() && label.split_whitespace().count() <= 3 && u[colon + 1..].starts_with([' ', '*', '_']) && label.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '(' | ')' | '.' | '\''));
+    ok.then_some(label)
 }
 
 fn numbers(text: &str) -> Vec<String> {
@@ -430,6 +439,14 @@ impl Reading {
                 }
             }
         }
+        // The first heading, when it is the title, says the status too ("# RFC 12: … (rejected)").
+        if let Some((level, line, u)) = headings.first() {
+            if (*level == 1 || text[body_start..line.start].trim().is_empty()) && title.as_ref().is_some_and(|(_, r)| *r != u.range) {
+                if let Some(w) = title_status(words, &u.text) {
+                    r.governs.push(note(format!("the note is titled “{}” ({w})", clip(&u.text, 60)), u.range.clone(), &w));
+                }
+            }
+        }
         if let Some((t, range)) = &title {
             if let Some(w) = title_status(words, t) {
                 r.governs.push(note(format!("the note is titled “{}” ({w})", clip(t, 60)), range.clone(), &w));
@@ -529,11 +546,15 @@ impl Reading {
         let title_end = title.as_ref().map(|(_, r)| r.end).filter(|&e| e <= intro || headings.first().is_some_and(|(l, _, _)| *l == 1));
         if title_end.is_none() || intro > body_start {
             let from = if intro > body_start { body_start } else { after_title };
-            let until = if intro > body_start { intro } else { headings.get(1).map_or(text.len(), |(_, h, _)| h.start) };
+            let mut until = if intro > body_start { intro } else { headings.get(1).map_or(text.len(), |(_, h, _)| h.start) };
             if let Some(first) = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
                 let c = content_start(text, first);
                 let carrier = couple::sentences(text, c..first.end).into_iter().next().unwrap_or(c..first.end);
                 let is_title = title.as_ref().is_some_and(|(_, r)| r.start <= carrier.start && carrier.start < r.end.max(r.start + 1));
+                if has(&norm_tokens(&text[carrier.clone()]), &["below", "following"]) {
+                    // "Rules below apply to …": everything after it, subsections included.
+                    until = headings.iter().skip(1).find(|(l, _, _)| *l == 1).map_or(text.len(), |(_, h, _)| h.start);
+                }
                 if !is_title {
                     if let Some(why) = section_mark(words, &text[carrier.clone()]) {
                         r.governs.push(Governs { range: carrier.end..until, why, carrier: Some(carrier), spares_background: false, word: None });
@@ -711,6 +732,10 @@ impl Reading {
                 && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'))
         };
         struct Later {
+            /// A numbered label ("Stop 4", "Day 3"): another number is another subject.
+            label_id: Option<String>,
+            /// The sentence says it is history ("used to", "previously").
+            past: bool,
             range: Range<usize>,
             subjects: Vec<String>,
             numbers: Vec<String>,
@@ -728,8 +753,12 @@ impl Reading {
             .map(|s| {
                 let line = line_at(s.start);
                 let c = content_start(text, &line).max(s.start).min(s.end);
-                // Read without its list number and checkbox: "4. [x]" is not a quantity.
-                let t = &text[c..s.end];
+                // Read without its list number and checkbox ("4. [x]" is not a quantity) and
+                // without a speaker's or a field's label (a name is not a subject).
+                let field = field_label(&text[c..s.end]);
+                let label_id = field.filter(|l| l.chars().any(|ch| ch.is_ascii_digit())).map(str::to_lowercase);
+                let t = &text[c + field.map_or(0, |l| text[c..s.end].find(l).unwrap_or(0) + l.len() + 1).min(s.end - c)..s.end];
+                let t = t.trim_start_matches(['*', '_', ' ']);
                 let toks = norm_tokens(&text[c..s.end]);
                 let strong = opener_line(&line)
                     || update_section(s)
@@ -744,6 +773,8 @@ impl Reading {
                     .collect();
                 let mentions = lexed.iter().filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-')).map(|t| t.norm.clone()).collect();
                 Later {
+                    label_id,
+                    past: phrase_in(&toks, &["used", "to"]) || has(&toks, &["previously", "formerly", "originally", "initially"]),
                     range: s.clone(),
                     subjects: subjects(t),
                     numbers: numbers(t),
@@ -762,7 +793,10 @@ impl Reading {
         for i in (0..later.len()).rev() {
             let s = &later[i];
             for (j, c) in later.iter().enumerate().skip(i + 1) {
-                if c.range.start < s.range.end || superseded[j].is_some() {
+                if c.range.start < s.range.end || superseded[j].is_some() || s.past {
+                    continue;
+                }
+                if s.label_id.is_some() && c.label_id.is_some() && s.label_id != c.label_id {
                     continue;
                 }
                 let shared = s.subjects.iter().filter(|w| c.subjects.contains(w)).count();
@@ -863,9 +897,16 @@ impl Reading {
         }
         // A joke: "/s", "yeah right", "(not)".
         let sentence = sentence_range(text, ctx, quote);
-        let around = &text[sentence.start.min(line.start)..sentence.end.max(line.end)];
+        // An irony phrase marks its sentence; a mark at the end of the line ("/s", "lol", 🙄)
+        // marks the line's last sentence.
+        let last_on_line = !text[sentence.end.min(line.end)..line.end].chars().any(char::is_alphanumeric);
+        let line_end = if last_on_line { &text[sentence.end.min(line.end)..line.end] } else { "" };
+        let around = &text[sentence.start..sentence.end.max(sentence.start)];
         let around_toks = norm_tokens(around);
-        let sarcasm = around.split_whitespace().any(|w| matches!(w.trim_end_matches(['.', ')', '!']), "/s" | "/j" | "/sarcasm"))
+        let tail = norm_tokens(&text[line.clone()]);
+        let sarcasm = format!("{around} {line_end}").split_whitespace().any(|w| matches!(w.trim_end_matches(['.', ')', '!']), "/s" | "/j" | "/sarcasm"))
+            || (last_on_line && tail.last().is_some_and(|w| matches!(w.as_str(), "lol" | "lmao" | "rofl")))
+            || ["🙄", "😒", "🙃", "😏", "🤡"].iter().any(|e| around.contains(e) || line_end.contains(e))
             || phrase_in(&around_toks, &["yeah", "right"])
             || phrase_in(&around_toks, &["as", "if"])
             || around.contains("(not)")
@@ -875,7 +916,6 @@ impl Reading {
             || phrase_in(&around_toks, &["oh", "great"])
             || phrase_in(&around_toks, &["oh", "joy"])
             || phrase_in(&around_toks, &["what", "a", "surprise"])
-            || ["🙄", "😒", "🙃", "😏", "🤡"].iter().any(|e| around.contains(e))
             || around_toks.last().is_some_and(|w| matches!(w.as_str(), "lol" | "lmao" | "rofl"))
             || phrase_in(&around_toks, &["best", "idea", "ever"])
             || phrase_in(&around_toks, &["what", "could", "go", "wrong"])
@@ -1111,7 +1151,7 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         || phrase_in(&toks, &["valid", "for"])
         || phrase_in(&toks, &["valid", "only"])
         || phrase_in(&toks, &["valid", "until"])
-        || ((has(&toks, &["below", "following", "section", "these", "here"])) && has(&toks, &["for", "only", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
+        || ((has(&toks, &["below", "following", "section", "these", "here"])) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
         || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except")) && !line.contains(',') && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
     scope.then(|| format!("in a section scoped “{shown}”"))
 }

@@ -218,7 +218,11 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // asked, unless they state the result.
         let ht = norm_tokens(&h.text);
         let answered_no = h.text.contains('?') && ht.last().is_some_and(|w| matches!(w.as_str(), "no" | "nope" | "false" | "disproved" | "disproven" | "refuted" | "wrong"));
-        if answered_no && !states_a_result && !confirmed {
+        // A field line ("Benchmark on staging: …", "Setup: …") reports what was found.
+        let field_line = body[quote_sentence(body, ctx, quote)].trim_start_matches(['*', '_', '-', ' ']).split_once(':').is_some_and(|(l, rest)| {
+            rest.starts_with([' ', '*', '_']) && l.split_whitespace().count() <= 4 && l.chars().next().is_some_and(char::is_uppercase)
+        });
+        if answered_no && !states_a_result && !confirmed && !field_line {
             out.push(Blocker { why: format!("under the question {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
             continue;
         }
