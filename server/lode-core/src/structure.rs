@@ -387,6 +387,11 @@ impl<'t> Structure<'t> {
                     }
                 }
                 "block_quote" => {
+                    // "From the Acme docs:" right before a quote introduces it.
+                    let in_list = chain[depth + 1..].iter().any(|a| a.kind() == "list_item");
+                    if let Some(l) = lead_in_before(text, *node).filter(|_| !in_list) {
+                        ctx.lead_ins.push(LeadIn { kind: LeadInKind::LeadIn, unit: l });
+                    }
                     let r = range_of(text, *node);
                     let callout = callout_of(&text[r.clone()]);
                     let followed_by = node.next_named_sibling().filter(|s| s.kind() == "paragraph").map(|s| unit(text, range_of(text, s)));

@@ -132,6 +132,7 @@ const NOT_A_SUBJECT: &[&str] = &[
     "did", "does", "done", "dont", "doesnt", "didnt", "isnt", "wasnt", "what", "which", "who", "whom", "when", "where", "why",
     "how", "there", "here", "you", "your", "yours", "we", "us", "my", "mine", "his", "her", "him", "she", "he", "it", "i",
     "is", "be", "a", "an", "of", "to", "in", "on", "at", "by", "or", "as", "if", "so", "no", "do", "up", "down", "true",
+    "me", "am", "go", "oh", "ok", "vs", "re", "ie", "eg", "et", "al", "yes", "per", "via", "mr", "ms", "dr", "st",
     "false", "wrong", "right", "fine", "good", "bad", "better", "worse", "really", "much", "many", "lot", "lots", "bit",
     "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december", "jan",
     "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday",
@@ -299,7 +300,7 @@ fn subjects(text: &str) -> Vec<String> {
     let mut out: Vec<String> = lex(text, &super::markup::unread(text))
         .into_iter()
         .filter(|t| {
-            (t.kind == Kind::Word && t.norm.chars().count() >= 3 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
+            (t.kind == Kind::Word && t.norm.chars().count() >= 2 && !NOT_A_SUBJECT.contains(&t.norm.as_str()))
                 // A ratio names its subject too: "1:5:5" (a time does not).
                 || (t.kind == Kind::Number && t.norm.matches(':').count() >= 2)
         })
@@ -543,8 +544,7 @@ impl Reading {
         }
         // The same before the first heading (or right under the title): "All costs are per person."
         let intro = headings.first().map_or(text.len(), |(_, h, _)| h.start);
-        let title_end = title.as_ref().map(|(_, r)| r.end).filter(|&e| e <= intro || headings.first().is_some_and(|(l, _, _)| *l == 1));
-        if title_end.is_none() || intro > body_start {
+        {
             let from = if intro > body_start { body_start } else { after_title };
             let mut until = if intro > body_start { intro } else { headings.get(1).map_or(text.len(), |(_, h, _)| h.start) };
             if let Some(first) = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
@@ -695,7 +695,92 @@ impl Reading {
 
         // Corrections: a later line about the same subject that corrects, reverts or supersedes.
         r.corrections(st, words, &ls, body_start);
+        // Quoted and clipped text the note answers later.
+        let clipped_note = fm.as_ref().is_some_and(|(_, pairs)| pairs.iter().any(|(k, _)| matches!(k.as_str(), "source" | "url" | "clipped" | "clip" | "via" | "original" | "link" | "canonical")));
+        r.answered_quotes(st, words, &ls, body_start, clipped_note);
         r
+    }
+
+    /// A quotation (a block quote, or a clipped page's body) that the note's author answers later
+    /// ("In our January bill Acme came out 15% more expensive", "My notes: we still saw cold
+    /// starts") is the source's word, not the note's.
+    fn answered_quotes(&mut self, st: &Structure<'_>, words: &ContextWords, ls: &[Range<usize>], body_start: usize, clipped_note: bool) {
+        let text = st.text();
+        let headings = st.heading_list();
+        let quoted_line = |l: &Range<usize>| {
+            let t = text[l.clone()].trim_start();
+            t.starts_with('>') && !(t.contains("[!") && !t.to_lowercase().contains("[!quote") && !t.to_lowercase().contains("[!cite"))
+        };
+        // The author's own sections of a clipped page: "My notes", "My thoughts", "Takeaways".
+        let author_section = |at: usize| {
+            headings.iter().rev().find(|(_, h, _)| h.end <= at).is_some_and(|(_, _, u)| {
+                let t = norm_tokens(&u.text);
+                t.first().is_some_and(|w| matches!(w.as_str(), "my" | "notes" | "thoughts" | "comments" | "commentary" | "review" | "verdict" | "opinion" | "reaction" | "response" | "critique" | "personal"))
+            })
+        };
+        let mut regions: Vec<Range<usize>> = Vec::new();
+        let mut k = 0;
+        while k < ls.len() {
+            // A callout's first line marks the whole callout: the note's own unless quote or cite.
+            if ls[k].start >= body_start && quoted_line(&ls[k]) && !text[ls[k].clone()].contains("[!") {
+                let start = ls[k].start;
+                while k < ls.len() && text[ls[k].clone()].trim_start().starts_with('>') {
+                    k += 1;
+                }
+                regions.push(start..ls[k - 1].end);
+            } else {
+                k += 1;
+            }
+        }
+        if clipped_note {
+            let mut start = body_start;
+            for (_, h, _) in headings.iter() {
+                if author_section(h.end) {
+                    regions.push(start..h.start);
+                    start = text.len();
+                } else if start == text.len() {
+                    start = h.start;
+                }
+            }
+            if start < text.len() {
+                regions.push(start..text.len());
+            }
+        }
+        if regions.is_empty() {
+            return;
+        }
+        let all: Vec<Range<usize>> = couple::sentences(text, body_start..text.len());
+        let inside = |s: &Range<usize>| regions.iter().any(|r| r.start <= s.start && s.start < r.end);
+        let responses: Vec<(Range<usize>, Vec<String>, Vec<String>, bool, bool)> = all
+            .iter()
+            .filter(|s| !inside(s) && !text[(*s).clone()].trim_start().starts_with('#'))
+            .map(|s| {
+                let t = &text[s.clone()];
+                let toks = norm_tokens(t);
+                let dispute = toks.iter().any(|w| super::lexicon::is_negation(w) || super::lexicon::FALSITY.contains(&w.as_str()))
+                    || words.disputes.iter().any(|p| phrase_in(&toks, &p.iter().map(String::as_str).collect::<Vec<_>>()))
+                    || has(&toks, &["still", "instead", "expensive", "slower", "worse", "more", "less", "missed", "failed", "broke", "timed"]);
+                let marked = author_section(s.start)
+                    || toks.first().is_some_and(|w| matches!(w.as_str(), "my" | "i" | "we" | "our" | "measured" | "tested" | "compared" | "actually" | "however" | "but" | "reality" | "personally" | "after" | "update" | "edit" | "disagree"))
+                    || phrase_in(&toks, &["in", "our"])
+                    || phrase_in(&toks, &["in", "my"])
+                    || phrase_in(&toks, &["in", "practice"]);
+                (s.clone(), subjects(t), numbers(t), dispute, marked)
+            })
+            .collect();
+        for s in all.iter().filter(|s| inside(s)) {
+            let t = &text[s.clone()];
+            let (subj, nums) = (subjects(t), numbers(t));
+            let answer = responses.iter().filter(|(r, ..)| r.start >= s.end).find(|(_, rs, rn, dispute, marked)| {
+                let shared = subj.iter().any(|w| rs.contains(w));
+                let numbers_differ = !nums.is_empty() && !rn.is_empty() && rn.iter().any(|n| !nums.contains(n));
+                (shared && (*dispute || numbers_differ || *marked)) || (clipped_note && *dispute && *marked)
+            });
+            if let Some((r, ..)) = answer {
+                let why = format!("quoted, and the note answers it later: {}", quoted_text(&text[r.clone()]));
+                self.governs.push(Governs { range: s.clone(), why, carrier: None, spares_background: false, word: None });
+            }
+        }
     }
 
     fn corrections(&mut self, st: &Structure<'_>, _words: &ContextWords, ls: &[Range<usize>], body_start: usize) {
@@ -756,8 +841,16 @@ impl Reading {
                 // Read without its list number and checkbox ("4. [x]" is not a quantity) and
                 // without a speaker's or a field's label (a name is not a subject).
                 let field = field_label(&text[c..s.end]);
-                let label_id = field.filter(|l| l.chars().any(|ch| ch.is_ascii_digit())).map(str::to_lowercase);
-                let t = &text[c + field.map_or(0, |l| text[c..s.end].find(l).unwrap_or(0) + l.len() + 1).min(s.end - c)..s.end];
+                // "Stop 4", "Day 3" (a word and a number; a date is a date, not an id).
+                let label_id = field.filter(|l| l.chars().any(|ch| ch.is_ascii_digit()) && l.chars().any(char::is_alphabetic) && date_in(l).is_none()).map(str::to_lowercase);
+                // A label used on several lines is a speaker ("Dana:"); once, it names the
+                // subject ("Rent: €1,150").
+                let speaker = field.is_some_and(|l| {
+                    let l = format!("{l}:");
+                    text.matches(l.as_str()).count() >= 2
+                });
+                let skip = if speaker { field.map_or(0, |l| text[c..s.end].find(l).unwrap_or(0) + l.len() + 1) } else { 0 };
+                let t = &text[(c + skip).min(s.end)..s.end];
                 let t = t.trim_start_matches(['*', '_', ' ']);
                 let toks = norm_tokens(&text[c..s.end]);
                 let strong = opener_line(&line)
@@ -985,8 +1078,11 @@ impl Reading {
     }
 }
 
+/// The note's text as a reader sees it, quoted and clipped: emphasis and quote markers removed.
 fn quoted_text(s: &str) -> String {
-    format!("“{}”", clip(crate::text::normalize_whitespace(s).trim_matches(['*', '_', ' ']), 60))
+    let shown: Vec<&str> = s.lines().map(|l| l.trim_start().trim_start_matches('>').trim()).collect();
+    let shown = crate::text::normalize_whitespace(&shown.join(" ")).replace("**", "").replace("__", "");
+    format!("“{}”", clip(shown.trim_matches(['*', '_', ' ']), 60))
 }
 
 fn line_of(text: &str, at: usize) -> Range<usize> {
@@ -1181,4 +1277,105 @@ fn link_label_only(sentence: &str, claim: &str) -> bool {
         let lt: Vec<String> = norm_tokens(l).into_iter().filter(|t| !super::GLUE.contains(&t.as_str())).collect();
         lt.len() >= claim_toks.len() && lt.windows(claim_toks.len()).any(|w| w == claim_toks.as_slice())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::{check_one, Claim, Eligible, GateConfig, Outcome, ScorerSlot, Support};
+    use std::collections::HashMap;
+
+    /// The gate's outcome for a claim quoting `quotes` of `note`: "verified" or the reader's why.
+    fn why(note: &str, claim: &str, quotes: &[&str]) -> String {
+        let el: Eligible = HashMap::from([("v".to_owned(), note)]);
+        let c = Claim { text: claim.into(), support: quotes.iter().map(|q| Support { version_id: "v".into(), quoted_span: (*q).into() }).collect() };
+        match check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()) {
+            Outcome::Verified(v) => format!("verified in {}", v.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>().join(" | ")),
+            Outcome::EvidenceOnly(e) => format!("{} in {}", e.why, e.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>().join(" | ")),
+            Outcome::Dropped(d) => format!("dropped: {}", d.reason),
+        }
+    }
+
+    #[test]
+    fn each_status_says_why_in_the_readers_words_and_a_claim_may_carry_it() {
+        let rfc = "---\nstatus: rejected\n---\n# RFC 12: Kafka event bus\n\n## Context\nOur broker is one RabbitMQ node.\n\n## Decision\nWe adopt Kafka for the event bus.\n";
+        let cases: &[(&str, &str, &[&str], &str)] = &[
+            (rfc, "We adopt Kafka for the event bus", &["We adopt Kafka for the event bus."], "the note's status is “rejected” in RFC 12: Kafka event bus › Decision › the note's status is “rejected”"),
+            (rfc, "Our broker is one RabbitMQ node", &["Our broker is one RabbitMQ node."], "verified in RFC 12: Kafka event bus › Context"),
+            (rfc, "rejected: we adopt Kafka for the event bus", &["rejected", "We adopt Kafka for the event bus."], "verified in  | RFC 12: Kafka event bus › Decision › the note's status is “rejected”"),
+            (
+                "# Release sync\n\nAttendees: Ana, Ben\n\n**Ana:** we should ship on Friday.\n**Decision:** ship on Tuesday.\n",
+                "We should ship on Friday",
+                &["we should ship on Friday."],
+                "Ana, in the meeting in Release sync › Ana: › Ana, in the meeting",
+            ),
+            (
+                "# Release sync\n\nAttendees: Ana, Ben\n\n**Ana:** we should ship on Friday.\n**Decision:** ship on Tuesday.\n",
+                "Ana: we should ship on Friday",
+                &["Ana", "we should ship on Friday."],
+                "verified in Release sync › Attendees: | Release sync › Ana: › Ana, in the meeting",
+            ),
+            (
+                "# Flat\n\nRent: €1,150 per month.\n\nDeposit: three months.\n\n**Update 2026-03:** landlord raised rent to €1,240 per month.\n",
+                "Rent: €1,150 per month",
+                &["Rent: €1,150 per month."],
+                "corrected on 2026-03 later in the note: “Update 2026-03: landlord raised rent to €1,240 per month.” in Flat › corrected on 2026-03 later in the note: “Update 2026-03: landlord raised rent to €1,240 per month.”",
+            ),
+            ("# Kit\n\nLegend: ‡ = not verified\n\n- The stove weighs 80 g ‡\n", "The stove weighs 80 g", &["The stove weighs 80 g"], "marked ‡, which the note's legend defines as “not verified” in Kit"),
+            ("# NAS\n\nBecause nobody needs backups /s\n\nRAID is a backup /s\n", "RAID is a backup", &["RAID is a backup"], "marked as irony in NAS"),
+            ("# Cache\n\nSee [why caching always helps](x.md) for the debate.\n", "Caching always helps", &["why caching always helps"], "a link's label, not a statement in Cache"),
+        ];
+        let mut wrong = Vec::new();
+        for (note, claim, quotes, want) in cases {
+            let got = why(note, claim, quotes);
+            if got != *want {
+                wrong.push(format!("{claim:?}\n  want {want}\n   got {got}"));
+            }
+        }
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+
+    #[test]
+    fn random_notes_never_panic_and_keep_ranges_valid() {
+        let alphabet: Vec<&str> = vec![
+            "---\n", "status: ", "rejected", "draft", "tags: [myth]", "# ", "## ", "\n", "\n\n", " ", "> ", "> [!WARNING] ", "Outdated", "- ", "  - ",
+            "1. ", "[x] ", "[ ] ", "**", "*", "_", "==", "Ana:", "**Bob:** ", "Me: ", "Attendees: Ana, Bob", "Update 2026-03:", "EDIT:", "2026-01-02: ",
+            "Mon: ", "Legend:", "‡", " = ", "not verified", "✅", "❌", "⚠️", "/s", "lol", "🙄", "[label](x.md)", "[[a|b]]", "|", "| Status |", "|---|",
+            "rejected |", "Status: rejected", "Staging only.", "All prices below are for 2023.", "(All figures above are for X.)", "H1.", "Hypothesis:",
+            "rent", "€1,150", "per month", "raised", "reverted", "turned out", "is", "the", "Rent: ", "1:5:5", "12", "ml", "μ", "µ", "e\u{301}", "\u{a0}",
+            "\u{200b}", "１５", "ﬁ", "’", "“", "а", "10²", ".", ",", ":", "?", "(no)", "日本", "\r\n", "[^1]", "\n[^1]: Only on weekends.", "<!-- x -->",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut below = |n: usize| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        };
+        let words = ContextWords::built_in();
+        for _ in 0..1500 {
+            let n = below(60);
+            let mut text = String::new();
+            for _ in 0..n {
+                text.push_str(alphabet[below(alphabet.len())]);
+            }
+            let st = Structure::parse(&text);
+            let reading = st.reading(&words);
+            for g in &reading.governs {
+                assert!(g.range.start <= g.range.end && g.range.end <= text.len(), "{g:?} in {text:?}");
+                assert!(text.is_char_boundary(g.range.start) && text.is_char_boundary(g.range.end));
+                if let Some(c) = &g.carrier {
+                    assert!(c.end <= text.len() && text.is_char_boundary(c.start) && text.is_char_boundary(c.end), "{c:?} in {text:?}");
+                }
+            }
+            for _ in 0..4 {
+                let a = crate::text::floor_char_boundary(&text, below(text.len() + 1));
+                let b = crate::text::floor_char_boundary(&text, (a + below(40)).min(text.len())).max(a);
+                let ctx = st.context(a..b);
+                let _ = reading.blockers(&st, &ctx, &(a..b), &text[a..b]);
+                let _ = reading.describe(&(a..b));
+                let _ = super::super::context::compose(&text[a..b], &st, &[vec![a..b], vec![0..a]], &words);
+            }
+        }
+    }
 }

@@ -554,7 +554,20 @@ pub fn compose(
                 Some(cell) => {
                     let toks = unit_tokens(body, cell);
                     let inside = toks.first().zip(toks.last()).is_some_and(|(f, l)| leaf.start <= f.range.start && l.range.end <= leaf.end);
-                    let ok = inside && toks.len() == claim_toks.len() - k
+                    // Cells to the right of it may follow, each whole and cited: "Dark mode: follows
+                    // the system theme (done)".
+                    let mut tail: Vec<&Tok> = Vec::new();
+                    if let Some(t) = &ctx.table {
+                        let mut at = k + toks.len();
+                        for u in t.row.iter().skip(t.column + 1).filter(|u| covered(&u.range)) {
+                            let ut = unit_tokens(body, &u.range);
+                            if at + ut.len() <= claim_toks.len() && !ut.is_empty() && ut.iter().zip(&claim_toks[at..]).all(|(a, b)| a.norm == b.norm) {
+                                tail.extend(claim_toks[at..at + ut.len()].iter());
+                                at += ut.len();
+                            }
+                        }
+                    }
+                    let ok = inside && toks.len() + tail.len() == claim_toks.len() - k
                         && toks.iter().zip(&claim_toks[k..]).all(|(a, b)| a.norm == b.norm);
                     if ok { Ok(()) } else { Err("the claim's value is not the whole cell of that row and column".to_owned()) }
                 }

@@ -599,6 +599,14 @@ fn binds_to_own_clause(toks: &[Tok], clause: &[usize], i: usize) -> bool {
         || (w == "whether" && next.ends_with("ed"))
         // "occurring, stochastically, more often in …": an adverb of its own verb phrase.
         || (FREQUENCY.contains(&w) && rest_of_clause >= 1 && !matches!(next, "the" | "a" | "speaking"))
+        // "…, physio says build up slowly": a speaker opening a later clause with a complement of
+        // its own ("…, the vendor says." with nothing after it attributes the earlier clause).
+        || (matches!(w, "says" | "said" | "recommends" | "recommended" | "advises" | "advised" | "suggests" | "suggested" | "thinks")
+            && i >= 1
+            && clause_start + 1 >= i
+            && clause_start > 0
+            && rest_of_clause >= 2
+            && !matches!(next, "that" | "so" | "it" | "this"))
 }
 
 /// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a

@@ -37,6 +37,10 @@ pub struct GateEvalArgs {
     /// corpus.jsonl holding the documents [default: beside the claims file]
     #[arg(long)]
     pub corpus: Option<PathBuf>,
+    /// An NLI model (a name under the models directory, or a path) for the adversarial files'
+    /// entailment step; without one only the deterministic steps run
+    #[arg(long, value_name = "MODEL")]
+    pub nli: Option<String>,
     #[arg(long)]
     pub json: bool,
 }
@@ -516,48 +520,119 @@ struct AdversarialRow {
     claim: String,
     spans: Vec<String>,
     source: String,
+    /// A faithful claim in other words: only an entailment model can verify it.
+    #[serde(default)]
+    paraphrase: bool,
 }
 
-/// Per class of an adversarial file: distortions accepted, faithful claims lost (no NLI model:
-/// the deterministic steps alone).
-fn adversarial_report(path: &Path) -> Result<serde_json::Value> {
-    use lode_core::gate::{GateConfig, ScorerSlot};
+/// Per class of an adversarial file: distortions accepted, by the step that accepted them
+/// (deterministic: coupling or composition; entailment), and faithful claims lost, by why
+/// (the note's structure or status, the claim's wording, the span check). Faithful paraphrases
+/// are counted apart: only an entailment model can verify them.
+fn adversarial_report(path: &Path, scorer: &mut lode_core::gate::ScorerSlot<'_>) -> Result<serde_json::Value> {
+    use lode_core::gate::GateConfig;
+    #[derive(Default)]
+    struct Count {
+        distortions: usize,
+        accepted_deterministic: usize,
+        accepted_entailment: usize,
+        faithful: usize,
+        lost_structure: usize,
+        lost_wording: usize,
+        lost_span: usize,
+        paraphrases: usize,
+        paraphrases_entailed: usize,
+    }
+    impl Count {
+        fn json(&self) -> serde_json::Value {
+            serde_json::json!({
+                "distortions": self.distortions,
+                "distortions_accepted": self.accepted_deterministic + self.accepted_entailment,
+                "distortions_accepted_by_step": {"deterministic": self.accepted_deterministic, "entailment": self.accepted_entailment},
+                "faithful": self.faithful,
+                "faithful_lost": self.lost_structure + self.lost_wording + self.lost_span,
+                "faithful_lost_by_cause": {"structure": self.lost_structure, "wording": self.lost_wording, "span_check": self.lost_span},
+                "paraphrases": self.paraphrases,
+                "paraphrases_verified_by_entailment": self.paraphrases_entailed,
+            })
+        }
+        fn add(&mut self, o: &Count) {
+            self.distortions += o.distortions;
+            self.accepted_deterministic += o.accepted_deterministic;
+            self.accepted_entailment += o.accepted_entailment;
+            self.faithful += o.faithful;
+            self.lost_structure += o.lost_structure;
+            self.lost_wording += o.lost_wording;
+            self.lost_span += o.lost_span;
+            self.paraphrases += o.paraphrases;
+            self.paraphrases_entailed += o.paraphrases_entailed;
+        }
+    }
     let rows: Vec<AdversarialRow> = read_jsonl(path)?;
     let cfg = GateConfig::default();
-    let mut by_class: std::collections::BTreeMap<String, [usize; 4]> = std::collections::BTreeMap::new();
+    let mut by_class: std::collections::BTreeMap<String, Count> = std::collections::BTreeMap::new();
     let mut wrong = Vec::new();
     for r in &rows {
-        let v = super::gate::verdict(&r.claim, &r.spans, &r.source, &mut ScorerSlot::None, &cfg);
-        let accepted = v["verdict"] == "coupled" || v["verdict"] == "entailed";
+        let v = super::gate::verdict(&r.claim, &r.spans, &r.source, scorer, &cfg);
+        let (coupled, entailed) = (v["verdict"] == "coupled", v["verdict"] == "entailed");
+        let accepted = coupled || entailed;
         let e = by_class.entry(r.class.clone()).or_default();
-        match r.expect.as_str() {
-            "reject" => {
-                e[0] += 1;
-                e[1] += usize::from(accepted);
+        match (r.expect.as_str(), r.paraphrase) {
+            ("reject", _) => {
+                e.distortions += 1;
+                e.accepted_deterministic += usize::from(coupled);
+                e.accepted_entailment += usize::from(entailed);
             }
-            "accept" => {
-                e[2] += 1;
-                e[3] += usize::from(!accepted);
+            ("accept", true) => {
+                e.paraphrases += 1;
+                e.paraphrases_entailed += usize::from(entailed);
+                continue;
             }
-            other => bail!("{}: expect must be accept or reject, not {other:?}", path.display()),
+            ("accept", false) => {
+                e.faithful += 1;
+                if !accepted {
+                    let structural = v["rung"] == "evidence_only" && v["why"].as_str().is_some_and(|w| w != lode_core::gate::WORDING_NOT_VERIFIED);
+                    match (v["rung"] == "evidence_only", structural) {
+                        (_, true) => e.lost_structure += 1,
+                        (true, false) => e.lost_wording += 1,
+                        (false, _) => e.lost_span += 1,
+                    }
+                }
+            }
+            (other, _) => bail!("{}: expect must be accept or reject, not {other:?}", path.display()),
         }
         if accepted != (r.expect == "accept") {
             wrong.push(serde_json::json!({"class": r.class, "expect": r.expect, "claim": r.claim, "verdict": v}));
         }
     }
-    let classes: serde_json::Map<String, serde_json::Value> = by_class
-        .iter()
-        .map(|(c, n)| (c.clone(), serde_json::json!({"distortions": n[0], "distortions_accepted": n[1], "faithful": n[2], "faithful_lost": n[3]})))
-        .collect();
-    let total = by_class.values().fold([0; 4], |a, n| [a[0] + n[0], a[1] + n[1], a[2] + n[2], a[3] + n[3]]);
-    Ok(serde_json::json!({"file": path.display().to_string(), "rows": rows.len(),
-        "distortions": total[0], "distortions_accepted": total[1], "faithful": total[2], "faithful_lost": total[3],
-        "classes": classes, "wrong": wrong}))
+    let classes: serde_json::Map<String, serde_json::Value> = by_class.iter().map(|(c, n)| (c.clone(), n.json())).collect();
+    let mut total = Count::default();
+    for n in by_class.values() {
+        total.add(n);
+    }
+    let mut out = serde_json::json!({"file": path.display().to_string(), "rows": rows.len()});
+    if let (Some(o), serde_json::Value::Object(t)) = (out.as_object_mut(), total.json()) {
+        o.extend(t);
+        o.insert("classes".into(), classes.into());
+        o.insert("wrong".into(), wrong.into());
+    }
+    Ok(out)
 }
 
 fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
     use lode_core::gate::{GateConfig, ScorerSlot};
-    let adversarial: Vec<serde_json::Value> = args.adversarial.iter().map(|p| adversarial_report(p)).collect::<Result<_>>()?;
+    // The entailment step runs only when a model is named: the deterministic steps are what
+    // this measures by default.
+    let models = crate::config::ModelsSection::default();
+    let mut nli = match args.nli.clone() {
+        Some(name) => ScorerSlot::lazy(move || {
+            lode_models::NliModel::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
+                .map(|m| Box::new(m) as Box<dyn lode_core::gate::EntailmentScorer>)
+                .map_err(|e| e.to_string())
+        }),
+        None => ScorerSlot::None,
+    };
+    let adversarial: Vec<serde_json::Value> = args.adversarial.iter().map(|p| adversarial_report(p, &mut nli)).collect::<Result<_>>()?;
     let rows: Vec<ClaimRow> = read_jsonl(&args.claims)?;
     let corpus_path = args
         .corpus
