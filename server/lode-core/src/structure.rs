@@ -563,7 +563,10 @@ fn lead_in_before(text: &str, node: Node) -> Option<Unit> {
     let last_line_start = text[u.range.clone()].rfind('\n').map_or(u.range.start, |i| u.range.start + i + 1);
     let last = unit(text, last_line_start..u.range.end);
     let t = last.text.trim_end_matches(['*', '_', ' ']);
-    t.ends_with(':').then_some(last)
+    // A short line all in bold ("**Cons**") before a list heads it as a lead-in does.
+    let raw = text[last.range.clone()].trim();
+    let bold_only = node.kind() == "list" && raw.len() > 4 && (raw.starts_with("**") && raw.ends_with("**") || raw.starts_with("__") && raw.ends_with("__")) && !raw[2..raw.len() - 2].contains("**") && last.text.split_whitespace().count() <= 6;
+    (t.ends_with(':') || bold_only).then_some(last)
 }
 
 /// `> [!type] title` on the quote's first line: the callout type, lowercased.

@@ -55,6 +55,8 @@ pub struct Reading {
     background: Vec<Range<usize>>,
     /// The note's status says it was accepted: its "Proposal" section is what was decided.
     pub accepted: bool,
+    /// The banner at the top, when there is one: the note's own current word about itself.
+    pub banner: Option<Range<usize>>,
 }
 
 /// Marks that say "no" on the line they stand on, and marks that say "not quite" when the note
@@ -114,7 +116,7 @@ const STRONG_CORRECTIONS: &[&[&str]] = &[
 const CHANGES: &[&str] = &[
     "now", "changed", "increased", "decreased", "raised", "lowered", "reduced", "reduce", "increase", "decrease", "cut", "moved",
     "switched", "stopped", "stop", "went", "bumped", "adjusted", "revised", "renegotiated", "upped", "halved", "doubled", "dropped",
-    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced", "new",
+    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced",
 ];
 
 /// Headings whose section corrects what came before.
@@ -354,7 +356,10 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     let words: Vec<&str> = bare.split_whitespace().collect();
-    let name_like = (1..=3).contains(&words.len())
+    // In a chat log, after a timestamp, a lowercase handle is a name too: "[10:02] dmitri:".
+    let stamped = name_start > start + lead;
+    let handle = stamped && words.len() == 1 && words[0].chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    let name_like = handle || (1..=3).contains(&words.len())
         && words.iter().all(|w| {
             let first = w.chars().next().unwrap_or(' ');
             (first.is_uppercase() || first == '@') && w.chars().skip(1).all(|c| c.is_alphabetic() || matches!(c, '.' | '-' | '\'' | '’'))
@@ -481,6 +486,19 @@ impl Reading {
             let heading_line = text[block.clone()].trim_start().starts_with('#') || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
             if !heading_line && (quoted || about_itself || toks.len() <= 8) {
                 if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
+                    r.banner = Some(block.clone());
+                    // "The durability section below reflects the pre-alpha build": that section only.
+                    let named = has(&toks, &["section", "part", "chapter"]).then(|| {
+                        headings.iter().enumerate().find(|(_, (_, h, u))| {
+                            h.start > block.end && norm_tokens(&u.text).iter().any(|t| t.len() > 3 && toks.contains(t))
+                        })
+                    });
+                    if let Some(Some((i, (level, h, _)))) = named {
+                        let end = headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, n, _)| n.start);
+                        let why = format!("in a section the note marks {w}: {}", quoted_text(&text[block.clone()]));
+                        r.governs.push(Governs { range: h.start..end, why, carrier: None, spares_background: false, word: None });
+                        continue;
+                    }
                     let carrier = content_start(text, first)..block_end;
                     // A callout's title ("> [!WARNING] Outdated") is what a claim restates.
                     let callout_title = text[first.clone()].find("]").filter(|_| text[first.clone()].contains("[!")).map(|i| first.start + i + 1..first.end);
@@ -547,7 +565,10 @@ impl Reading {
         {
             let from = if intro > body_start { body_start } else { after_title };
             let mut until = if intro > body_start { intro } else { headings.get(1).map_or(text.len(), |(_, h, _)| h.start) };
-            if let Some(first) = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
+            // The first block only, and not when the title already scopes the note ("Pricing — EU only").
+            let title_scopes = headings.first().is_some_and(|(l, _, u)| *l == 1 && heading_blocks(words, &u.text));
+            let first_block = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty());
+            if let Some(first) = first_block.filter(|l| !title_scopes && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
                 let c = content_start(text, first);
                 let carrier = couple::sentences(text, c..first.end).into_iter().next().unwrap_or(c..first.end);
                 let is_title = title.as_ref().is_some_and(|(_, r)| r.start <= carrier.start && carrier.start < r.end.max(r.start + 1));
@@ -859,11 +880,13 @@ impl Reading {
                     || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually"));
                 let change = CHANGES.iter().any(|w| toks.iter().any(|t| t == w));
                 let lexed = lex(t, &[]);
-                let quantities = lexed
+                // A number with its unit after it ("2.5 ml", "50 MB") or its currency before it ("£250").
+                let mut quantities: Vec<(String, String)> = lexed
                     .windows(2)
                     .filter(|w| w[0].kind == Kind::Number && (w[1].kind == Kind::Symbol || (w[1].kind == Kind::Word && w[1].norm.len() <= 4 && !NOT_A_SUBJECT.contains(&w[1].norm.as_str()))))
                     .map(|w| (w[0].norm.clone(), w[1].norm.clone()))
                     .collect();
+                quantities.extend(lexed.windows(2).filter(|w| w[0].kind == Kind::Symbol && w[1].kind == Kind::Number).map(|w| (w[1].norm.clone(), w[0].norm.clone())));
                 let mentions = lexed.iter().filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-')).map(|t| t.norm.clone()).collect();
                 Later {
                     label_id,
@@ -899,7 +922,7 @@ impl Reading {
                 let journal = s.date.is_some() && c.date.is_some() && s.date != c.date;
                 let names_date = s.date.as_ref().is_some_and(|d| c.mentions.iter().any(|m| m == &d.to_lowercase()));
                 let corrects = (c.strong && (enough || names_date || same_quantity))
-                    || (c.change && (same_quantity || (enough && (journal || numbers_differ))))
+                    || (c.change && (same_quantity || (enough && journal)))
                     || (journal && shared >= 1 && numbers_differ);
                 // "EDIT: this was wrong" right after a line: that line.
                 let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && text[s.range.end..c.range.start].matches('\n').count() <= 2;
@@ -927,7 +950,9 @@ impl Reading {
         for g in &self.governs {
             let inside = g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1);
             let on_carrier = g.carrier.as_ref().is_some_and(|c| c.start <= quote.start && quote.start <= c.end);
-            if !inside || on_carrier || (g.spares_background && in_background) {
+            // The banner is the note's current word about itself.
+            let in_banner = g.word.is_some() && self.banner.as_ref().is_some_and(|b| b.start <= quote.start && quote.start < b.end);
+            if !inside || on_carrier || in_banner || (g.spares_background && in_background) {
                 continue;
             }
             // A line that states the status itself ("Rejected at the March review") is the note's
@@ -1015,6 +1040,8 @@ impl Reading {
             || phrase_in(&around_toks, &["what", "could", "possibly", "go", "wrong"])
             || phrase_in(&around_toks, &["thanks", "a", "lot"])
             || phrase_in(&around_toks, &["how", "convenient"])
+            || phrase_in(&around_toks, &["love", "that", "for", "us"])
+            || around_toks.starts_with(&["sure".to_owned(), "and".to_owned()])
             || phrase_in(&around_toks, &["only", "joking"]);
         if sarcasm {
             out.push(Blocker { why: "marked as irony".into(), carrier: None });
@@ -1238,7 +1265,8 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
             }
         }
     }
-    let scope = (toks.first().is_some_and(|t| t == "all") && toks.len() <= 10 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume"]))
+    let convention = toks.first().is_some_and(|t| matches!(t.as_str(), "all" | "figures" | "prices" | "amounts" | "values" | "numbers" | "costs" | "times" | "dates" | "salaries" | "doses" | "weights" | "sizes" | "distances"));
+    let scope = (convention && toks.len() <= 10 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume", "gross", "net"]))
         || toks.last().is_some_and(|t| t == "only")
         || toks.first().is_some_and(|t| t == "only")
         || phrase_in(&toks, &["applies", "to"])

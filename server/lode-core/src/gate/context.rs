@@ -130,6 +130,8 @@ pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
     let next = toks.get(1).map_or("", String::as_str);
     let exempt = match toks.first().map_or("", String::as_str) {
         "old" if toks.iter().any(|w| matches!(w.as_str(), "vs" | "versus" | "compared")) => true,
+        // "When is the review?" asks; "When the extension is built" conditions.
+        "when" | "if" | "once" | "unless" | "assuming" | "in" if heading.trim_end().ends_with('?') => true,
         "when" | "how" => next == "to",
         "old" => matches!(next, "town" | "city" | "quarter" | "street" | "road" | "bridge" | "market" | "school" | "testament" | "english" | "norse" | "world" | "port" | "harbour" | "harbor"),
         "tried" => next == "and",
@@ -213,7 +215,12 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     // A line the note's legend confirms ("**bold** = confirmed") is asserted under a "Rumours"
     // heading or lead-in.
     let confirmed = reading.confirmed(st, quote);
+    let in_banner = reading.banner.as_ref().is_some_and(|b| b.start <= quote.start && quote.start < b.end);
     for h in &ctx.headings {
+        // The banner under a title says the status; the title's status does not block it.
+        if in_banner {
+            continue;
+        }
         // "## Is Redis faster? (no)": the lines under a question answered no restate what it
         // asked, unless they state the result.
         let ht = norm_tokens(&h.text);

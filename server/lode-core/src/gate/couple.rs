@@ -72,8 +72,10 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
                     j += 1;
                     continue;
                 }
-                if j + 1 < cs.len() && cs[j - 1].1.is_alphanumeric() && cs[j + 1].1.is_alphanumeric() {
-                    let (p, jc, n) = (cs[j - 1].1, cs[j].1, cs[j + 1].1);
+                // Invisible code points do not part a compound: "Re\u{200B}-titre" is "Re-titre".
+                let back = (i..j).rev().find(|&k| !crate::text::is_invisible(cs[k].1)).unwrap_or(j - 1);
+                if j + 1 < cs.len() && cs[back].1.is_alphanumeric() && cs[j + 1].1.is_alphanumeric() {
+                    let (p, jc, n) = (cs[back].1, cs[j].1, cs[j + 1].1);
                     let joins = match jc {
                         '-' | '_' | '\u{2011}' | '.' => true,
                         ',' | ':' => digit(p) && digit(n),
@@ -525,13 +527,21 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             return Err(format!("the number {:?} is qualified by {:?} in the source", toks[first].norm, p.norm));
         }
     }
+    // "Kids liked it more than the chickpea curry": a comparison the claim leaves out.
+    if let (Some(a), Some(b)) = (toks.get(last + 1), toks.get(last + 2)) {
+        if clause[last + 1] == clause[last] && COMPARATIVES.contains(&a.norm.as_str()) && matches!(b.norm.as_str(), "than" | "as") {
+            return Err(format!("the source goes on {:?} right after the quote, which the claim leaves out", format!("{} {}", a.norm, b.norm)));
+        }
+    }
     // "£6 a month more than the Sky deal", "18% lower": a quantity the source compares.
     let quantity_at_end = toks[first..=last].iter().rev().take(4).any(|t| t.kind == Kind::Number);
     if let Some(n) = toks.get(last + 1).filter(|n| quantity_at_end && clause[last + 1] == clause[last] && COMPARATIVES.contains(&n.norm.as_str())) {
         return Err(format!("the quantity at the end of the quote is compared ({:?}) in the source", n.norm));
     }
     if toks[last].kind == Kind::Number {
-        if let Some(n) = toks.get(last + 1).filter(|_| clause[last + 1] == clause[last]) {
+        // "back to 3 (the change to 5 in 2.8.0 …)": an aside in brackets, not the number's unit.
+        let aside = |n: &Tok| body[sent.clone()].get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "a" | "an" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
+        if let Some(n) = toks.get(last + 1).filter(|n| clause[last + 1] == clause[last] && !aside(n)) {
             if n.kind != Kind::Word || !AFTER_NUMBER_OK.contains(&n.norm.as_str()) {
                 return Err(format!("the number {:?} is followed by {:?} in the source", toks[last].norm, n.norm));
             }

@@ -406,6 +406,23 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let st = &parsed[version];
         context::blockers(st, &st.context(r.clone()), r, &claim.text, &cfg.words)
     };
+    // Addresses and look-alike words are compared whole: coupling does not read URLs as words
+    // (a link's destination is not prose), so a claim's URL, and a word it spells with letters of
+    // two scripts, must be in a cited quote as written (as a reader sees it).
+    let quoted: Vec<String> = spans.iter().map(|sp| crate::text::fold_for_reader(&eligible[&sp.version_id][sp.range.clone()])).collect();
+    let in_quotes = |w: &str| {
+        let w = crate::text::fold_for_reader(w);
+        quoted.iter().any(|q| q.contains(w.as_str()))
+    };
+    if let Some(url) = addresses(&claim.text).into_iter().find(|u| !in_quotes(u)) {
+        let reason = format!("the claim gives the address {url:?}, which the quotes do not");
+        return evidence_only(claim, spans, eligible, reason, format!("the address “{url}” is not in the quotes"), &parsed, &cfg.words);
+    }
+    if let Some(word) = mixed_script_word(&claim.text).filter(|w| !in_quotes(w)) {
+        let reason = format!("the claim writes “{word}” with letters of two scripts that look alike; the note does not say that");
+        let why = format!("the claim's “{word}” mixes letters of two scripts");
+        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+    }
     // Step 2: one quote carries the claim as its sentence says it, and the note presents that
     // sentence as an assertion (not under "Myths", not an open task, …).
     let mut why_not = String::new();
@@ -447,6 +464,13 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         spans[i].range = r;
         let why = context::why_of(&blocked);
         let reason = format!("the quote couples, but the note does not assert it: {why}");
+        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+    }
+    // A claim that spells a word with letters of two scripts ("pаypal.com" with a Cyrillic "а")
+    // names something the note does not; no model is asked to judge it.
+    if let Some(word) = mixed_script_word(&claim.text) {
+        let reason = format!("the claim writes “{word}” with letters of two scripts that look alike; the note does not say that");
+        let why = format!("the claim's “{word}” mixes letters of two scripts");
         return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
     }
     // Step 3: entailment of the claim by the cited sentences (not the bare quotes: a quote cut
@@ -535,6 +559,43 @@ fn not_evidence_problem(claim: &str, quote: &str, body: &str, regions: &[(Range<
         c.is_alphanumeric() && !hits.iter().any(|(r, k)| matches!(k, N::HtmlComment | N::Strikethrough) && r.contains(&at))
     });
     (!readable_left).then(|| format!("quote {:?} is {}, which the note does not assert", clip(quote), first_kind.describe()))
+}
+
+/// The web addresses a text spells out (`https://…`, `www.…`), without trailing punctuation.
+pub fn addresses(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '(' | ')' | '[' | ']' | '"' | '`'))
+        .filter(|w| w.contains("://") || w.starts_with("www."))
+        .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '*', '_']).to_owned())
+        .filter(|w| w.len() > 4)
+        .collect()
+}
+
+/// A word of `text` that mixes Latin letters with Cyrillic ones, or with Greek letters that look
+/// like Latin ones (`ο`, `ρ`, `ν`, capitals such as `Α`): a homoglyph, not a spelling. Words are
+/// split at hyphens and dots, so `α-synuclein` and `5 μs` are not.
+pub fn mixed_script_word(text: &str) -> Option<String> {
+    fn script(c: char) -> u8 {
+        match c {
+            'a'..='z' | 'A'..='Z' | '\u{00C0}'..='\u{024F}' => 1,
+            '\u{0400}'..='\u{052F}' => 2,
+            'ο' | 'ρ' | 'ν' | 'ι' | 'υ' | 'α' | 'κ' | 'τ' | 'χ' | 'Α' | 'Β' | 'Ε' | 'Ζ' | 'Η' | 'Ι' | 'Κ' | 'Μ' | 'Ν' | 'Ο' | 'Ρ' | 'Τ' | 'Υ' | 'Χ' => 3,
+            _ => 0,
+        }
+    }
+    text.split(|c: char| !(c.is_alphanumeric() || unicode_normalization::char::is_combining_mark(c)))
+        .find(|w| {
+            let mut seen = 0u8;
+            for c in w.chars() {
+                seen |= match script(c) {
+                    1 => 1,
+                    2 => 2,
+                    3 => 4,
+                    _ => 0,
+                };
+            }
+            seen & 1 == 1 && seen & 6 != 0
+        })
+        .map(str::to_owned)
 }
 
 /// Whether the claim presents the quote as code: a backtick span of the claim holds (part of) it.

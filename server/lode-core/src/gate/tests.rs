@@ -351,3 +351,21 @@ fn debug_reading() {
     let st = crate::structure::Structure::parse(&note);
     println!("{:#?}\n{:?}", st.reading(&GateConfig::default().words), st.heading_list());
 }
+
+#[test]
+fn a_homoglyph_claim_is_not_verified_even_by_a_model() {
+    let note = "Phishing report\n\nThe real login page is paypal.com.\n";
+    let el: Eligible = HashMap::from([("v".to_owned(), note)]);
+    let c = |text: &str| Claim { text: text.into(), support: vec![Support { version_id: "v".into(), quoted_span: "The real login page is paypal.com.".into() }] };
+    let calls = Rc::new(Cell::new(0));
+    // A model that entails everything is never asked about a claim with a Cyrillic "а".
+    let mut scorer = ScorerSlot::Loaded(Box::new(Fixed(0.99, calls.clone())));
+    let out = check_one(c("The real login page is p\u{0430}ypal.com"), &el, &mut scorer, &GateConfig::default());
+    let Outcome::EvidenceOnly(e) = out else { panic!("{out:?}") };
+    assert!(e.why.contains("two scripts"), "{}", e.why);
+    assert_eq!(calls.get(), 0);
+    // The same claim in Latin letters couples; Greek used as Greek does not trip the check.
+    assert!(matches!(check_one(c("The real login page is paypal.com"), &el, &mut scorer, &GateConfig::default()), Outcome::Verified(_)));
+    assert_eq!(mixed_script_word("α-synuclein at 5 μs and 10 μM"), None);
+    assert_eq!(mixed_script_word("g\u{03BF}\u{03BF}gle.com").as_deref(), Some("g\u{03BF}\u{03BF}gle"));
+}
