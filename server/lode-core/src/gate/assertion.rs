@@ -330,23 +330,22 @@ fn numbers(text: &str) -> Vec<String> {
 /// name's range.
 fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     // A task's assignee (`- [x] @li: booked the venue`) is an action item, not a turn.
-    if text[line.clone()].trim_start().trim_start_matches(['-', '*', '+', ' ']).starts_with('[') {
+    let item = text[line.clone()].trim_start();
+    let after_marker = ["- ", "* ", "+ "].iter().find_map(|m| item.strip_prefix(m)).unwrap_or(item).trim_start();
+    if after_marker.len() >= 4 && after_marker.starts_with('[') && after_marker.as_bytes()[2] == b']' {
         return None;
     }
     let start = content_start(text, line);
     let s = &text[start..line.end];
-    let colon = s.find(':')?;
+    // A timestamp before the name, inside emphasis or not: `[00:12]`, `**(10:02) ana:**`.
+    let lead_marks = s.len() - s.trim_start_matches(['*', '_']).len();
+    let stamp_end = if s[lead_marks..].starts_with(['[', '(']) { s[lead_marks..].find([']', ')']).map_or(0, |c| lead_marks + c + 1) } else { 0 };
+    let colon = stamp_end + s[stamp_end..].find(':')?;
     if colon == 0 || colon > 48 || s[colon + 1..].starts_with(|c: char| c.is_ascii_digit() || c == '/') {
         return None;
     }
-    let mut name_start = start;
-    let mut label = &s[..colon];
-    // A timestamp before the name: `[00:12]`, `00:12:05`, `(10:02)`.
-    if label.starts_with(['[', '(']) {
-        let close = label.find([']', ')'])?;
-        name_start += close + 1;
-        label = &label[close + 1..];
-    }
+    let mut name_start = start + stamp_end;
+    let label = &s[stamp_end..colon];
     let lead = label.len() - label.trim_start_matches(['*', '_', ' ']).len();
     let name = label.trim_start_matches(['*', '_', ' ']).trim_end_matches(['*', '_', ' ']);
     name_start += lead;
@@ -357,7 +356,7 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     }
     let words: Vec<&str> = bare.split_whitespace().collect();
     // In a chat log, after a timestamp, a lowercase handle is a name too: "[10:02] dmitri:".
-    let stamped = name_start > start + lead;
+    let stamped = stamp_end > 0;
     let handle = stamped && words.len() == 1 && words[0].chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
     let name_like = handle || (1..=3).contains(&words.len())
         && words.iter().all(|w| {
@@ -908,9 +907,24 @@ impl Reading {
         let mut superseded: Vec<Option<usize>> = vec![None; later.len()];
         for i in (0..later.len()).rev() {
             let s = &later[i];
-            for (j, c) in later.iter().enumerate().skip(i + 1) {
-                if c.range.start < s.range.end || superseded[j].is_some() || s.past {
+            // Later in time: later in the note, or, between dated entries, a later date (a
+            // changelog lists the newest first).
+            let iso = |d: &Option<String>| d.as_ref().filter(|d| d.len() >= 7 && d.as_bytes()[..4].iter().all(u8::is_ascii_digit)).cloned();
+            for (j, c) in later.iter().enumerate() {
+                if j == i || superseded[j].is_some() || s.past {
                     continue;
+                }
+                match (iso(&s.date), iso(&c.date)) {
+                    (Some(a), Some(b)) if a != b => {
+                        if b < a {
+                            continue;
+                        }
+                    }
+                    _ => {
+                        if c.range.start < s.range.end {
+                            continue;
+                        }
+                    }
                 }
                 if s.label_id.is_some() && c.label_id.is_some() && s.label_id != c.label_id {
                     continue;
@@ -925,7 +939,7 @@ impl Reading {
                     || (c.change && (same_quantity || (enough && journal)))
                     || (journal && shared >= 1 && numbers_differ);
                 // "EDIT: this was wrong" right after a line: that line.
-                let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && text[s.range.end..c.range.start].matches('\n').count() <= 2;
+                let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && c.range.start >= s.range.end && text[s.range.end..c.range.start].matches('\n').count() <= 2;
                 if corrects || adjacent {
                     superseded[i] = Some(j);
                     break;
@@ -1043,6 +1057,10 @@ impl Reading {
             || phrase_in(&around_toks, &["love", "that", "for", "us"])
             || around_toks.starts_with(&["sure".to_owned(), "and".to_owned()])
             || phrase_in(&around_toks, &["only", "joking"]);
+        // "… was a *great* idea. Truly.": a one-word affirmation after a sentence.
+        let after = &text[sentence.end.min(text.len())..line.end.max(sentence.end).min(text.len())];
+        let next_word: Vec<String> = norm_tokens(after.split(['.', '!']).next().unwrap_or(""));
+        let sarcasm = sarcasm || (next_word.len() == 1 && matches!(next_word[0].as_str(), "truly" | "totally" | "classic" | "brilliant" | "fantastic" | "perfect" | "wonderful" | "lovely" | "splendid" | "genius") && after.trim_start().split(['.', '!']).next().is_some_and(|w| w.trim().len() < 12) && after.contains(['.', '!']));
         if sarcasm {
             out.push(Blocker { why: "marked as irony".into(), carrier: None });
         }
@@ -1341,7 +1359,7 @@ mod tests {
                 "# Release sync\n\nAttendees: Ana, Ben\n\n**Ana:** we should ship on Friday.\n**Decision:** ship on Tuesday.\n",
                 "Ana: we should ship on Friday",
                 &["Ana", "we should ship on Friday."],
-                "verified in Release sync › Attendees: | Release sync › Ana: › Ana, in the meeting",
+                "verified in Release sync | Release sync › Ana: › Ana, in the meeting",
             ),
             (
                 "# Flat\n\nRent: €1,150 per month.\n\nDeposit: three months.\n\n**Update 2026-03:** landlord raised rent to €1,240 per month.\n",

@@ -540,7 +540,7 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     }
     if toks[last].kind == Kind::Number {
         // "back to 3 (the change to 5 in 2.8.0 …)": an aside in brackets, not the number's unit.
-        let aside = |n: &Tok| body[sent.clone()].get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "a" | "an" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
+        let aside = |n: &Tok| body.get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "a" | "an" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
         if let Some(n) = toks.get(last + 1).filter(|n| clause[last + 1] == clause[last] && !aside(n)) {
             if n.kind != Kind::Word || !AFTER_NUMBER_OK.contains(&n.norm.as_str()) {
                 return Err(format!("the number {:?} is followed by {:?} in the source", toks[last].norm, n.norm));

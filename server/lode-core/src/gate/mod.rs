@@ -429,7 +429,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     let mut structural: Option<(usize, Range<usize>, Vec<context::Blocker>)> = None;
     for i in 0..spans.len() {
         for r in &places[i] {
-            match couple::couple(&claim.text, eligible[&spans[i].version_id], r) {
+            match couple_claim(&claim.text, eligible[&spans[i].version_id], r) {
                 Ok(()) => {
                     let blocked = blockers_at(&spans[i].version_id, r);
                     if blocked.is_empty() {
@@ -441,6 +441,26 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
                 Err(e) if why_not.is_empty() => why_not = e,
                 Err(_) => {}
             }
+        }
+    }
+    // Quotes that follow one another in the note with nothing readable between them (a link's
+    // label and the words after it, a speaker's name and the turn) read as one quote.
+    if let Some(chain) = adjacent_chain(&spans, &places, eligible) {
+        let version = spans[0].version_id.clone();
+        let union = chain[0].start..chain[chain.len() - 1].end;
+        match couple_claim(&claim.text, eligible[&version], &union) {
+            Ok(()) => {
+                for (sp, r) in spans.iter_mut().zip(&chain) {
+                    sp.range = r.clone();
+                }
+                let blocked = blockers_at(&version, &union);
+                if blocked.is_empty() {
+                    return verified(claim, spans, Verification::Coupled { span: 0 }, &parsed, &cfg.words);
+                }
+                structural.get_or_insert((0, chain[0].clone(), blocked));
+            }
+            Err(e) if why_not.is_empty() => why_not = e,
+            Err(_) => {}
         }
     }
     // A claim that restates the line's context with it: "If the cache is cold: expect …",
@@ -502,6 +522,50 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         Err(e) => format!("not carried by one quote ({why_not}), and {e}"),
     };
     evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed, &cfg.words)
+}
+
+/// Step 2 for one quote: the claim couples, or, when it says several sentences, each of them
+/// couples inside the quote.
+fn couple_claim(claim: &str, body: &str, quote: &Range<usize>) -> Result<(), String> {
+    let first = couple::couple(claim, body, quote);
+    if first.is_ok() {
+        return first;
+    }
+    let parts = couple::sentences(claim, 0..claim.len());
+    if parts.len() < 2 {
+        return first;
+    }
+    for p in &parts {
+        couple::couple(&claim[p.clone()], body, quote)?;
+    }
+    Ok(())
+}
+
+/// One place per quote, in the quotes' order, each right after the one before with nothing a
+/// reader reads between them (markup, punctuation, a link's destination) on one line, and not
+/// across table cells, all in one version.
+fn adjacent_chain(spans: &[LocatedSpan], places: &[Vec<Range<usize>>], eligible: &Eligible<'_>) -> Option<Vec<Range<usize>>> {
+    if spans.len() < 2 || !spans.windows(2).all(|w| w[0].version_id == w[1].version_id) {
+        return None;
+    }
+    let body = eligible[&spans[0].version_id];
+    for start in &places[0] {
+        let mut chain = vec![start.clone()];
+        for ps in &places[1..] {
+            let prev = chain[chain.len() - 1].end;
+            let next = ps.iter().find(|r| {
+                r.start >= prev && r.start - prev <= 200 && body.get(prev..r.start).is_some_and(|gap| !gap.contains(['|', '\n']) && !couple::readable(gap).chars().any(char::is_alphanumeric))
+            });
+            match next {
+                Some(r) => chain.push(r.clone()),
+                None => break,
+            }
+        }
+        if chain.len() == places.len() {
+            return Some(chain);
+        }
+    }
+    None
 }
 
 /// The parsed structure of each cited version, by version id.
