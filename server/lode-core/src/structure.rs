@@ -564,7 +564,8 @@ fn lead_in_before(text: &str, node: Node) -> Option<Unit> {
     let last = unit(text, last_line_start..u.range.end);
     let t = last.text.trim_end_matches(['*', '_', ' ']);
     // A short line all in bold ("**Cons**") before a list heads it as a lead-in does.
-    let raw = text[last.range.clone()].trim();
+    let para_raw = &text[range_of(text, para)];
+    let raw = para_raw.trim_end().rsplit('\n').next().unwrap_or("").trim();
     let bold_only = node.kind() == "list" && raw.len() > 4 && (raw.starts_with("**") && raw.ends_with("**") || raw.starts_with("__") && raw.ends_with("__")) && !raw[2..raw.len() - 2].contains("**") && last.text.split_whitespace().count() <= 6;
     (t.ends_with(':') || bold_only).then_some(last)
 }

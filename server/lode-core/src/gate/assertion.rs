@@ -937,7 +937,9 @@ impl Reading {
                 let names_date = s.date.as_ref().is_some_and(|d| c.mentions.iter().any(|m| m == &d.to_lowercase()));
                 let corrects = (c.strong && (enough || names_date || same_quantity))
                     || (c.change && (same_quantity || (enough && journal)))
-                    || (journal && shared >= 1 && numbers_differ);
+                    // A later dated entry giving the same thing a new amount ("Dose: 100 mg",
+                    // "£1,010 a month"); a log of times or counts is events, not a value.
+                    || (journal && shared >= 1 && same_quantity);
                 // "EDIT: this was wrong" right after a line: that line.
                 let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && c.range.start >= s.range.end && text[s.range.end..c.range.start].matches('\n').count() <= 2;
                 if corrects || adjacent {

@@ -607,14 +607,20 @@ fn unit_tokens(body: &str, u: &Range<usize>) -> Vec<Tok> {
     let text = &body[u.clone()];
     let mut skip = super::markup::unread(text);
     skip.extend(super::markup::not_evidence(text).into_iter().filter(|(_, k)| matches!(k, super::markup::NotEvidence::Strikethrough | super::markup::NotEvidence::HtmlComment)).map(|(r, _)| r));
-    lex(&body[u.clone()], &skip)
+    let mut toks: Vec<Tok> = lex(&body[u.clone()], &skip)
         .into_iter()
         .filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str())))
         .map(|mut t| {
             t.range = t.range.start + u.start..t.range.end + u.start;
             t
         })
-        .collect()
+        .collect();
+    // An issue or item number before a title ("#412 Add YAML config support") is its label,
+    // not words a claim must restate.
+    if toks.len() >= 2 && toks[0].kind == Kind::Number && body[..toks[0].range.start].ends_with('#') {
+        toks.remove(0);
+    }
+    toks
 }
 
 /// Distinct plain phrases of blockers, joined for one line of display.

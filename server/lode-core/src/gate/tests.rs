@@ -252,6 +252,14 @@ const KNOWN_LOSSES: &[(&str, &str)] = &[
     ("It arrived broken.", "irony"),
     // A quotation the author then endorses ("Agreed, …") across a retraction-like attribution.
     ("Rinse rice before cooking to remove excess starch.", "clipped source, endorsed"),
+    // "EDIT:" as the next sentence takes a sentence back, whatever the edit is about.
+    ("Bake at 230 °C for 15 min, then 200 °C for 20 min.", "an edit about something else"),
+    // A title that scopes the note ("Pricing — EU region only") scopes every line of it.
+    ("US pricing is in a separate note.", "a line outside the title's scope"),
+    // A claim restating a scope that comes after the line, in the note's order.
+    ("Falls per person-year dropped from 1.8 to 1.1; all figures above are from the 2022 pilot at Riverside only.", "a scope after the line"),
+    // "Figures are gross, per month unless marked": a line that marks its own unit.
+    ("Company B: €68,000/yr base; no bonus; 4-day week.", "an exception to a scope"),
 ];
 
 #[test]
@@ -268,11 +276,12 @@ fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
         "note-elsewhere.jsonl",
         "note-unicode.jsonl",
         "note-heldout.jsonl",
+        "note-heldout-2.jsonl",
     ];
     let rows: Vec<Row> = files.into_iter().flat_map(adversarial_rows).collect();
-    assert!(rows.len() >= 1880, "the adversarial files have {} rows", rows.len());
+    assert!(rows.len() >= 2070, "the adversarial files have {} rows", rows.len());
     let mut failures = Vec::new();
-    for r in rows.iter().filter(|r| !KNOWN_LOSSES.iter().any(|(c, _)| *c == r.claim)) {
+    for r in &rows {
         let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
         let c = Claim {
             text: r.claim.clone(),
@@ -280,6 +289,13 @@ fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
         };
         let outcome = check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default());
         let accepted = matches!(outcome, Outcome::Verified(_));
+        // A known loss still shows its evidence; when it verifies, the list is out of date.
+        if KNOWN_LOSSES.iter().any(|(c, _)| *c == r.claim) {
+            if !matches!(outcome, Outcome::EvidenceOnly(_)) {
+                failures.push(format!("[{}] known loss no longer evidence only (update KNOWN_LOSSES): {:?}", r.class, r.claim));
+            }
+            continue;
+        }
         // A faithful paraphrase is the entailment step's: without a model its evidence is shown.
         if r.paraphrase {
             if !matches!(outcome, Outcome::EvidenceOnly(_)) {
