@@ -109,7 +109,7 @@ const CORRECTION_OPENERS: &[&str] = &[
 const STRONG_CORRECTIONS: &[&[&str]] = &[
     &["turned", "out"], &["turns", "out"], &["no", "longer"], &["not", "true"], &["rolled", "back"], &["scratch", "that"], &["never", "mind"],
     &["should", "read"], &["reverted"], &["superseded"], &["retracted"], &["incorrect"], &["wrong"], &["anymore"], &["mistaken"],
-    &["disregard"], &["erratum"], &["correction"], &["corrected"], &["misread"], &["typo"], &["faulty"], &["was", "false"],
+    &["disregard"], &["erratum"], &["correction"], &["misread"], &["typo"], &["faulty"], &["was", "false"],
 ];
 
 /// Words by which a later line changes a value ("raised to", "now", "instead").
@@ -812,6 +812,25 @@ impl Reading {
             .filter(|s| !text[s.clone()].trim_start().starts_with(['#', '|', '`', '~']) && !text[s.clone()].trim_start().starts_with("[^"))
             .collect();
         let line_at = |at: usize| ls.iter().find(|l| l.start <= at && at <= l.end).cloned().unwrap_or(at..at);
+        // The block (paragraph, list item, heading, row) each line belongs to: a change in the same
+        // paragraph ("X reduced A by 55%. Y increased B by 24%.") reports, it does not correct.
+        let mut block_of_line: Vec<usize> = Vec::with_capacity(ls.len());
+        let mut block = 0usize;
+        let mut blank = true;
+        for l in ls {
+            let t = text[l.clone()].trim_start();
+            let opens = t.starts_with(['-', '*', '+', '#', '|', '>']) || t.starts_with(|c: char| c.is_ascii_digit()) && t.contains(". ");
+            if t.is_empty() {
+                blank = true;
+            } else {
+                if blank || opens {
+                    block += 1;
+                }
+                blank = false;
+            }
+            block_of_line.push(block);
+        }
+        let block_at = |at: usize| ls.iter().position(|l| l.start <= at && at <= l.end).map_or(0, |k| block_of_line[k]);
         // The date a sentence is dated by: its line's leading date, or its innermost dated heading.
         let dated = |s: &Range<usize>| -> Option<String> {
             let line = line_at(s.start);
@@ -837,6 +856,7 @@ impl Reading {
                 && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'))
         };
         struct Later {
+            block: usize,
             /// A numbered label ("Stop 4", "Day 3"): another number is another subject.
             label_id: Option<String>,
             /// The sentence says it is history ("used to", "previously").
@@ -888,6 +908,7 @@ impl Reading {
                 quantities.extend(lexed.windows(2).filter(|w| w[0].kind == Kind::Symbol && w[1].kind == Kind::Number).map(|w| (w[1].norm.clone(), w[0].norm.clone())));
                 let mentions = lexed.iter().filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-')).map(|t| t.norm.clone()).collect();
                 Later {
+                    block: block_at(s.start),
                     label_id,
                     past: phrase_in(&toks, &["used", "to"]) || has(&toks, &["previously", "formerly", "originally", "initially"]),
                     range: s.clone(),
@@ -935,8 +956,9 @@ impl Reading {
                 let same_quantity = c.quantities.iter().any(|(n, u)| s.quantities.iter().any(|(m, v)| u == v && n != m));
                 let journal = s.date.is_some() && c.date.is_some() && s.date != c.date;
                 let names_date = s.date.as_ref().is_some_and(|d| c.mentions.iter().any(|m| m == &d.to_lowercase()));
+                let apart = c.block != s.block || journal;
                 let corrects = (c.strong && (enough || names_date || same_quantity))
-                    || (c.change && (same_quantity || (enough && journal)))
+                    || (c.change && apart && ((same_quantity && shared >= 1) || (enough && journal)))
                     // A later dated entry giving the same thing a new amount ("Dose: 100 mg",
                     // "£1,010 a month"); a log of times or counts is events, not a value.
                     || (journal && shared >= 1 && same_quantity);

@@ -633,6 +633,8 @@ fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
         "session", "sessions", "serving", "servings", "annum", "share", "shares", "page", "pages", "request", "requests",
         "household", "households", "kilogram", "litre", "liter", "gram", "meter", "metre", "mg", "ml", "kwh", "gb", "mb",
         "million", "thousand", "hundred", "billion", "live", "births", "admission", "admissions", "case", "cases",
+        // "per one standard deviation", "per each": a rate by a number word.
+        "one", "two", "three", "ten", "each", "every", "standard", "sd", "increment", "increase", "doubling", "log",
     ];
     !(n.kind == Kind::Number || UNITS.contains(&n.norm.as_str()) || n.norm.contains("-years"))
         || body[n.range.clone()].starts_with(|c: char| c.is_uppercase()) && n.kind == Kind::Word && !UNITS.contains(&n.norm.as_str())
