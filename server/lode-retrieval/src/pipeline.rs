@@ -551,6 +551,13 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
         let ids: Vec<String> = hits.iter().filter(|h| h.hit.source == lode_store::Source::Shared).map(|h| h.hit.version_id.clone()).collect();
         if !ids.is_empty() {
             let t = Instant::now();
+            // What the tier holds now for these notes: what a citation into it is checked against.
+            let heads: Vec<(String, Option<String>)> = hits
+                .iter()
+                .filter(|h| h.hit.source == lode_store::Source::Shared)
+                .filter_map(|h| sh.rel_of(&h.hit.path).map(|rel| (rel, Some(h.hit.version_id.clone()))))
+                .collect();
+            let _ = store.remember_shared_heads(&sh.config().uri, sh.publish().seq, &heads);
             let failed = sh.keep_bodies(store, &ids);
             if let Some((_, e)) = failed.first() {
                 let gone: HashSet<&str> = failed.iter().map(|(id, _)| id.as_str()).collect();

@@ -218,7 +218,17 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     // Kept in the member's cache (HOME is the vault in these tests), never in the vault.
     let _ = std::fs::remove_dir_all(m.join(".cache/lode/shared-versions"));
     let link = lode_core::citation::render("answers.md", first_cite["path"].as_str().unwrap(), first_cite["line"].as_u64().unwrap() as usize, first_cite["short_id"].as_str().unwrap(), first_cite["start"].as_u64().unwrap() as usize..first_cite["end"].as_u64().unwrap() as usize);
-    let note = format!("# Answers\n\nThe quorum {link}\n");
+    // And two citations of the runbook as published before the change: of the line that changed
+    // (drifted since) and of one that did not (moved to a newer version: re-pin).
+    let old_id = lode_store::version_id(runbook.as_bytes());
+    let cite_runbook = |needle: &str| {
+        let at = runbook.find(needle).unwrap_or_else(|| panic!("{needle:?} in the runbook"));
+        let line = runbook[..at].matches('\n').count() + 1;
+        lode_core::citation::render("answers.md", &format!("s3://team-docs/handbook/{RUNBOOK}"), line, &old_id[..12], at..at + needle.len())
+    };
+    let kept_line = runbook.lines().find(|l| l.len() > 30 && !l.contains("quorum") && changed.contains(*l)).expect("an unchanged line").trim().to_owned();
+    let (drifted_link, moved_link) = (cite_runbook("Since 2026-02-27 the quorum is 2"), cite_runbook(&kept_line));
+    let note = format!("# Answers\n\nThe quorum {link}\n\nThe runbook said {drifted_link}\n\nIt also says {moved_link}\n");
     std::fs::write(m.join("answers.md"), &note).unwrap();
     let env = [("AWS_ACCESS_KEY_ID", "lode-test"), ("AWS_SECRET_ACCESS_KEY", "lode-test-secret"), ("AWS_REGION", "us-east-1")];
     // HOME at the vault, as for `lode` above: the approval and the store's binding are there.
@@ -234,7 +244,7 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     // network), not unknown.
     let diags = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["diagnostics"].as_array().is_some_and(|d| !d.is_empty())).unwrap();
     let codes: Vec<&str> = diags["params"]["diagnostics"].as_array().unwrap().iter().filter_map(|d| d["code"].as_str()).collect();
-    assert_eq!(codes, ["lode.shared-unchecked"], "{diags}");
+    assert_eq!(codes, ["lode.shared-unchecked"; 3], "{diags}");
     let col = note.lines().nth(2).unwrap().find("lode ").unwrap();
     let hover = c.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": col}})).unwrap();
     let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
@@ -242,8 +252,34 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     assert!(shown.contains(quote.split_whitespace().take(6).collect::<Vec<_>>().join(" ").as_str()), "hover shows the pinned quote {quote:?}: {hover}");
     let kept = std::fs::read_dir(m.join(".cache/lode/shared-versions")).unwrap().flatten().any(|d| d.path().join(first_cite["version_id"].as_str().unwrap()).is_file());
     assert!(kept && !m.join(".lode/shared-versions").exists(), "the cited bytes are kept, in the user's cache");
-    assert!(shown.contains("`s3://team-docs/handbook/") && shown.contains("a version of the team's shared index"), "hover names the tier: {shown}");
+    assert!(shown.contains("`s3://team-docs/handbook/"), "hover names the tier: {shown}");
     assert!(!shown.contains("deleted"), "{shown}");
+    // Hovering the runbook's citations asks the tier which version of the runbook it holds now
+    // (publish 3, the quorum changed): each is checked against it as a local citation is against
+    // its note's head, in the hover and in diagnostics published right after it — and again after
+    // the note is closed and reopened (what the tier held is remembered: no request on that path).
+    let code_of = |m: &Value| m["params"]["diagnostics"].as_array().into_iter().flatten().filter_map(|d| d["code"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    let address = format!("s3://team-docs/handbook/{RUNBOOK}");
+    for (line, want) in [(4, format!("**drifted**: no longer in the current version of {address}")), (6, format!("still in the current version of {address}"))] {
+        let col = note.lines().nth(line).unwrap().find("lode ").unwrap();
+        let hover = c.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": col}})).unwrap();
+        let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default();
+        assert!(shown.contains(&want), "hover checks the tier's current version ({want}): {shown}");
+    }
+    let after = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && code_of(m).contains(&"lode.drifted".to_owned()) && code_of(m).contains(&"lode.older-version".to_owned())).unwrap();
+    let hint = after["params"]["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "lode.older-version").unwrap().clone();
+    assert_eq!(hint["data"]["path"].as_str(), Some(address.as_str()), "{hint}");
+    c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}})).unwrap();
+    c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 2, "text": note}})).unwrap();
+    let reopened = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["version"] == 2).unwrap();
+    let mut codes = code_of(&reopened);
+    codes.sort();
+    assert_eq!(codes, ["lode.drifted", "lode.older-version"], "after a reopen: {reopened}");
+    // The hint offers to re-pin the citation to the tier's current version.
+    let hint = reopened["params"]["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "lode.older-version").unwrap().clone();
+    let actions = c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": hint["range"], "context": {"diagnostics": [hint]}})).unwrap();
+    let titles: Vec<&str> = actions["result"].as_array().into_iter().flatten().filter_map(|a| a["title"].as_str()).collect();
+    assert!(titles.iter().any(|t| t.starts_with("Re-pin")), "{actions}");
     // The editor's status shows the tier the hover opened: its newest publish.
     let status = c.request("lode/status", json!({})).unwrap();
     let shared = &status["result"]["shared"];

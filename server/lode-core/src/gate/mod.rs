@@ -574,12 +574,18 @@ type Parsed<'t> = HashMap<String, structure::Structure<'t>>;
 fn with_breadcrumbs(spans: &mut [LocatedSpan], parsed: &Parsed<'_>, words: &context::ContextWords) {
     for s in spans {
         if let Some(st) = parsed.get(&s.version_id) {
-            let mut parts = vec![st.context(s.range.clone()).breadcrumb()];
-            parts.extend(st.reading(words).describe(&s.range));
-            parts.retain(|p| !p.is_empty());
-            s.context = parts.join(" › ");
+            s.context = breadcrumb(st, &s.range, words);
         }
     }
+}
+
+/// What a reader sees around `range` in one line: the structure (`Hiking kit › Myths`) and what
+/// the note as a whole says of it (`the note's status is “rejected”`, `Ana, in the meeting`).
+pub fn breadcrumb(st: &structure::Structure<'_>, range: &Range<usize>, words: &context::ContextWords) -> String {
+    let mut parts = vec![st.context(range.clone()).breadcrumb()];
+    parts.extend(st.reading(words).describe(range));
+    parts.retain(|p| !p.is_empty());
+    parts.join(" › ")
 }
 
 fn verified(claim: Claim, mut spans: Vec<LocatedSpan>, verification: Verification, parsed: &Parsed<'_>, words: &context::ContextWords) -> Outcome {

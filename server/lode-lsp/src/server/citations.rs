@@ -130,8 +130,13 @@ impl Backend {
         };
         let readers = state.readers.clone();
         let shared = state.settings.ask.shared.clone();
+        // Whether the hover learned what the team's tier holds now: the note's diagnostics are
+        // then published again, so the citation shows its drift at once.
+        let learned = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let learned_in = learned.clone();
         crate::isolation::fault("hover-async");
         let md = blocking(move || {
+            let learned = learned_in;
             let store = readers.get()?;
             crate::isolation::fault("hover");
             let c = match full_id(&store, &c, shared.as_deref())? {
@@ -155,8 +160,13 @@ impl Backend {
                     (at, title, "from the team's shared index".to_owned())
                 }
             };
-            let head = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?;
-            let what = if path.contains("://") { "snapshot" } else { "note" };
+            if let (true, Some(tier)) = (team, shared.as_deref()) {
+                learn_tier_head(&store, &c, tier);
+                learned.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            let shared_uri = shared.as_ref().map(|t| t.config().uri.clone());
+            let head = current_head(&store, &c, shared_uri.as_deref())?;
+            let what = if path.contains("://") && !team { "snapshot" } else { "note" };
             let status = match head {
                 None if team => "a version of the team's shared index, checked against its id".to_owned(),
                 Some((_, h)) if h == c.version_id => format!("the {what}'s current version"),
@@ -174,7 +184,7 @@ impl Backend {
             let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
             // What the gate saw around the quote: headings, lead-in, task, table, footnotes.
             let text = String::from_utf8_lossy(&body);
-            let crumb = lode_core::structure::Structure::parse(&text).context(c.span.clone()).breadcrumb();
+            let crumb = lode_core::gate::breadcrumb(&lode_core::structure::Structure::parse(&text), &c.span, &lode_core::gate::context::ContextWords::built_in());
             let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
             Ok(format!(
                 "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, {indexed} · {status}{rung}",
@@ -182,6 +192,9 @@ impl Backend {
             ))
         })
         .await?;
+        if learned.load(std::sync::atomic::Ordering::Relaxed) {
+            self.publish_citation_diagnostics(params.text_document_position_params.text_document.uri.clone()).await;
+        }
         Ok(Some(Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value: md }), range: Some(range) }))
     }
 
@@ -202,9 +215,15 @@ impl Backend {
                 return Err(format!("version {} is not in this vault's history", &c.version_id[..12]));
             };
             let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
-            // A snapshot's text has no file: the current snapshot when the quote is still in it,
-            // else the cited one, each materialized read-only.
-            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.filter(|(p, _)| p.contains("://")) {
+            if let Some(tier) = shared.as_deref() {
+                if store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.is_none() {
+                    learn_tier_head(&store, &c, tier);
+                }
+            }
+            let shared_uri = shared.as_ref().map(|t| t.config().uri.clone());
+            // A snapshot's (or a shared note's) text has no file: the current one when the quote
+            // is still in it, else the cited one, each materialized read-only.
+            if let Some((path, head)) = current_head(&store, &c, shared_uri.as_deref())?.filter(|(p, _)| p.contains("://")) {
                 let hb = store.version_body(&head).map_err(|e| e.to_string())?.unwrap_or_default();
                 let ht = String::from_utf8_lossy(&hb).into_owned();
                 if let Some((r, _)) = lode_core::gate::locate(&ht, &quote) {
@@ -335,6 +354,47 @@ impl Bodies {
     }
 }
 
+/// The note a cited version belongs to and that note's current version: in the vault's history,
+/// or, for a citation into the team's shared tier (`shared_uri`), as the tier last showed it
+/// (remembered when an answer or a hover read the tier: no request is made here). The path of
+/// a tier note is its address (`s3://…/runbook.md`).
+pub(super) fn current_head(
+    store: &Store,
+    c: &lode_core::citation::CitationLink,
+    shared_uri: Option<&str>,
+) -> std::result::Result<Option<(String, String)>, String> {
+    if let Some(local) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
+        return Ok(Some(local));
+    }
+    let Some(uri) = shared_uri.filter(|u| lode_retrieval::shared::in_tier(&c.target, u)) else { return Ok(None) };
+    let Some(rel) = tier_rel(&c.target, uri) else { return Ok(None) };
+    Ok(store.shared_head(uri, &rel).and_then(|(head, _)| head).map(|h| (format!("{}/{rel}", uri.trim_end_matches('/')), h)))
+}
+
+/// The note of the tier a citation's target names, decoded as citations write it.
+fn tier_rel(target: &str, uri: &str) -> Option<String> {
+    let rest = target.split('#').next()?.strip_prefix(uri.trim_end_matches('/'))?.strip_prefix('/')?;
+    (!rest.is_empty()).then(|| lode_core::nav::percent_decode(rest))
+}
+
+/// Asks the tier which version of the cited note it holds now, remembers it and keeps its
+/// text, so the citation is checked like a local one (hover and goto: the network is allowed
+/// there, not on the diagnostics path). Failures leave things as they were.
+fn learn_tier_head(store: &Store, c: &lode_core::citation::CitationLink, tier: &lode_retrieval::shared::SharedTier) {
+    let uri = tier.config().uri.clone();
+    if !lode_retrieval::shared::in_tier(&c.target, &uri) {
+        return;
+    }
+    let Some(rel) = tier_rel(&c.target, &uri) else { return };
+    let Ok(ix) = tier.get() else { return };
+    if let Ok(head) = ix.head_of(&rel) {
+        if let Some(h) = &head {
+            let _ = ix.keep_bodies(store, std::slice::from_ref(h));
+        }
+        let _ = store.remember_shared_heads(&uri, ix.publish().seq, &[(rel, head)]);
+    }
+}
+
 /// What a citation's diagnostic says (its range is the caller's): nothing while the quote is
 /// in its note's head version, else the drift or the move. A citation of the team's shared
 /// tier (`shared_uri`) whose version is not kept here yet is not fetched for a diagnostic (the
@@ -378,13 +438,17 @@ fn citation_verdict(
         return Ok(unknown(format!("cited version {} is not in this vault's history", &c.version_id[..12])));
     };
     let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
-    let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? else {
+    let Some((path, head)) = current_head(store, c, shared_uri)? else {
         return Ok(None);
     };
     if head == c.version_id {
         return Ok(None);
     }
-    let head_body = bodies.get(store, &head)?.unwrap_or_default();
+    // The tier's current version of the note is known but not kept here: not checked (a hover
+    // fetches it), never called drifted for want of its text.
+    let Some(head_body) = bodies.get(store, &head)? else {
+        return Ok(of_tier.then(|| unknown(String::new())).flatten());
+    };
     let head_text = String::from_utf8_lossy(&head_body);
     Ok(Some(match lode_core::gate::locate(&head_text, &quote) {
         None => Diagnostic {

@@ -552,6 +552,35 @@ impl SharedIndex {
         }
     }
 
+    /// The version of note `rel` in this publish (`None`: not published in it).
+    pub fn head_of(&self, rel: &str) -> Result<Option<String>, SharedError> {
+        if rel.is_empty() || rel.len() > 4096 || rel.contains('\0') {
+            return Ok(None);
+        }
+        let filter = format!("path = '{}'", rel.replace('\'', "''"));
+        let batches: Vec<RecordBatch> = self.bounded("reading a note's version", async {
+            self.passages.query().only_if(filter).select(Select::columns(&["path", "version_id"])).limit(1).execute().await?.try_collect().await
+        })?;
+        for b in &batches {
+            let paths = col::<StringArray>(b, "path").map_err(|e| self.err(e))?;
+            let ids = col::<StringArray>(b, "version_id").map_err(|e| self.err(e))?;
+            for i in 0..b.num_rows() {
+                // Only an exact match names the note (the filter is built from untrusted text).
+                if paths.value(i) == rel {
+                    return Ok(Some(ids.value(i).to_owned()));
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// The note a tier address names (`<tier>/<rel>`, as answers give it; a citation's target
+    /// is percent-decoded first), without its `#fragment`.
+    pub fn rel_of(&self, address: &str) -> Option<String> {
+        let rest = address.split('#').next()?.strip_prefix(self.cfg.uri.trim_end_matches('/'))?.strip_prefix('/')?;
+        (!rest.is_empty()).then(|| rest.to_owned())
+    }
+
     /// Keeps the bodies of these shared versions beside `store` (see
     /// [`Store::cache_shared_body`]) so the gate, hover and goto read them like any version.
     /// Versions already kept are not fetched again. Returns the versions that could not be

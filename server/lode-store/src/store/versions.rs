@@ -347,6 +347,53 @@ impl Store {
         Ok(rows)
     }
 
+    /// Remembers the shared tier's current version of some of its notes (`None`: the note is no
+    /// longer published), as seen at publish `seq`: what a citation into the tier is checked
+    /// against without asking the tier again. An entry seen at a later publish is kept over an
+    /// earlier one. Kept beside the shared versions, one file per tier, written whole.
+    pub fn remember_shared_heads(&self, tier: &str, seq: i64, heads: &[(String, Option<String>)]) -> Result<(), String> {
+        use std::io::Write;
+        if heads.is_empty() {
+            return Ok(());
+        }
+        let dir = self.shared_cache_dir().ok_or("this store has no folder for shared versions")?;
+        let file = dir.join(shared_heads_file(tier));
+        let mut map: serde_json::Map<String, serde_json::Value> = read_shared_heads(&file);
+        for (rel, head) in heads {
+            let newer = map.get(rel).and_then(|e| e["seq"].as_i64()).is_none_or(|old| seq >= old);
+            let valid = head.as_ref().is_none_or(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()));
+            if newer && valid {
+                map.insert(rel.clone(), serde_json::json!({"head": head, "seq": seq}));
+            }
+        }
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".heads.{}.{n}.tmp", std::process::id()));
+        let body = serde_json::to_vec(&serde_json::json!({"tier": tier, "heads": map})).map_err(|e| e.to_string())?;
+        let write = || -> std::io::Result<()> {
+            let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+            f.write_all(&body)?;
+            f.sync_all()?;
+            std::fs::rename(&tmp, &file)
+        };
+        write().map_err(|e| {
+            let _ = std::fs::remove_file(&tmp);
+            format!("keeping the shared tier's heads in {}: {e}", dir.display())
+        })
+    }
+
+    /// The shared tier's current version of note `rel` as last seen ([`Store::remember_shared_heads`]):
+    /// `Some((None, seq))` when it was no longer published; `None` when never seen.
+    pub fn shared_head(&self, tier: &str, rel: &str) -> Option<(Option<String>, i64)> {
+        let file = self.shared_cache_dir()?.join(shared_heads_file(tier));
+        let map = read_shared_heads(&file);
+        let e = map.get(rel)?;
+        let seq = e["seq"].as_i64()?;
+        let head = e["head"].as_str().filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())).map(str::to_owned);
+        Some((head, seq))
+    }
+
     /// The note a version belongs to (its current path) and that note's head version, if the
     /// note still exists.
     pub fn head_for_version(&self, version_id: &str) -> Result<Option<(String, String)>, StoreError> {
@@ -465,3 +512,22 @@ mod tests {
 /// Hex digits of a version id written in citations (and printed by the CLI): 48 bits, so a
 /// vault needs ~16 million versions before two are likely to share them; longer when they do.
 pub const SHORT_ID: usize = 12;
+
+/// The file naming one tier's heads: not 64 hex digits, so never taken for a version.
+fn shared_heads_file(tier: &str) -> String {
+    format!("heads-{}.json", &crate::version_id(tier.as_bytes())[..16])
+}
+
+/// A tier's heads file read as a map (empty when missing, unreadable, over 16 MB or not JSON:
+/// the heads are then learned again).
+fn read_shared_heads(file: &std::path::Path) -> serde_json::Map<String, serde_json::Value> {
+    let Ok(meta) = std::fs::symlink_metadata(file) else { return Default::default() };
+    if !meta.is_file() || meta.len() > 16 << 20 {
+        return Default::default();
+    }
+    std::fs::read(file)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v.get("heads").and_then(|h| h.as_object()).cloned())
+        .unwrap_or_default()
+}
