@@ -105,18 +105,21 @@ const CORRECTION_OPENERS: &[&str] = &[
     "addendum", "revision", "revised", "retraction", "later", "followup", "follow-up", "ps", "p.s", "amendment", "amended",
 ];
 
-/// Phrases by which a later line says an earlier one was wrong or is undone.
+/// Phrases by which a later line says an earlier line of the note was wrong: about the note's
+/// own words, not a change in the world ("cells that no longer express CD19" corrects nothing).
 const STRONG_CORRECTIONS: &[&[&str]] = &[
-    &["turned", "out"], &["turns", "out"], &["no", "longer"], &["not", "true"], &["rolled", "back"], &["scratch", "that"], &["never", "mind"],
-    &["should", "read"], &["reverted"], &["superseded"], &["retracted"], &["incorrect"], &["wrong"], &["anymore"], &["mistaken"],
-    &["disregard"], &["erratum"], &["correction"], &["misread"], &["typo"], &["faulty"], &["was", "false"],
+    &["was", "wrong"], &["were", "wrong"], &["is", "wrong"], &["was", "incorrect"], &["is", "incorrect"], &["not", "true"], &["was", "false"],
+    &["scratch", "that"], &["never", "mind"], &["should", "read"], &["misread"], &["typo"], &["disregard"],
+    &["was", "mistaken"], &["were", "mistaken"], &["my", "mistake"], &["i", "was", "wrong"], &["ignore", "the", "above"], &["reverted"],
+    &["rolled", "back"], &["turned", "out", "to", "be", "wrong"], &["turned", "out", "to", "be", "false"], &["turns", "out", "that"],
+    &["turned", "out", "that"], &["was", "faulty"], &["were", "faulty"], &["superseded"], &["retracted"],
 ];
 
 /// Words by which a later line changes a value ("raised to", "now", "instead").
 const CHANGES: &[&str] = &[
     "now", "changed", "increased", "decreased", "raised", "lowered", "reduced", "reduce", "increase", "decrease", "cut", "moved",
     "switched", "stopped", "stop", "went", "bumped", "adjusted", "revised", "renegotiated", "upped", "halved", "doubled", "dropped",
-    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced",
+    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced", "longer", "anymore", "gone",
 ];
 
 /// Headings whose section corrects what came before.
@@ -483,7 +486,9 @@ impl Reading {
                 .any(|w| phrase_in(&toks, &["this", w]));
             // A line ending in ":" leads in what follows; the context step reads it.
             let heading_line = text[block.clone()].trim_start().starts_with('#') || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
-            if !heading_line && (quoted || about_itself || toks.len() <= 8) {
+            // A quote, a callout, a short line, or a paragraph about "this page" — not the first
+            // paragraph of an abstract that happens to hold "proposed".
+            if !heading_line && (quoted || (about_itself && toks.len() <= 30) || toks.len() <= 12) {
                 if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
                     r.banner = Some(block.clone());
                     // "The durability section below reflects the pre-alpha build": that section only.
@@ -840,10 +845,12 @@ impl Reading {
         };
         // A section whose heading announces updates ("## Update 2026-03", "## Changelog",
         // "## Retest, April") holds corrections throughout.
+        // Short headings only ("## Update 2026-03", not a title "Changes in CP prevalence …").
         let update_section = |s: &Range<usize>| {
-            headings.iter().rev().find(|(_, h, _)| h.end <= s.start).is_some_and(|(_, _, u)| {
-                let t = norm_tokens(&u.text);
-                t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || UPDATE_HEADINGS.contains(&w.as_str()))
+            headings.iter().enumerate().rev().find(|(_, (_, h, _))| h.end <= s.start).is_some_and(|(i, (level, _, u))| {
+                let t: Vec<String> = norm_tokens(&u.text).into_iter().filter(|w| !w.chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+                let title = i == 0 && *level == 1;
+                !title && t.len() <= 4 && t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || UPDATE_HEADINGS.contains(&w.as_str()))
             })
         };
         // A line that opens as a correction ("**Update 2026-03:**", "EDIT:", "_Later:_") makes
@@ -893,10 +900,16 @@ impl Reading {
                 let t = &text[(c + skip).min(s.end)..s.end];
                 let t = t.trim_start_matches(['*', '_', ' ']);
                 let toks = norm_tokens(&text[c..s.end]);
-                let strong = opener_line(&line)
-                    || update_section(s)
-                    || STRONG_CORRECTIONS.iter().any(|p| phrase_in(&toks, p))
-                    || toks.first().is_some_and(|w| matches!(w.as_str(), "previously" | "actually"));
+                // "Previously we thought …", "Actually, it was …": the note taking back its own words.
+                let retakes = matches!(toks.first().map(String::as_str), Some("previously" | "originally" | "initially" | "earlier"))
+                    && toks.get(1..4).is_some_and(|w| w.iter().any(|w| matches!(w.as_str(), "thought" | "believed" | "assumed" | "suspected" | "expected")));
+                // A one-word cue ("reverted", "typo") corrects the note only when it opens the
+                // sentence or points back ("this was a typo", "reverted the 2025-09-01 change"):
+                // "cells reverted their hyperglycemia" reports a finding.
+                let points_back = toks.iter().any(|w| matches!(w.as_str(), "above" | "earlier" | "previous" | "change" | "entry" | "line"))
+                    || toks.first().is_some_and(|w| matches!(w.as_str(), "this" | "that" | "thats" | "it" | "its"));
+                let cue = |p: &&&[&str]| phrase_in(&toks, p) && (p.len() > 1 || points_back || toks.first().is_some_and(|w| w == p[0]));
+                let strong = opener_line(&line) || update_section(s) || STRONG_CORRECTIONS.iter().any(|p| cue(&p)) || retakes;
                 let change = CHANGES.iter().any(|w| toks.iter().any(|t| t == w));
                 let lexed = lex(t, &[]);
                 // A number with its unit after it ("2.5 ml", "50 MB") or its currency before it ("£250").
@@ -1259,6 +1272,11 @@ fn confirming_entry(s: &str) -> Option<Marker> {
 /// A status written into a title: `RFC 12: Kafka (rejected)`, `DRAFT — Q3 plan`, `[ARCHIVED] Old
 /// wiki`, `Travel policy – superseded`. A status word inside a phrase ("Rejected payments") is not.
 fn title_status(words: &ContextWords, title: &str) -> Option<String> {
+    // A lifecycle status, not a topic: "Systematic reviews: myths and misconceptions" is about myths.
+    let words = &ContextWords {
+        status: words.status.iter().filter(|p| !matches!(p.first().map(String::as_str), Some("myth" | "myths" | "unverified" | "unconfirmed" | "disputed" | "debunked"))).cloned().collect(),
+        ..Default::default()
+    };
     let toks = norm_tokens(title);
     // A leading all-caps status word: "DRAFT RFC 12", "WIP notes".
     if let Some(first) = title.split_whitespace().next() {
@@ -1317,7 +1335,7 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         || phrase_in(&toks, &["valid", "for"])
         || phrase_in(&toks, &["valid", "only"])
         || phrase_in(&toks, &["valid", "until"])
-        || ((has(&toks, &["below", "following", "section", "these", "here"])) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
+        || ((has(&toks, &["below"]) || phrase_in(&toks, &["the", "following"]) || phrase_in(&toks, &["this", "section"]) || toks.first().is_some_and(|w| matches!(w.as_str(), "these" | "everything"))) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
         || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except")) && !line.contains(',') && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
     scope.then(|| format!("in a section scoped “{shown}”"))
 }

@@ -233,9 +233,15 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
             out.push(Blocker { why: format!("under the question {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
             continue;
         }
-        let cues = heading_cues(words, &h.text);
+        let mut cues = heading_cues(words, &h.text);
         if confirmed {
             continue;
+        }
+        // A note's title names its subject: "Genetic variation in IL28B", "Alternative lengthening
+        // of telomeres" is not a section of variants or alternatives.
+        let is_title = st.heading_list().first().is_some_and(|(level, _, u)| *level == 1 && u.range == h.range);
+        if is_title {
+            cues.retain(|c| !(c.len() == 1 && matches!(c[0].as_str(), "variant" | "variants" | "variation" | "variations" | "alternative" | "alternatives")));
         }
         let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
         // An accepted proposal is what was decided; a result answers the question it is under.

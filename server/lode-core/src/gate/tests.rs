@@ -316,57 +316,7 @@ fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
 }
 
 
-/// Development aid: every wrong row of the files named in `LODE_GATE_FILES` (comma-separated),
-/// by class. `LODE_GATE_FILES=note-heldout.jsonl cargo test -p lode-core gate_files_report -- --nocapture`
-#[test]
-fn gate_files_report() {
-    let Ok(files) = std::env::var("LODE_GATE_FILES") else { return };
-    let mut by_class: std::collections::BTreeMap<String, [usize; 4]> = Default::default();
-    for f in files.split(',') {
-        for r in adversarial_rows(f) {
-            let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
-            let c = Claim { text: r.claim.clone(), support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect() };
-            let outcome = check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default());
-            let accepted = matches!(outcome, Outcome::Verified(_));
-            let e = by_class.entry(r.class.clone()).or_default();
-            if r.expect == "reject" { e[0] += 1; e[1] += usize::from(accepted) } else if r.paraphrase { continue } else { e[2] += 1; e[3] += usize::from(!accepted) }
-            if accepted != (r.expect == "accept") {
-                let why = match &outcome {
-                    Outcome::Dropped(d) => d.reason.clone(),
-                    Outcome::EvidenceOnly(e) => e.reason.clone(),
-                    Outcome::Verified(v) => format!("verified; context {:?}", v.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>()),
-                };
-                println!("[{}] expect {}: {:?} ← {:?}\n    {why}\n    {}\n", r.class, r.expect, r.claim, r.spans, r.source.replace('\n', "⏎").chars().take(700).collect::<String>());
-            }
-        }
-    }
-    for (c, n) in &by_class {
-        println!("{c:18} distortions {:3} accepted {:3} | faithful {:3} lost {:3}", n[0], n[1], n[2], n[3]);
-    }
-}
 
-#[test]
-fn debug_compose_rows() {
-    let Ok(files) = std::env::var("LODE_GATE_DEBUG") else { return };
-    let want = std::env::var("LODE_GATE_CLAIM").unwrap_or_default();
-    for r in files.split(',').flat_map(adversarial_rows).filter(|r| r.claim.contains(&want)) {
-        let st = crate::structure::Structure::parse(&r.source);
-        let places: Vec<Vec<std::ops::Range<usize>>> = r.spans.iter().map(|q| locate_all(&r.source, q).into_iter().map(|(x, _)| x).collect()).collect();
-        let words = GateConfig::default().words;
-        println!("{:?}: {:?}", r.claim, context::compose(&r.claim, &st, &places, &words));
-        for p in places.iter().flatten() {
-            println!("  {:?} carriers {:?} ctx {:?}", &r.source[p.clone()], st.reading(&words).carriers(p).iter().map(|c| &r.source[c.clone()]).collect::<Vec<_>>(), st.context(p.clone()).lead_ins.iter().map(|l| l.unit.text.clone()).collect::<Vec<_>>());
-        }
-    }
-}
-
-#[test]
-fn debug_reading() {
-    let Ok(note) = std::env::var("LODE_GATE_NOTE") else { return };
-    let note = note.replace("\\n", "\n");
-    let st = crate::structure::Structure::parse(&note);
-    println!("{:#?}\n{:?}", st.reading(&GateConfig::default().words), st.heading_list());
-}
 
 #[test]
 fn a_homoglyph_claim_is_not_verified_even_by_a_model() {
