@@ -137,6 +137,9 @@ pub struct GateSection {
     pub disputes: Vec<String>,
     /// Words of a footnote that narrow the sentence referencing it.
     pub footnotes: Vec<String>,
+    /// Status words that mark a note or a section as not current ("verworfen", "Entwurf"):
+    /// frontmatter `status:`, a title's "(…)", a banner, a section's first line.
+    pub status: Vec<String>,
 }
 
 impl GateSection {
@@ -148,6 +151,7 @@ impl GateSection {
             ("callouts", &self.callouts),
             ("disputes", &self.disputes),
             ("footnotes", &self.footnotes),
+            ("status", &self.status),
         ];
         let extra: Vec<(String, Vec<String>)> = lists.iter().filter(|(_, w)| !w.is_empty()).map(|(n, w)| (n.to_string(), (*w).clone())).collect();
         lode_core::gate::context::ContextWords::with_user(&extra).expect("every list named here is one ContextWords knows")
