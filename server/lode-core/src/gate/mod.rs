@@ -246,72 +246,53 @@ pub fn locate_all(body: &str, quote: &str) -> Vec<(Range<usize>, bool)> {
     if !exact.is_empty() {
         return exact;
     }
-    let want = normalize_whitespace(quote);
-    // Normalised body with a map from each of its bytes back to the body.
-    let mut norm = String::with_capacity(body.len());
-    let mut map: Vec<usize> = Vec::with_capacity(body.len());
-    let mut pending_space: Option<usize> = None;
-    for (i, c) in body.char_indices() {
-        if c.is_whitespace() {
-            if !norm.is_empty() && pending_space.is_none() {
-                pending_space = Some(i);
-            }
-            continue;
-        }
-        if let Some(sp) = pending_space.take() {
-            norm.push(' ');
-            map.push(sp);
-        }
-        let before = norm.len();
-        norm.push(c);
-        for k in 0..norm.len() - before {
-            map.push(i + k);
-        }
-    }
-    // `map` maps every byte (not only char starts), so the last byte maps to the last byte.
-    let spaced: Vec<(Range<usize>, bool)> =
-        norm.match_indices(want.as_str()).take(MAX).map(|(at, _)| (map[at]..map[at + want.len() - 1] + 1, true)).collect();
-    if !spaced.is_empty() || (body.is_ascii() && quote.is_ascii()) {
-        return spaced;
-    }
-    locate_as_read(body, quote, MAX)
-}
-
-/// Places of `quote` in `body` compared as a reader sees both ([`crate::text::fold_for_reader`]:
-/// compatibility and canonical equivalence, invisible code points, curly quotes, whitespace runs).
-fn locate_as_read(body: &str, quote: &str, max: usize) -> Vec<(Range<usize>, bool)> {
-    use crate::text::{fold_run, reader_runs};
-    let fold = |s: &str| -> (String, Vec<Range<usize>>) {
-        // Folded text, and for each of its bytes the run of the original it came from.
-        let mut out = String::with_capacity(s.len());
-        let mut from: Vec<Range<usize>> = Vec::with_capacity(s.len());
-        let mut pending: Option<Range<usize>> = None;
-        for run in reader_runs(s) {
-            let piece = fold_run(&s[run.clone()]);
-            if piece.is_empty() {
-                continue;
-            }
-            if piece.chars().all(char::is_whitespace) {
-                if !out.is_empty() && pending.is_none() {
-                    pending = Some(run);
-                }
-                continue;
-            }
-            if let Some(sp) = pending.take() {
-                out.push(' ');
-                from.push(sp);
-            }
-            out.push_str(&piece);
-            from.extend(std::iter::repeat_n(run, piece.len()));
-        }
-        (out, from)
-    };
-    let (want, _) = fold(quote);
+    let (want, _) = as_read(quote);
     if want.is_empty() {
         return Vec::new();
     }
-    let (text, from) = fold(body);
-    text.match_indices(want.as_str()).take(max).map(|(at, _)| (from[at].start..from[at + want.len() - 1].end, true)).collect()
+    let (text, from) = as_read(body);
+    text.match_indices(want.as_str()).take(MAX).map(|(at, _)| (from[at].start..from[at + want.len() - 1].end, true)).collect()
+}
+
+/// `s` as a reader sees it, for locating a quote: whitespace runs as one space (none at the
+/// ends), and [`crate::text::fold_for_reader`] (compatibility and canonical equivalence,
+/// invisible code points, curly quotes). With it, for each byte, the range of `s` it came from.
+fn as_read(s: &str) -> (String, Vec<Range<usize>>) {
+    let mut out = String::with_capacity(s.len());
+    let mut from: Vec<Range<usize>> = Vec::with_capacity(s.len());
+    let mut pending: Option<Range<usize>> = None;
+    let mut push = |piece: &str, at: Range<usize>, out: &mut String, from: &mut Vec<Range<usize>>| {
+        if piece.is_empty() {
+            return;
+        }
+        if piece.chars().all(char::is_whitespace) {
+            if !out.is_empty() && pending.is_none() {
+                pending = Some(at);
+            }
+            return;
+        }
+        if let Some(sp) = pending.take() {
+            out.push(' ');
+            from.push(sp);
+        }
+        out.push_str(piece);
+        from.extend(std::iter::repeat_n(at, piece.len()));
+    };
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c.is_ascii() && !chars.peek().is_some_and(|&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
+            push(c.encode_utf8(&mut [0; 4]), i..i + 1, &mut out, &mut from);
+            continue;
+        }
+        // A starter and the combining marks after it: the unit canonical equivalence works on.
+        let mut end = i + c.len_utf8();
+        while let Some(&(j, n)) = chars.peek().filter(|&&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
+            end = j + n.len_utf8();
+            chars.next();
+        }
+        push(&crate::text::fold_run(&s[i..end]), i..end, &mut out, &mut from);
+    }
+    (out, from)
 }
 
 /// The versions a synthesizer was allowed to see, by id: only these can be cited.

@@ -623,15 +623,7 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
     use lode_core::gate::{GateConfig, ScorerSlot};
     // The entailment step runs only when a model is named: the deterministic steps are what
     // this measures by default.
-    let models = crate::config::ModelsSection::default();
-    let mut nli = match args.nli.clone() {
-        Some(name) => ScorerSlot::lazy(move || {
-            lode_models::NliModel::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
-                .map(|m| Box::new(m) as Box<dyn lode_core::gate::EntailmentScorer>)
-                .map_err(|e| e.to_string())
-        }),
-        None => ScorerSlot::None,
-    };
+    let mut nli = super::gate::nli_slot(args.nli.clone());
     let adversarial: Vec<serde_json::Value> = args.adversarial.iter().map(|p| adversarial_report(p, &mut nli)).collect::<Result<_>>()?;
     let rows: Vec<ClaimRow> = read_jsonl(&args.claims)?;
     let corpus_path = args

@@ -58,17 +58,23 @@ pub fn verdict(claim: &str, spans: &[String], source: &str, scorer: &mut ScorerS
     }
 }
 
-pub fn run(args: GateArgs) -> Result<ExitCode> {
-    let cfg = GateConfig { entailment_threshold: args.threshold, ..GateConfig::default() };
+/// The entailment step's model, loaded on first use: a name under the models directory, or a
+/// path; none, and step 3 verifies nothing.
+pub fn nli_slot(name: Option<String>) -> ScorerSlot<'static> {
     let models = crate::config::ModelsSection::default();
-    let mut scorer = match args.nli.clone() {
+    match name {
         Some(name) => ScorerSlot::lazy(move || {
             lode_models::NliModel::load(&models.resolve(&name), models.runtime.as_deref(), models.threads)
                 .map(|ce| Box::new(ce) as Box<dyn lode_core::gate::EntailmentScorer>)
                 .map_err(|e| e.to_string())
         }),
         None => ScorerSlot::None,
-    };
+    }
+}
+
+pub fn run(args: GateArgs) -> Result<ExitCode> {
+    let cfg = GateConfig { entailment_threshold: args.threshold, ..GateConfig::default() };
+    let mut scorer = nli_slot(args.nli.clone());
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
