@@ -79,14 +79,14 @@ pub fn normalize_whitespace(s: &str) -> String {
 /// Code points a reader does not see: zero-width spaces and joiners, the word joiner, a byte
 /// order mark and a soft hyphen.
 pub fn is_invisible(c: char) -> bool {
-    matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}' | '\u{FEFF}' | '\u{00AD}')
+    matches!(c, '\u{200B}' | '\u{200C}' | '\u{200D}' | '\u{2060}'..='\u{2064}' | '\u{180E}' | '\u{FEFF}' | '\u{00AD}')
 }
 
 /// Characters whose compatibility form reads as another value: superscripts and subscripts
 /// (`10²` is not `102`), vulgar fractions and circled numbers. They are compared as written.
-/// Subscripts fold (`CO₂` is `CO2`): an index reads the same on the line.
+/// Subscripts keep theirs too: `1010₂` is a base-2 number, not `10102`.
 fn keeps_its_form(c: char) -> bool {
-    matches!(c, '\u{00B2}' | '\u{00B3}' | '\u{00B9}' | '\u{00AA}' | '\u{00BA}' | '\u{00BC}'..='\u{00BE}' | '\u{2070}'..='\u{207F}' | '\u{2150}'..='\u{218F}' | '\u{2460}'..='\u{24FF}' | '\u{2776}'..='\u{2793}')
+    matches!(c, '\u{00B2}' | '\u{00B3}' | '\u{00B9}' | '\u{00AA}' | '\u{00BA}' | '\u{00BC}'..='\u{00BE}' | '\u{2070}'..='\u{209F}' | '\u{2150}'..='\u{218F}' | '\u{2460}'..='\u{24FF}' | '\u{2776}'..='\u{2793}')
 }
 
 /// `s` as a reader sees it, for comparison: Unicode compatibility and canonical equivalence
@@ -127,7 +127,7 @@ pub fn fold_run(run: &str) -> String {
         return String::new();
     }
     let mapped = match first {
-        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' => Some("'"),
+        '\u{2018}' | '\u{2019}' | '\u{201A}' | '\u{201B}' | '\u{2032}' | '\u{02BC}' | '\u{00B4}' => Some("'"),
         '\u{201C}' | '\u{201D}' | '\u{201E}' | '\u{201F}' | '\u{2033}' => Some("\""),
         '\u{2212}' | '\u{2010}' | '\u{2011}' => Some("-"),
         _ => None,

@@ -68,7 +68,7 @@ const YES_MARKS: &[&str] = &["✅", "✔", "☑", "👍", "🟢"];
 /// Headings of sections that state background a rejected or outdated note still asserts.
 const BACKGROUND: &[&str] = &[
     "background", "context", "motivation", "problem", "problem statement", "facts", "references", "prior art", "current state",
-    "status", "outcome", "resolution", "decision outcome", "history", "glossary", "definitions",
+    "status", "history", "glossary", "definitions", "context and problem statement",
 ];
 
 /// Labels in a meeting that are the note's own voice, not a speaker's.
@@ -397,7 +397,7 @@ impl Reading {
         // Sections under background headings stay asserted under a note-level status.
         for (i, (level, line, u)) in headings.iter().enumerate() {
             let toks = norm_tokens(&u.text);
-            if BACKGROUND.iter().any(|b| toks.join(" ") == *b || (toks.len() <= 3 && toks.first().is_some_and(|t| t == b))) {
+            if BACKGROUND.iter().any(|b| toks.join(" ") == *b) {
                 let end = headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start);
                 r.background.push(line.start..end);
             }
@@ -413,7 +413,10 @@ impl Reading {
                 let toks = norm_tokens(value);
                 match k.as_str() {
                     "status" | "state" | "stage" | "lifecycle" => {
-                        r.accepted |= toks.iter().any(|t| matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "final" | "active" | "current" | "done" | "shipped"));
+                        // "accepted", not "not accepted" or "accepted?": the value is the word.
+                        r.accepted |= toks.len() <= 2
+                            && toks.first().is_some_and(|t| matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "done" | "shipped"))
+                            && !value.contains('?');
                         if let Some(w) = is_status(words, &toks) {
                             r.governs.push(note(format!("the note's status is “{w}”"), v.clone(), &w));
                         }
@@ -484,13 +487,26 @@ impl Reading {
             let about_itself = ["page", "note", "doc", "document", "article", "guide", "wiki", "file", "runbook", "spec", "rfc", "adr", "content", "information", "info"]
                 .iter()
                 .any(|w| phrase_in(&toks, &["this", w]));
-            // A line ending in ":" leads in what follows; the context step reads it.
-            let heading_line = text[block.clone()].trim_start().starts_with('#') || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
+            // A line ending in ":" leads in what follows, the context step reads it; a table, a
+            // list or a heading is not a banner.
+            let raw_first = text[block.clone()].trim_start();
+            let heading_line = raw_first.starts_with(['#', '|', '-', '+']) || (raw_first.starts_with('*') && !raw_first.starts_with("**"))
+                || raw_first.starts_with(|c: char| c.is_ascii_digit())
+                || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
             // A quote, a callout, a short line, or a paragraph about "this page" — not the first
             // paragraph of an abstract that happens to hold "proposed".
             if !heading_line && (quoted || (about_itself && toks.len() <= 30) || toks.len() <= 12) {
                 if let Some(w) = is_status(words, &toks).or_else(|| banner_phrase(&toks)) {
-                    r.banner = Some(block.clone());
+                    // What the banner says of the page (its sentences holding the status or a
+                    // pointer elsewhere) is the note's current word; other lines in it are not.
+                    let stating: Vec<Range<usize>> = couple::sentences(text, block.clone())
+                        .into_iter()
+                        .filter(|s| {
+                            let t = norm_tokens(&text[s.clone()]);
+                            is_status(words, &t).is_some() || banner_phrase(&t).is_some() || has(&t, &["instead", "see", "use", "replaced", "superseded", "moved", "now", "new"])
+                        })
+                        .collect();
+                    r.banner = stating.first().map(|f| f.start..stating.last().map_or(f.end, |l| l.end));
                     // "The durability section below reflects the pre-alpha build": that section only.
                     let named = has(&toks, &["section", "part", "chapter"]).then(|| {
                         headings.iter().enumerate().find(|(_, (_, h, u))| {
@@ -608,7 +624,11 @@ impl Reading {
             let label = &bare[..label_len];
             let lt = norm_tokens(label);
             let hypothesis = matches!(lt.first().map(String::as_str), Some(w) if (w.len() <= 3 && w.starts_with('h') && w[1..].chars().all(|c| c.is_ascii_digit()) && w.len() > 1) || matches!(w, "hypothesis" | "hypotheses" | "conjecture" | "prediction" | "guess" | "hunch" | "assumption"));
-            let confirmed = norm_tokens(&line[..crate::text::floor_char_boundary(line, (line.len() - bare.len() + label_len + 24).min(line.len()))]).iter().any(|w| matches!(w.as_str(), "confirmed" | "verified" | "supported" | "validated" | "true" | "holds"));
+            // "H1 (confirmed):": the label's own parenthesis says so; "to be verified" does not.
+            let head_end = bare.find(':').filter(|&c| c <= 40).unwrap_or(label_len + 1).min(bare.len());
+            let head = norm_tokens(&bare[..crate::text::floor_char_boundary(bare, head_end)]);
+            let confirmed = head.iter().any(|w| matches!(w.as_str(), "confirmed" | "verified" | "supported" | "validated"))
+                && !head.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "to" | "if" | "unless" | "still" | "yet" | "pending" | "be"));
             if hypothesis && !confirmed && label_len > 0 {
                 let start = c + (line.len() - bare.len());
                 r.governs.push(Governs { range: start + label_len..l.end, why: format!("a hypothesis ({})", label.trim()), carrier: Some(start..start + label_len), spares_background: false, word: None });
@@ -662,10 +682,11 @@ impl Reading {
                 Some("legend" | "key" | "legende" | "marks" | "symbols" | "notation") if line.contains(':') => line.split_once(':').map_or(line, |(_, b)| b),
                 _ => line,
             };
+            let is_legend_line = body.len() != line.len();
             for entry in body.split([',', ';', '·']) {
                 if let Some((m, meaning)) = legend_entry(words, entry) {
                     r.legend.push((m, meaning, l.clone()));
-                } else if let Some(m) = confirming_entry(entry) {
+                } else if let Some(m) = confirming_entry(entry, is_legend_line) {
                     r.confirming.push((m, l.clone()));
                 }
             }
@@ -715,7 +736,8 @@ impl Reading {
                 end = n.end;
             }
             let why = if meeting { format!("{who}, in the meeting") } else { format!("{who}, speaking") };
-            r.governs.push(Governs { range: name.end..end, why, carrier: Some(name.clone()), spares_background: false, word: None });
+            // From the start of the label's line: a quote that opens before the name is in the turn.
+            r.governs.push(Governs { range: ls[*k].start..end, why, carrier: Some(name.clone()), spares_background: false, word: None });
         }
 
         // Corrections: a later line about the same subject that corrects, reverts or supersedes.
@@ -1000,7 +1022,13 @@ impl Reading {
         let claim_toks = norm_tokens(claim);
         for g in &self.governs {
             let inside = g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1);
-            let on_carrier = g.carrier.as_ref().is_some_and(|c| c.start <= quote.start && quote.start <= c.end);
+            // A quote opening on the carrier (the speaker's name, the status line) is the note's
+            // own word on it only when the claim says it too: "Bob: we ship" quoting "Bob:** we
+            // ship", not "we ship" quoting the same.
+            let on_carrier = g.carrier.as_ref().is_some_and(|c| {
+                let said = norm_tokens(&text[c.clone()]);
+                c.start <= quote.start && quote.start <= c.end && !said.is_empty() && claim_toks.windows(said.len()).any(|w| w == said.as_slice())
+            });
             // The banner is the note's current word about itself.
             let in_banner = g.word.is_some() && self.banner.as_ref().is_some_and(|b| b.start <= quote.start && quote.start < b.end);
             if !inside || on_carrier || in_banner || (g.spares_background && in_background) {
@@ -1112,6 +1140,15 @@ impl Reading {
     /// "(rejected)" and the frontmatter's `status: rejected` say one thing).
     pub fn note_carriers(&self) -> Vec<Range<usize>> {
         self.governs.iter().filter(|g| g.word.is_some()).filter_map(|g| g.carrier.clone()).collect()
+    }
+
+    /// The carriers of the note's status that say the same as the one at `carrier` (the title's
+    /// "(rejected)" and `status: rejected`): restating one carries the others. A different status
+    /// ("draft" and a `myth` tag) is not carried by it.
+    pub fn note_carriers_like(&self, carrier: Option<&Range<usize>>) -> Vec<Range<usize>> {
+        let Some(c) = carrier else { return Vec::new() };
+        let Some(word) = self.governs.iter().find(|g| g.carrier.as_ref() == Some(c)).and_then(|g| g.word.clone()) else { return Vec::new() };
+        self.governs.iter().filter(|g| g.word.as_deref() == Some(word.as_str())).filter_map(|g| g.carrier.clone()).collect()
     }
 
     /// Whether the note's legend confirms the line at `quote` ("**bold** = confirmed").
@@ -1250,22 +1287,29 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
 
 /// A legend entry that confirms what it marks: "Entries in **bold** are confirmed by
 /// facilities", "✓ = verified", "Bold: tested".
-fn confirming_entry(s: &str) -> Option<Marker> {
+fn confirming_entry(s: &str, on_legend_line: bool) -> Option<Marker> {
     let toks = norm_tokens(s);
-    const CONFIRMS: &[&str] = &["confirmed", "verified", "tested", "checked", "true", "proven", "official", "done", "certain"];
-    if !toks.iter().any(|t| CONFIRMS.contains(&t.as_str())) || toks.iter().any(|t| super::lexicon::is_negation(t)) {
+    const CONFIRMS: &[&str] = &["confirmed", "verified", "tested", "checked", "proven", "official"];
+    let negated = toks.iter().any(|t| super::lexicon::is_negation(t) || matches!(t.as_str(), "unless" | "if" | "until" | "pending" | "yet" | "still"));
+    if !toks.iter().any(|t| CONFIRMS.contains(&t.as_str())) || negated || s.contains('?') {
         return None;
     }
-    let lower = s.to_lowercase();
-    if lower.contains("**") || lower.contains("in bold") || lower.starts_with("bold") {
+    let lower = s.trim().to_lowercase();
+    // The line names the mark as a convention: "Entries in **bold** are confirmed", "Bold =
+    // verified", "✓ = tested"; not any bold line that says "checked".
+    let names = |kind: &str, example: &str| {
+        lower.contains(&format!("in {kind}")) || lower.starts_with(&format!("{kind} =")) || lower.starts_with(&format!("{kind}:")) || (lower.contains(&format!("in {example}")))
+    };
+    if names("bold", "**bold**") || names("bold", "__bold__") {
         Some(Marker::Bold)
-    } else if lower.contains("in italic") || lower.starts_with("italic") {
+    } else if names("italics", "*italics*") || names("italic", "_italic_") {
         Some(Marker::Italic)
-    } else if lower.contains("==") || lower.contains("highlighted") {
+    } else if names("highlight", "==highlight==") || lower.contains("highlighted") && lower.contains(" are ") {
         Some(Marker::Highlight)
     } else {
-        let mark = s.trim().split([' ', '=']).next().unwrap_or("");
-        (!mark.is_empty() && !mark.chars().any(char::is_alphanumeric) && mark.chars().count() <= 4).then(|| Marker::Symbol(mark.to_owned()))
+        let (mark, rest) = s.trim().split_once([' ', '='])?;
+        let separated = rest.trim_start().starts_with(['=', ':']) || s.trim()[mark.len()..].trim_start().starts_with('=') || on_legend_line;
+        (separated && !mark.is_empty() && !mark.chars().any(char::is_alphanumeric) && mark.chars().count() <= 4 && !matches!(mark, "-" | "—" | "–" | "*" | "+" | ">" | "#")).then(|| Marker::Symbol(mark.to_owned()))
     }
 }
 
@@ -1303,7 +1347,7 @@ fn title_status(words: &ContextWords, title: &str) -> Option<String> {
 fn banner_phrase(toks: &[String]) -> Option<String> {
     const PHRASES: &[&[&str]] = &[
         &["no", "longer"], &["out", "of", "date"], &["do", "not", "use"], &["dont", "use"], &["not", "maintained"], &["unmaintained"],
-        &["moved", "to"], &["replaced", "by"], &["see", "instead"], &["work", "in", "progress"], &["not", "current"], &["not", "approved"],
+        &["replaced", "by"], &["see", "instead"], &["work", "in", "progress"], &["not", "current"], &["not", "approved"],
         &["not", "reviewed"], &["not", "final"], &["not", "yet", "approved"], &["historical"], &["kept", "for", "history"],
     ];
     PHRASES.iter().find(|p| phrase_in(toks, p)).map(|p| p.join(" "))

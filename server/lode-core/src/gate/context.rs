@@ -117,9 +117,9 @@ fn any_phrase(toks: &[String], list: &[Vec<String>]) -> Option<String> {
 /// The verbs of [`FACTIVE`]: a lead-in holding one ("Confirmed by the technician:") asserts.
 const FACTIVE_VERBS: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes"];
 /// Words by which a lead-in confirms what it introduces ("Hypothesis (confirmed):").
-const CONFIRMED: &[&str] = &["confirmed", "verified", "proven", "validated", "supported", "correct", "true", "yes", "holds", "held"];
+const CONFIRMED: &[&str] = &["confirmed", "verified", "proven", "validated", "supported"];
 /// First words of a sentence that states a result.
-const RESULT_OPENERS: &[&str] = &["result", "results", "outcome", "finding", "findings", "conclusion", "answer", "verdict", "confirmed", "update", "resolution", "fix", "fixed", "solved", "solution"];
+const RESULT_OPENERS: &[&str] = &["result", "results", "outcome", "finding", "findings", "conclusion", "verdict"];
 const FACTIVE: &[&str] = &["confirmed", "announced", "mentioned", "stated", "states", "wrote", "writes", "per", "once", "when", "whenever"];
 
 /// The cue phrases that mark a heading's section as non-assertive (none: it does not block).
@@ -226,8 +226,12 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         let ht = norm_tokens(&h.text);
         let answered_no = h.text.contains('?') && ht.last().is_some_and(|w| matches!(w.as_str(), "no" | "nope" | "false" | "disproved" | "disproven" | "refuted" | "wrong"));
         // A field line ("Benchmark on staging: …", "Setup: …") reports what was found.
+        // A measurement reported under it ("Benchmark on staging: …", "Setup: …"), not any label.
         let field_line = body[quote_sentence(body, ctx, quote)].trim_start_matches(['*', '_', '-', ' ']).split_once(':').is_some_and(|(l, rest)| {
-            rest.starts_with([' ', '*', '_']) && l.split_whitespace().count() <= 4 && l.chars().next().is_some_and(char::is_uppercase)
+            let first = norm_tokens(l).into_iter().next().unwrap_or_default();
+            rest.starts_with([' ', '*', '_'])
+                && l.split_whitespace().count() <= 4
+                && matches!(first.as_str(), "result" | "results" | "outcome" | "finding" | "findings" | "benchmark" | "benchmarks" | "measured" | "measurement" | "measurements" | "setup" | "method" | "data" | "test" | "tested" | "observed" | "numbers" | "run")
         });
         if answered_no && !states_a_result && !confirmed && !field_line {
             out.push(Blocker { why: format!("under the question {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
@@ -245,7 +249,20 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         }
         let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
         // An accepted proposal is what was decided; a result answers the question it is under.
-        if reading.accepted && only(&["proposal", "proposals", "proposed"]) {
+        // Only the one proposal of an accepted note, not "Proposal B (not chosen)" beside another.
+        let proposals = st.heading_list().iter().filter(|(_, _, u)| heading_cues(words, &u.text).iter().any(|c| c.len() == 1 && c[0].starts_with("propos"))).count();
+        let named_by_decision = || {
+            // "## Decision\nProposal A." names "## Proposal A: Kafka".
+            let label = norm_tokens(h.text.split(':').next().unwrap_or(&h.text));
+            st.heading_list().iter().any(|(_, line, u)| {
+                let t = norm_tokens(&u.text);
+                let decision = matches!(t.as_slice(), [w] if w == "decision" || w == "outcome") || t == ["decision", "outcome"] || t == ["chosen", "option"];
+                let first = body[line.end.min(body.len())..].lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+                decision && !first.starts_with('#') && !label.is_empty() && norm_tokens(first).windows(label.len()).any(|w| w == label.as_slice())
+            })
+        };
+        let unrejected = !ht.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "rejected" | "declined" | "dropped"));
+        if reading.accepted && only(&["proposal", "proposals", "proposed"]) && unrejected && (proposals == 1 || named_by_decision()) {
             continue;
         }
         if states_a_result && only(&["maybe", "possible", "possibly", "hypothesis", "hypotheses", "idea", "ideas", "speculation", "to check", "to verify", "to investigate", "open questions", "unanswered", "unresolved"]) {
@@ -257,7 +274,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     }
     // "- Chosen:\n  - Option A\n    - …": an option under a choice is the one chosen.
     let chosen_above = |k: usize| {
-        ctx.lead_ins[..k].iter().any(|o| norm_tokens(&o.unit.text).iter().any(|w| matches!(w.as_str(), "chosen" | "selected" | "picked" | "decided" | "winner" | "accepted" | "adopted" | "final" | "going")))
+        ctx.lead_ins[..k].iter().any(|o| {
+            let t = norm_tokens(&o.unit.text);
+            t.len() <= 3 && t.iter().any(|w| matches!(w.as_str(), "chosen" | "selected" | "picked" | "winner" | "adopted")) && !t.iter().any(|w| super::lexicon::is_negation(w))
+        })
     };
     for (k, l) in ctx.lead_ins.iter().enumerate() {
         // "This turned out to be false: …" judges what came before, not what follows.
@@ -270,7 +290,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         }
         let cues = lead_in_cues(words, &l.unit.text);
         // "Hypothesis (confirmed):" states the finding.
-        let confirmed = lt.iter().any(|t| CONFIRMED.contains(&t.as_str())) && !lt.iter().any(|t| super::lexicon::is_negation(t));
+        // Only as a verdict on what it introduces: not "If the rumour is true:", "To be verified:".
+        let confirmed = lt.iter().any(|t| CONFIRMED.contains(&t.as_str()))
+            && !lt.iter().any(|t| super::lexicon::is_negation(t) || matches!(t.as_str(), "if" | "unless" | "whether" | "to" | "be" | "still" | "yet" | "pending" | "until"))
+            && !l.unit.text.contains('?');
         let option_only = cues.iter().all(|c| c.len() == 1 && matches!(c[0].as_str(), "option" | "options" | "candidates" | "alternatives" | "considered" | "proposed" | "suggested"));
         let lifted = confirmed || reading.confirmed(st, quote) || (option_only && chosen_above(k));
         if !cues.is_empty() && !claim_states(&claim_toks, &cues) && !lifted {
@@ -351,7 +374,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
             matches!(norm_tokens(&h.text).as_slice(), [w] if matches!(w.as_str(), "status" | "state" | "stage" | "decision" | "outcome"))
                 && t.row.get(c).is_some_and(|cell| {
                     let v = norm_tokens(&cell.text);
-                    cell.text.contains('✅') || v.iter().any(|w| matches!(w.as_str(), "accepted" | "approved" | "adopted" | "done" | "agreed" | "yes" | "shipped" | "decided" | "implemented")) && !v.iter().any(|w| super::lexicon::is_negation(w))
+                    // The cell is the verdict ("accepted", "done ✅"), not a sentence that mentions one.
+                    let positive = |w: &str| matches!(w, "accepted" | "approved" | "adopted" | "done" | "agreed" | "yes" | "shipped" | "implemented");
+                    let first_positive = v.first().is_some_and(|w| positive(w)) || (v.is_empty() && cell.text.trim() == "✅");
+                    first_positive && v.len() <= 3 && !v.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "deferred" | "postponed" | "revisit" | "later" | "pending"))
                 })
         });
         let proposal_like = |h: &str| {
@@ -574,7 +600,9 @@ pub fn compose(
                         let mut at = k + toks.len();
                         for u in t.row.iter().skip(t.column + 1).filter(|u| covered(&u.range)) {
                             let ut = unit_tokens(body, &u.range);
-                            if at + ut.len() <= claim_toks.len() && !ut.is_empty() && ut.iter().zip(&claim_toks[at..]).all(|(a, b)| a.norm == b.norm) {
+                            // Set apart in the claim ("(done)", ", done"): not run into the number before it.
+                            let set_apart = at > 0 && at < claim_toks.len() && claim[claim_toks[at - 1].range.end..claim_toks[at].range.start].contains(['(', ',', ';', '—', '–', '|']);
+                            if set_apart && at + ut.len() <= claim_toks.len() && !ut.is_empty() && ut.iter().zip(&claim_toks[at..]).all(|(a, b)| a.norm == b.norm) {
                                 tail.extend(claim_toks[at..at + ut.len()].iter());
                                 at += ut.len();
                             }
@@ -594,8 +622,8 @@ pub fn compose(
                 .into_iter()
                 .filter(|b| {
                     let overlaps = |c: &Range<usize>| carried.iter().any(|u| u.start < c.end && c.start < u.end);
-                    let note = st.reading(words).note_carriers();
-                    b.carrier.as_ref().is_none_or(|c| !(overlaps(c) || (note.contains(c) && note.iter().any(overlaps))))
+                    let family = st.reading(words).note_carriers_like(b.carrier.as_ref());
+                    b.carrier.as_ref().is_none_or(|c| !(overlaps(c) || family.iter().any(overlaps)))
                 })
                 .collect();
             if let Some(b) = left.first() {

@@ -45,7 +45,7 @@ fn is_sign(c: char) -> bool {
 }
 
 fn is_symbol(c: char) -> bool {
-    matches!(c, '%' | '$' | '€' | '£' | '¥' | '<' | '>' | '≤' | '≥' | '~' | '≈' | '±' | '=' | '×' | '‰' | '+')
+    matches!(c, '%' | '$' | '€' | '£' | '¥' | '<' | '>' | '≤' | '≥' | '~' | '≈' | '±' | '=' | '×' | '‰' | '+' | '≠' | '≡' | '≢' | '≮' | '≯' | '≰' | '≱' | '→' | '←' | '↑' | '↓' | '↔' | '⇒' | '⇐' | '⇔' | '⟶' | '⟵')
 }
 
 /// Tokens of `s`: words and numbers (hyphenated compounds, contractions, decimals, signed numbers
@@ -107,6 +107,15 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             // "−£240": the sign of an amount is content too.
             out.push(Tok { norm: "-".into(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
             i += 1;
+        } else if !c.is_alphanumeric() && cs.get(i + 1).is_some_and(|&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
+            // A mark over a symbol makes another one: "=" and U+0338 read as "≠".
+            let mut j = i + 1;
+            while j < cs.len() && unicode_normalization::char::is_combining_mark(cs[j].1) {
+                j += 1;
+            }
+            let shown = crate::text::fold_for_reader(&s[b..end_of(j)]);
+            out.push(Tok { norm: shown, range: b..end_of(j), kind: Kind::Symbol });
+            i = j;
         } else if is_symbol(c) && !blockquote_marker(s, b, c) {
             out.push(Tok { norm: c.to_string(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
             i += 1;
@@ -141,20 +150,28 @@ fn clause_gap(gap: &str) -> bool {
 pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
     let mut cuts: Vec<usize> = vec![window.start];
     let mut pos = window.start;
+    // Whether the line before ended a statement (or there was none): a field line after "The
+    // contractor said that" continues that sentence.
+    let mut after_stop = true;
+    let mut prev_field = false;
     for line in body[window.clone()].split_inclusive('\n') {
         let start = pos;
         pos += line.len();
+        let ended = after_stop;
+        let trimmed_end = line.trim_end();
+        after_stop = trimmed_end.is_empty() || trimmed_end.ends_with(['.', '!', '?', ':', ';', '*', '_', '|', ')', '"', '”']) || trimmed_end.trim_start().starts_with(['#', '-', '*', '+', '>']);
         let content = line.trim_start_matches([' ', '\t', '>']);
         let lead = line.len() - content.len();
         let t = content.trim_end();
         // A field line ("Cons: needs bigger radiators") is its own sentence, as a reader reads it.
-        let field = {
+        let field = (ended || prev_field) && {
             let u = t.trim_start_matches(['*', '_']);
             u.find(':').is_some_and(|c| {
                 let label = u[..c].trim_end_matches(['*', '_']);
                 c > 0 && u[c + 1..].starts_with([' ', '*', '_']) && label.chars().next().is_some_and(char::is_uppercase) && label.split_whitespace().count() <= 3 && label.chars().all(|ch| ch.is_alphanumeric() || matches!(ch, ' ' | '-' | '(' | ')' | '.' | '\''))
             })
         };
+        prev_field = field;
         let marker = field
             || t.is_empty()
             || t.starts_with('#')
@@ -401,7 +418,9 @@ fn part_gap(gap: &str, next: &Tok) -> bool {
 /// Reads the sentence around a matched run (token indices `run` of `toks`).
 fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next: Option<&Range<usize>>) -> Result<(), String> {
     let text = body[sent.clone()].trim_end_matches(['"', '\'', ')', ']', '*', '_', '”', '’', ' ']);
-    if text.ends_with('?') || text.ends_with('？') {
+    // As a reader sees it: "﹖", "？" and "⁇" ask too.
+    let asks = crate::text::fold_for_reader(text).trim_end().ends_with('?');
+    if text.ends_with('?') || text.ends_with('？') || asks {
         return Err("the source sentence is a question, not a statement".into());
     }
     // Clause and part index of every token: punctuation boundaries and coordinators open a new
@@ -540,7 +559,7 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     }
     if toks[last].kind == Kind::Number {
         // "back to 3 (the change to 5 in 2.8.0 …)": an aside in brackets, not the number's unit.
-        let aside = |n: &Tok| body.get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "a" | "an" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
+        let aside = |n: &Tok| body.get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
         if let Some(n) = toks.get(last + 1).filter(|n| clause[last + 1] == clause[last] && !aside(n)) {
             if n.kind != Kind::Word || !AFTER_NUMBER_OK.contains(&n.norm.as_str()) {
                 return Err(format!("the number {:?} is followed by {:?} in the source", toks[last].norm, n.norm));
@@ -616,7 +635,8 @@ fn binds_to_own_clause(toks: &[Tok], clause: &[usize], i: usize) -> bool {
             && clause_start + 1 >= i
             && clause_start > 0
             && rest_of_clause >= 2
-            && !matches!(next, "that" | "so" | "it" | "this"))
+            // "…, Ana said over lunch": a time or place after the verb, not a complement.
+            && !matches!(next, "that" | "so" | "it" | "this" | "over" | "at" | "in" | "on" | "during" | "yesterday" | "today" | "later" | "earlier" | "last" | "after" | "before" | "again" | "once" | "when" | "while" | "to" | "privately" | "publicly" | "afterwards"))
 }
 
 /// Whether "per" at `i` names a source: followed by a determiner or possessive, or by a
@@ -636,6 +656,10 @@ fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
         // "per one standard deviation", "per each": a rate by a number word.
         "one", "two", "three", "ten", "each", "every", "standard", "sd", "increment", "increase", "doubling", "log",
     ];
+    // "per one of the nurses" names a source.
+    if toks.get(i + 2).is_some_and(|t| t.norm == "of") {
+        return true;
+    }
     !(n.kind == Kind::Number || UNITS.contains(&n.norm.as_str()) || n.norm.contains("-years"))
         || body[n.range.clone()].starts_with(|c: char| c.is_uppercase()) && n.kind == Kind::Word && !UNITS.contains(&n.norm.as_str())
 }
@@ -668,7 +692,9 @@ fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
 /// "that was premature", "which is a myth": an anaphor, then a word calling it false.
 fn anaphoric_falsity(toks: &[Tok]) -> bool {
     let mut words = toks.iter().map(|t| t.norm.as_str()).skip_while(|w| COORDINATORS.contains(w));
-    words.next().is_some_and(|w| ANAPHORS.contains(&w)) && toks.iter().any(|t| FALSITY.contains(&t.norm.as_str()))
+    // "…, which is a myth", "…, which isn't true since March".
+    let denies_truth = toks.iter().any(|t| is_negation(&t.norm)) && toks.iter().any(|t| matches!(t.norm.as_str(), "true" | "correct" | "case" | "right" | "accurate" | "valid" | "so"));
+    words.next().is_some_and(|w| ANAPHORS.contains(&w)) && (toks.iter().any(|t| FALSITY.contains(&t.norm.as_str())) || denies_truth)
 }
 
 /// Tokens that consist of a negation or falsity word and filler only: "it is not", "not really".

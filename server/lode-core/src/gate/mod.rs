@@ -395,7 +395,8 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let w = crate::text::fold_for_reader(w);
         quoted.iter().any(|q| q.contains(w.as_str()))
     };
-    if let Some(url) = addresses(&claim.text).into_iter().find(|u| !in_quotes(u)) {
+    let quoted_addresses: Vec<String> = spans.iter().flat_map(|sp| addresses(&eligible[&sp.version_id][sp.range.clone()])).map(|a| crate::text::fold_for_reader(&a)).collect();
+    if let Some(url) = addresses(&claim.text).into_iter().find(|u| !quoted_addresses.contains(&crate::text::fold_for_reader(u))) {
         let reason = format!("the claim gives the address {url:?}, which the quotes do not");
         return evidence_only(claim, spans, eligible, reason, format!("the address “{url}” is not in the quotes"), &parsed, &cfg.words);
     }
@@ -408,11 +409,23 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     // sentence as an assertion (not under "Myths", not an open task, …).
     let mut why_not = String::new();
     let mut structural: Option<(usize, Range<usize>, Vec<context::Blocker>)> = None;
+    // A claim's web address is compared whole with the addresses of the quote that carries it
+    // (coupling does not read URLs: a link's destination is not prose).
+    let addresses_held = |carrier: &str| {
+        let held: Vec<String> = addresses(carrier).iter().map(|a| crate::text::fold_for_reader(a)).collect();
+        addresses(&claim.text).iter().all(|a| held.contains(&crate::text::fold_for_reader(a)))
+    };
     for i in 0..spans.len() {
         for r in &places[i] {
-            match couple_claim(&claim.text, eligible[&spans[i].version_id], r) {
-                Ok(()) => {
-                    let blocked = blockers_at(&spans[i].version_id, r);
+            let body = eligible[&spans[i].version_id];
+            match couple_claim(&claim.text, body, r) {
+                Ok(_) if !addresses_held(&body[r.clone()]) => {
+                    if why_not.is_empty() {
+                        why_not = "the claim gives a web address the quote does not".into();
+                    }
+                }
+                Ok(pieces) => {
+                    let blocked: Vec<context::Blocker> = pieces.iter().flat_map(|p| blockers_at(&spans[i].version_id, p)).collect();
                     if blocked.is_empty() {
                         spans[i].range = r.clone();
                         return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
@@ -430,11 +443,24 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let version = spans[0].version_id.clone();
         let union = chain[0].start..chain[chain.len() - 1].end;
         match couple_claim(&claim.text, eligible[&version], &union) {
-            Ok(()) => {
+            Ok(_) if !addresses_held(&eligible[&version][union.clone()]) => {
+                if why_not.is_empty() {
+                    why_not = "the claim gives a web address the quotes do not".into();
+                }
+            }
+            Ok(pieces) => {
                 for (sp, r) in spans.iter_mut().zip(&chain) {
                     sp.range = r.clone();
                 }
-                let blocked = blockers_at(&version, &union);
+                // Each piece is read where it stands; a context the chain itself restates (the
+                // speaker's name before the turn) is carried.
+                let carried = |c: &Range<usize>| chain.iter().any(|u| u.start < c.end && c.start < u.end);
+                let blocked: Vec<context::Blocker> = pieces
+                    .iter()
+                    .chain(chain.iter())
+                    .flat_map(|p| blockers_at(&version, p))
+                    .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried(c)))
+                    .collect();
                 if blocked.is_empty() {
                     return verified(claim, spans, Verification::Coupled { span: 0 }, &parsed, &cfg.words);
                 }
@@ -449,6 +475,11 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     let same_version = spans.windows(2).all(|w| w[0].version_id == w[1].version_id);
     if spans.len() >= 2 && same_version {
         match context::compose(&claim.text, &parsed[&spans[0].version_id], &places, &cfg.words) {
+            Ok((_, r)) if !addresses_held(&eligible[&spans[0].version_id][r.clone()]) => {
+                if why_not.is_empty() {
+                    why_not = "the claim gives a web address its line does not".into();
+                }
+            }
             Ok((i, r)) => {
                 spans[i].range = r;
                 return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
@@ -505,21 +536,27 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed, &cfg.words)
 }
 
-/// Step 2 for one quote: the claim couples, or, when it says several sentences, each of them
-/// couples inside the quote.
-fn couple_claim(claim: &str, body: &str, quote: &Range<usize>) -> Result<(), String> {
+/// Step 2 for one quote: the claim couples (the quote is returned), or, when it says several
+/// sentences, they couple with consecutive sentences of the quote, in order (those sentences are
+/// returned: each is read where it stands, so one under "## Myths" is not carried by a clean
+/// one before it).
+fn couple_claim(claim: &str, body: &str, quote: &Range<usize>) -> Result<Vec<Range<usize>>, String> {
     let first = couple::couple(claim, body, quote);
     if first.is_ok() {
-        return first;
+        return Ok(vec![quote.clone()]);
     }
     let parts = couple::sentences(claim, 0..claim.len());
     if parts.len() < 2 {
-        return first;
+        return first.map(|_| vec![quote.clone()]);
     }
-    for p in &parts {
-        couple::couple(&claim[p.clone()], body, quote)?;
+    let source: Vec<Range<usize>> = couple::sentences(body, quote.clone());
+    for start in 0..source.len().saturating_sub(parts.len() - 1) {
+        let pieces = &source[start..start + parts.len()];
+        if parts.iter().zip(pieces).all(|(p, r)| couple::couple(&claim[p.clone()], body, r).is_ok()) {
+            return Ok(pieces.to_vec());
+        }
     }
-    Ok(())
+    first.map(|_| vec![quote.clone()])
 }
 
 /// One place per quote, in the quotes' order, each right after the one before with nothing a
@@ -534,9 +571,7 @@ fn adjacent_chain(spans: &[LocatedSpan], places: &[Vec<Range<usize>>], eligible:
         let mut chain = vec![start.clone()];
         for ps in &places[1..] {
             let prev = chain[chain.len() - 1].end;
-            let next = ps.iter().find(|r| {
-                r.start >= prev && r.start - prev <= 200 && body.get(prev..r.start).is_some_and(|gap| !gap.contains(['|', '\n']) && !couple::readable(gap).chars().any(char::is_alphanumeric))
-            });
+            let next = ps.iter().find(|r| r.start >= prev && r.start - prev <= 200 && body.get(prev..r.start).is_some_and(quiet_gap));
             match next {
                 Some(r) => chain.push(r.clone()),
                 None => break,
@@ -547,6 +582,33 @@ fn adjacent_chain(spans: &[LocatedSpan], places: &[Vec<Range<usize>>], eligible:
         }
     }
     None
+}
+
+/// Whether a reader reads nothing between two quotes: spaces, emphasis and punctuation marks,
+/// and a link's destination (`](…)`, no spaces in it). Not an arrow, a `≠`, a table cell's
+/// `|` or a line break.
+fn quiet_gap(gap: &str) -> bool {
+    let mut rest = gap;
+    while let Some(open) = rest.find("](") {
+        let Some(close) = rest[open + 2..].find(')') else { return false };
+        let dest = &rest[open + 2..open + 2 + close];
+        if dest.contains(char::is_whitespace) {
+            return false;
+        }
+        rest = &rest[open + 2 + close + 1..];
+    }
+    let outside: String = {
+        let mut out = String::new();
+        let mut r = gap;
+        while let Some(open) = r.find("](") {
+            out.push_str(&r[..open + 1]);
+            let close = r[open + 2..].find(')').map_or(r.len(), |c| open + 2 + c + 1);
+            r = &r[close..];
+        }
+        out.push_str(r);
+        out
+    };
+    outside.chars().all(|c| matches!(c, ' ' | '\t' | '*' | '_' | ':' | '"' | '\'' | '“' | '”' | '‘' | '’' | '`' | '[' | ']' | '.' | ',' | ';' | '—' | '–' | '-'))
 }
 
 /// The parsed structure of each cited version, by version id.
@@ -615,7 +677,7 @@ fn not_evidence_problem(claim: &str, quote: &str, body: &str, regions: &[(Range<
 /// The web addresses a text spells out (`https://…`, `www.…`), without trailing punctuation.
 pub fn addresses(text: &str) -> Vec<String> {
     text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '(' | ')' | '[' | ']' | '"' | '`'))
-        .filter(|w| w.contains("://") || w.starts_with("www."))
+        .filter(|w| w.contains("://") || w.starts_with("www.") || w.starts_with("//") || w.starts_with("mailto:"))
         .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '*', '_']).to_owned())
         .filter(|w| w.len() > 4)
         .collect()
