@@ -71,6 +71,13 @@ const BACKGROUND: &[&str] = &[
     "status", "history", "glossary", "definitions", "context and problem statement",
 ];
 
+/// Roles a speaker's label may end with ("Defense counsel", "Support agent").
+const ROLES: &[&str] = &[
+    "counsel", "attorney", "lawyer", "judge", "witness", "expert", "rep", "representative", "engineer", "doctor", "nurse", "officer",
+    "agent", "host", "guest", "interviewer", "interviewee", "caller", "customer", "speaker", "moderator", "chair", "claimant",
+    "respondent", "defendant", "plaintiff", "mediator", "landlord", "tenant", "contractor", "vendor", "coach", "teacher", "parent",
+];
+
 /// Labels in a meeting that are the note's own voice, not a speaker's.
 const OWN_LABELS: &[&str] = &[
     "decision", "decisions", "decided", "agreed", "agreement", "action", "actions", "action item", "action items", "ai", "outcome",
@@ -93,6 +100,7 @@ const WEEKDAYS: &[&str] = &[
 const MEETING: &[&str] = &[
     "meeting", "meetings", "minutes", "transcript", "interview", "standup", "stand-up", "retro", "retrospective", "1:1", "1-1",
     "one-on-one", "conversation", "debate", "podcast", "kickoff", "kick-off", "workshop", "huddle", "townhall", "all-hands",
+    "hearing", "deposition", "testimony", "mediation", "trial",
 ];
 
 /// Words that make a meeting of a note only in its title or frontmatter ("Release sync",
@@ -109,7 +117,7 @@ const CORRECTION_OPENERS: &[&str] = &[
 /// own words, not a change in the world ("cells that no longer express CD19" corrects nothing).
 const STRONG_CORRECTIONS: &[&[&str]] = &[
     &["was", "wrong"], &["were", "wrong"], &["is", "wrong"], &["was", "incorrect"], &["is", "incorrect"], &["not", "true"], &["was", "false"],
-    &["scratch", "that"], &["never", "mind"], &["should", "read"], &["misread"], &["typo"], &["disregard"],
+    &["scratch", "that"], &["never", "mind"], &["should", "read"], &["misread"], &["typo"], &["disregard"], &["misheard"], &["misremembered"],
     &["was", "mistaken"], &["were", "mistaken"], &["my", "mistake"], &["i", "was", "wrong"], &["ignore", "the", "above"], &["reverted"],
     &["rolled", "back"], &["turned", "out", "to", "be", "wrong"], &["turned", "out", "to", "be", "false"], &["turns", "out", "that"],
     &["turned", "out", "that"], &["was", "faulty"], &["were", "faulty"], &["superseded"], &["retracted"],
@@ -361,11 +369,13 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     // In a chat log, after a timestamp, a lowercase handle is a name too: "[10:02] dmitri:".
     let stamped = stamp_end > 0;
     let handle = stamped && words.len() == 1 && words[0].chars().all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    let name_like = handle || (1..=3).contains(&words.len())
-        && words.iter().all(|w| {
-            let first = w.chars().next().unwrap_or(' ');
-            (first.is_uppercase() || first == '@') && w.chars().skip(1).all(|c| c.is_alphabetic() || matches!(c, '.' | '-' | '\'' | '’'))
-        });
+    // A name or a role: "Ana", "Dr Patel", "Plaintiff's counsel", "@li".
+    let name_like = handle
+        || (1..=3).contains(&words.len())
+            && words.first().is_some_and(|w| w.chars().next().is_some_and(|c| c.is_uppercase() || c == '@'))
+            && words.iter().all(|w| w.chars().enumerate().all(|(i, c)| c.is_alphabetic() || (i == 0 && c == '@') || matches!(c, '.' | '-' | '\'' | '’')))
+            // Later words capitalised ("Dr Patel"), or a role ("Plaintiff's counsel").
+            && (words.iter().skip(1).all(|w| w.starts_with(char::is_uppercase)) || words.last().is_some_and(|w| ROLES.contains(&w.to_lowercase().as_str())));
     if !name_like {
         return None;
     }
@@ -376,7 +386,8 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     if OWN_LABELS.contains(&lower.as_str()) || OWN_LABELS.iter().any(|l| lower.starts_with(&format!("{l} "))) {
         return None;
     }
-    Some(name_start..name_start + name.len())
+    // "Hale (claimant)": the name is what a claim restates.
+    Some(name_start..name_start + bare.len())
 }
 
 fn first_person(text: &str) -> bool {
@@ -881,8 +892,11 @@ impl Reading {
             let c = content_start(text, line);
             let rest = &text[c..line.end];
             let toks = norm_tokens(rest);
-            toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
-                && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'))
+            let opens = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str())) && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
+            // "2024-02-19 follow-up — **correction:** …": a correction label early in the line.
+            let head: String = rest.chars().take(60).collect::<String>().to_lowercase().replace(['*', '_'], "");
+            let labelled = ["correction:", "update:", "updated:", "edit:", "erratum:", "errata:", "amendment:", "revision:"].iter().any(|l| head.contains(l));
+            opens || labelled
         };
         struct Later {
             block: usize,
@@ -1042,6 +1056,13 @@ impl Reading {
                     continue;
                 }
             }
+            // "All temperatures in °C unless marked": a line that marks its own unit is not scoped.
+            if let Some(c) = &g.carrier {
+                let scope = text[c.clone()].to_lowercase();
+                if scope.contains("unless") && marks_own_unit(&text[line_of(text, quote.start)], &scope) {
+                    continue;
+                }
+            }
             out.push(Blocker { why: g.why.clone(), carrier: g.carrier.clone() });
         }
         let line = line_of(text, quote.start);
@@ -1068,10 +1089,17 @@ impl Reading {
             }
         }
         let legend_defines = |m: &str| self.legend.iter().any(|(k, _, _)| matches!(k, Marker::Symbol(s) if s == m));
-        if let Some(m) = NO_MARKS.iter().find(|m| shown.contains(**m) && !legend_defines(m)) {
+        // A mark binds to its own part of the line: "Supports Python ≥ 3.9; 3.8 ✗" marks 3.8.
+        let part = {
+            let from = shown[..(quote.start - line.start).min(shown.len())].rfind(';').map_or(0, |i| i + 1);
+            let to = shown[(quote.end.min(line.end) - line.start).min(shown.len())..].find(';').map_or(shown.len(), |i| (quote.end.min(line.end) - line.start).min(shown.len()) + i);
+            if shown.trim_start().starts_with('|') { shown } else { &shown[crate::text::floor_char_boundary(shown, from)..crate::text::floor_char_boundary(shown, to)] }
+        };
+        let shown_part = part;
+        if let Some(m) = NO_MARKS.iter().find(|m| shown_part.contains(**m) && !legend_defines(m)) {
             out.push(Blocker { why: format!("marked {m}"), carrier: None });
         } else if self.scale {
-            if let Some(m) = DOUBT_MARKS.iter().find(|m| shown.contains(**m) && !legend_defines(m)) {
+            if let Some(m) = DOUBT_MARKS.iter().find(|m| shown_part.contains(**m) && !legend_defines(m)) {
                 out.push(Blocker { why: format!("marked {m}, not ✅"), carrier: None });
             }
         }
@@ -1096,7 +1124,8 @@ impl Reading {
         let sentence = sentence_range(text, ctx, quote);
         // An irony phrase marks its sentence; a mark at the end of the line ("/s", "lol", 🙄)
         // marks the line's last sentence.
-        let last_on_line = !text[sentence.end.min(line.end)..line.end].chars().any(char::is_alphanumeric);
+        let tail_text = text[sentence.end.min(line.end)..line.end].replace("/s", "").replace("/j", "");
+        let last_on_line = !tail_text.chars().any(char::is_alphanumeric);
         let line_end = if last_on_line { &text[sentence.end.min(line.end)..line.end] } else { "" };
         let around = &text[sentence.start..sentence.end.max(sentence.start)];
         let around_toks = norm_tokens(around);
@@ -1111,6 +1140,7 @@ impl Reading {
             || around.contains("(joking)")
             || phrase_in(&around_toks, &["just", "kidding"])
             || phrase_in(&around_toks, &["oh", "great"])
+            || phrase_in(&around_toks, &["oh", "sure"])
             || phrase_in(&around_toks, &["oh", "joy"])
             || phrase_in(&around_toks, &["what", "a", "surprise"])
             || around_toks.last().is_some_and(|w| matches!(w.as_str(), "lol" | "lmao" | "rofl"))
@@ -1198,6 +1228,17 @@ impl Reading {
 }
 
 /// The note's text as a reader sees it, quoted and clipped: emphasis and quote markers removed.
+/// Whether `line` names a unit or a period the scope line does not ("°F" under "°C unless
+/// marked", "/yr" under "per month unless marked").
+fn marks_own_unit(line: &str, scope: &str) -> bool {
+    const UNITS: &[&str] = &[
+        "°f", "°c", "/yr", "/year", "per year", "a year", "annual", "/mo", "/month", "per month", "a month", "monthly", "/wk", "per week",
+        "/day", "per day", "/h", "per hour", "usd", "eur", "gbp", "$", "€", "£", "%", " kg", " lb", " km", " mi", " ml", " oz",
+    ];
+    let line = line.to_lowercase();
+    UNITS.iter().any(|u| line.contains(u) && !scope.contains(u))
+}
+
 fn quoted_text(s: &str) -> String {
     let shown: Vec<&str> = s.lines().map(|l| l.trim_start().trim_start_matches('>').trim()).collect();
     let shown = crate::text::normalize_whitespace(&shown.join(" ")).replace("**", "").replace("__", "");
@@ -1264,7 +1305,7 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
         Marker::Bold
     } else if plain.starts_with("highlight") || mark.starts_with("==") {
         Marker::Highlight
-    } else if !mark.chars().any(char::is_alphanumeric) || (mark.starts_with(['(', '[']) && mark.chars().count() <= 6) {
+    } else if !mark.chars().any(char::is_alphanumeric) && !mark.contains(['[', '(']) || (mark.starts_with('[') && mark.ends_with(']') || mark.starts_with('(') && mark.ends_with(')')) && mark.chars().count() <= 6 {
         if matches!(mark, "-" | "*" | "+" | ">" | "#" | "|") && !s.starts_with(mark) {
             return None;
         }
@@ -1370,7 +1411,9 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         }
     }
     let convention = toks.first().is_some_and(|t| matches!(t.as_str(), "all" | "figures" | "prices" | "amounts" | "values" | "numbers" | "costs" | "times" | "dates" | "salaries" | "doses" | "weights" | "sizes" | "distances"));
-    let scope = (convention && toks.len() <= 10 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume", "gross", "net"]))
+    let convention = convention
+        || ["figures", "amounts", "prices", "values", "numbers", "costs", "times", "temperatures", "doses", "weights"].iter().any(|w| phrase_in(&toks, &["all", w]));
+    let scope = (convention && toks.len() <= 12 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume", "gross", "net"]))
         || toks.last().is_some_and(|t| t == "only")
         || toks.first().is_some_and(|t| t == "only")
         || phrase_in(&toks, &["applies", "to"])

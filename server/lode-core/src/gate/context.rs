@@ -483,7 +483,7 @@ pub fn compose(
             units.extend(ctx.headings.iter().map(|h| h.range.clone()));
             units.extend(ctx.lead_ins.iter().map(|l| l.unit.range.clone()));
             units.sort_by_key(|u| (u.start, u.end));
-            units.dedup_by(|a, b| a.start < b.end && b.start < a.end);
+            units.dedup();
             let mut leaf_cell = None;
             if let Some(t) = &ctx.table {
                 if !t.in_header {
@@ -502,7 +502,12 @@ pub fn compose(
             };
             let mut k = 0;
             let mut carried: Vec<Range<usize>> = Vec::new();
+            // Overlapping units (a speaker's name inside the line's label "[09:05] oskar:"): the
+            // one a quote covers counts, once.
             for u in units.iter().filter(|u| covered(u)) {
+                if carried.iter().any(|c| c.start < u.end && u.start < c.end) {
+                    continue;
+                }
                 let toks = unit_tokens(body, u);
                 let matches = k + toks.len() <= claim_toks.len() && toks.iter().zip(&claim_toks[k..]).all(|(a, b)| a.norm == b.norm);
                 if matches {
@@ -570,9 +575,17 @@ pub fn compose(
             let sentence = quote_sentence(body, &ctx, leaf);
             let lead = sentence.start.min(leaf.start);
             let read = couple::readable(&body[lead..leaf.start]);
+            // The line's own label counts as carried when a carried unit is in it: "Hale
+            // (claimant):" when the claim restates "Hale".
+            let labels: Vec<Range<usize>> = ctx
+                .lead_ins
+                .iter()
+                .filter(|l| l.kind == LeadInKind::Label && carried.iter().any(|c| l.unit.range.start <= c.start && c.end <= l.unit.range.end))
+                .map(|l| l.unit.range.start..l.unit.range.end + 1)
+                .collect();
             let before: Vec<Tok> = lex(&read, &[])
                 .into_iter()
-                .filter(|t| t.kind != Kind::Symbol && !carried.iter().any(|u| u.start <= lead + t.range.start && lead + t.range.end <= u.end))
+                .filter(|t| t.kind != Kind::Symbol && !carried.iter().chain(&labels).any(|u| u.start <= lead + t.range.start && lead + t.range.end <= u.end))
                 .collect();
             // Table cells are units of their own: the row before a cell is not its subject.
             let before = if leaf_cell.is_some() { Vec::new() } else { before };

@@ -40,6 +40,16 @@ fn digit(c: char) -> bool {
     c.is_ascii_digit() || ('\u{FF10}'..='\u{FF19}').contains(&c)
 }
 
+fn ascii_symbol(c: char, next: Option<char>) -> Option<char> {
+    match (c, next?) {
+        ('>', '=') => Some('≥'),
+        ('<', '=') => Some('≤'),
+        ('!', '=') => Some('≠'),
+        ('-', '>') => Some('→'),
+        _ => None,
+    }
+}
+
 fn is_sign(c: char) -> bool {
     matches!(c, '-' | '\u{2212}' | '+' | '\u{2013}')
 }
@@ -107,6 +117,10 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             // "−£240": the sign of an amount is content too.
             out.push(Tok { norm: "-".into(), range: b..b + c.len_utf8(), kind: Kind::Symbol });
             i += 1;
+        } else if let Some(sym) = ascii_symbol(c, cs.get(i + 1).map(|&(_, n)| n)) {
+            // ">=", "<=", "!=", "->" are how a keyboard writes "≥", "≤", "≠", "→".
+            out.push(Tok { norm: sym.to_string(), range: b..end_of(i + 2), kind: Kind::Symbol });
+            i += 2;
         } else if !c.is_alphanumeric() && cs.get(i + 1).is_some_and(|&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
             // A mark over a symbol makes another one: "=" and U+0338 read as "≠".
             let mut j = i + 1;
@@ -544,6 +558,13 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         let range_before = matches!(p.norm.as_str(), "and" | "to" | "or") && first >= 2 && toks[first - 2].kind == Kind::Number;
         if p.kind != Kind::Word || COMPARATORS.contains(&p.norm.as_str()) || range_before {
             return Err(format!("the number {:?} is qualified by {:?} in the source", toks[first].norm, p.norm));
+        }
+    }
+    // "Bottle when gravity hits 1.004 and holds steady for 3 days": a condition the claim cuts.
+    if let Some(n) = toks.get(last + 1).filter(|n| matches!(n.norm.as_str(), "and" | "or")) {
+        let opened = (first..=last).rev().take_while(|&k| clause[k] == clause[last]).any(|k| matches!(toks[k].norm.as_str(), "when" | "if" | "once" | "until" | "unless" | "after" | "before" | "whenever"));
+        if opened {
+            return Err(format!("the condition goes on ({:?} …) past the quote, which the claim leaves out", n.norm));
         }
     }
     // "Kids liked it more than the chickpea curry": a comparison the claim leaves out.

@@ -545,9 +545,21 @@ fn couple_claim(claim: &str, body: &str, quote: &Range<usize>) -> Result<Vec<Ran
     if first.is_ok() {
         return Ok(vec![quote.clone()]);
     }
-    let parts = couple::sentences(claim, 0..claim.len());
+    let mut parts = couple::sentences(claim, 0..claim.len());
     if parts.len() < 2 {
-        return first.map(|_| vec![quote.clone()]);
+        // "Superseded by v3; do not use for flight." for two sentences of the note.
+        let mut at = 0;
+        parts = claim
+            .split("; ")
+            .map(|p| {
+                let r = at..at + p.len();
+                at += p.len() + 2;
+                r
+            })
+            .collect();
+        if parts.len() < 2 {
+            return first.map(|_| vec![quote.clone()]);
+        }
     }
     let source: Vec<Range<usize>> = couple::sentences(body, quote.clone());
     for start in 0..source.len().saturating_sub(parts.len() - 1) {
@@ -588,6 +600,15 @@ fn adjacent_chain(spans: &[LocatedSpan], places: &[Vec<Range<usize>>], eligible:
 /// and a link's destination (`](…)`, no spaces in it). Not an arrow, a `≠`, a table cell's
 /// `|` or a line break.
 fn quiet_gap(gap: &str) -> bool {
+    // Struck-through text and comments are not read ("count so far: ~~47~~ 27").
+    let mut bytes = gap.as_bytes().to_vec();
+    for (r, kind) in markup::not_evidence(gap) {
+        if matches!(kind, markup::NotEvidence::HtmlComment | markup::NotEvidence::Strikethrough) {
+            bytes[r].fill(b' ');
+        }
+    }
+    let unstruck = String::from_utf8(bytes).unwrap_or_else(|_| gap.to_owned());
+    let gap = unstruck.as_str();
     let mut rest = gap;
     while let Some(open) = rest.find("](") {
         let Some(close) = rest[open + 2..].find(')') else { return false };

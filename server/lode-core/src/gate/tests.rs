@@ -258,8 +258,6 @@ const KNOWN_LOSSES: &[(&str, &str)] = &[
     ("US pricing is in a separate note.", "a line outside the title's scope"),
     // A claim restating a scope that comes after the line, in the note's order.
     ("Falls per person-year dropped from 1.8 to 1.1; all figures above are from the 2022 pilot at Riverside only.", "a scope after the line"),
-    // "Figures are gross, per month unless marked": a line that marks its own unit.
-    ("Company B: €68,000/yr base; no bonus; 4-day week.", "an exception to a scope"),
 ];
 
 #[test]
@@ -335,4 +333,29 @@ fn a_homoglyph_claim_is_not_verified_even_by_a_model() {
     assert!(matches!(check_one(c("The real login page is paypal.com"), &el, &mut scorer, &GateConfig::default()), Outcome::Verified(_)));
     assert_eq!(mixed_script_word("α-synuclein at 5 μs and 10 μM"), None);
     assert_eq!(mixed_script_word("g\u{03BF}\u{03BF}gle.com").as_deref(), Some("g\u{03BF}\u{03BF}gle"));
+}
+
+/// The third blind file (written against the finished step): every distortion is refused; the
+/// faithful claims it loses (18 of 83 when this test was written, each shown by `lode eval gate
+/// --adversarial fixtures/gate/note-heldout-3.jsonl`) may only become fewer.
+#[test]
+fn third_blind_file_no_distortion_and_no_more_lost() {
+    let rows = adversarial_rows("note-heldout-3.jsonl");
+    assert!(rows.len() >= 160, "{} rows", rows.len());
+    let (mut accepted, mut lost, mut faithful) = (Vec::new(), 0, 0);
+    for r in &rows {
+        let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
+        let c = Claim { text: r.claim.clone(), support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect() };
+        let verified = matches!(check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()), Outcome::Verified(_));
+        match (r.expect.as_str(), r.paraphrase) {
+            ("reject", _) if verified => accepted.push(r.claim.clone()),
+            ("accept", false) => {
+                faithful += 1;
+                lost += usize::from(!verified);
+            }
+            _ => {}
+        }
+    }
+    assert!(accepted.is_empty(), "distortions verified: {accepted:?}");
+    assert!(lost <= 18, "{lost} of {faithful} faithful claims lost (was 18)");
 }
