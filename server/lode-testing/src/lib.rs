@@ -48,21 +48,44 @@ pub fn models() -> PathBuf {
 /// Overwrites every data file of the LanceDB tables under `vectors` with junk of the same length
 /// (a damaged vector table: it opens, and fails when read). Returns how many files it damaged.
 pub fn damage_vector_tables(vectors: &Path) -> usize {
+    let files = vector_data_files(vectors);
+    for p in &files {
+        let len = std::fs::metadata(p).unwrap().len() as usize;
+        std::fs::write(p, vec![0x5a; len]).unwrap();
+    }
+    files.len()
+}
+
+/// Damages the data region of every data file (the first half, footer kept): what makes
+/// LanceDB's decoder panic on a worker thread rather than refuse the file. Returns how many.
+pub fn damage_vector_data_regions(vectors: &Path) -> usize {
+    let files = vector_data_files(vectors);
+    for p in &files {
+        let mut b = std::fs::read(p).unwrap();
+        let half = b.len() / 2;
+        for i in (64..half).step_by(13) {
+            b[i] ^= 0xff;
+        }
+        std::fs::write(p, b).unwrap();
+    }
+    files.len()
+}
+
+/// Every data file of the vector tables under `vectors` (files in a `data` folder).
+fn vector_data_files(vectors: &Path) -> Vec<std::path::PathBuf> {
     let mut stack = vec![vectors.to_path_buf()];
-    let mut damaged = 0;
+    let mut out = Vec::new();
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
                 stack.push(p);
             } else if p.parent().is_some_and(|d| d.ends_with("data")) {
-                let len = std::fs::metadata(&p).unwrap().len() as usize;
-                std::fs::write(&p, vec![0x5a; len]).unwrap();
-                damaged += 1;
+                out.push(p);
             }
         }
     }
-    damaged
+    out
 }
 
 /// A small disk for fault tests: a tmpfs of `bytes` mounted on a fresh folder in a mount

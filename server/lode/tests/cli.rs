@@ -201,16 +201,7 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
 
     // Damage the data region (not the footer): LanceDB's decoder panics on a worker thread. The
     // search still answers lexically and says why, in a line, not a panic report.
-    let mut damaged = 0;
-    for f in walk(&vectors).into_iter().filter(|f| f.extension().is_some_and(|e| e == "lance") && f.parent().is_some_and(|p| p.ends_with("data"))) {
-        let mut b = std::fs::read(&f).unwrap();
-        let half = b.len() / 2;
-        for i in (64..half).step_by(13) {
-            b[i] ^= 0xff;
-        }
-        std::fs::write(&f, b).unwrap();
-        damaged += 1;
-    }
+    let damaged = lode_testing::damage_vector_data_regions(&vectors);
     assert!(damaged > 0);
     let o = dense(&v);
     let err = stderr(&o);
@@ -221,19 +212,6 @@ fn a_deleted_or_damaged_vector_table_is_said_and_mended() {
     assert!(r["vectors"]["mended"].as_str().is_some_and(|m| m.contains("moved aside")), "{r}");
     let o = dense(&v);
     assert!(o.status.success() && !stderr(&o).contains("answering lexically"), "{}", stderr(&o));
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        if p.is_dir() {
-            out.extend(walk(&p));
-        } else {
-            out.push(p);
-        }
-    }
-    out
 }
 
 /// A full disk (a 4 MB tmpfs in a mount namespace of its own, filled up): `lode index` says the
