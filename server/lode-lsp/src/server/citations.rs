@@ -130,6 +130,8 @@ impl Backend {
         };
         let readers = state.readers.clone();
         let shared = state.settings.ask.shared.clone();
+        // The vault's own context words (`[gate]`), as the gate read the quote with them.
+        let words = state.settings.ask.gate.words.clone();
         // Whether the hover learned what the team's tier holds now: the note's diagnostics are
         // then published again, so the citation shows its drift at once.
         let learned = Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -184,7 +186,7 @@ impl Backend {
             let rung = if rung.is_empty() { String::new() } else { format!("\n\n*{rung}*") };
             // What the gate saw around the quote: headings, lead-in, task, table, footnotes.
             let text = String::from_utf8_lossy(&body);
-            let crumb = lode_core::gate::breadcrumb(&lode_core::structure::Structure::parse(&text), &c.span, &lode_core::gate::context::ContextWords::built_in());
+            let crumb = lode_core::gate::breadcrumb(&lode_core::structure::Structure::parse(&text), &c.span, &words);
             let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
             Ok(format!(
                 "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, {indexed} · {status}{rung}",
