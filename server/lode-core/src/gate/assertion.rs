@@ -1120,6 +1120,14 @@ impl Reading {
                 break;
             }
         }
+        // A flag on the sentence: "[citation needed]", "[dubious]", "[source?]".
+        let lower_line = shown.to_lowercase();
+        if let Some(flag) = ["[citation needed]", "[citation-needed]", "[needs source]", "[source?]", "[dubious]", "[disputed]", "[unverified]", "[verify]", "[?]", "(citation needed)"]
+            .iter()
+            .find(|f| lower_line.contains(**f))
+        {
+            out.push(Blocker { why: format!("flagged {flag} on its line"), carrier: None });
+        }
         // A joke: "/s", "yeah right", "(not)".
         let sentence = sentence_range(text, ctx, quote);
         // An irony phrase marks its sentence; a mark at the end of the line ("/s", "lol", 🙄)
@@ -1422,7 +1430,7 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         || phrase_in(&toks, &["valid", "for"])
         || phrase_in(&toks, &["valid", "only"])
         || phrase_in(&toks, &["valid", "until"])
-        || ((has(&toks, &["below"]) || phrase_in(&toks, &["the", "following"]) || phrase_in(&toks, &["this", "section"]) || toks.first().is_some_and(|w| matches!(w.as_str(), "these" | "everything"))) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during"]))
+        || ((has(&toks, &["below"]) || phrase_in(&toks, &["the", "following"]) || phrase_in(&toks, &["this", "section"]) || toks.first().is_some_and(|w| matches!(w.as_str(), "these" | "everything"))) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during", "mistake", "mistakes", "error", "errors", "wrong", "false", "incorrect", "fictional", "examples", "template", "placeholders"]))
         || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except")) && !line.contains(',') && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
     scope.then(|| format!("in a section scoped “{shown}”"))
 }

@@ -432,8 +432,14 @@ fn part_gap(gap: &str, next: &Tok) -> bool {
 /// Reads the sentence around a matched run (token indices `run` of `toks`).
 fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next: Option<&Range<usize>>) -> Result<(), String> {
     let text = body[sent.clone()].trim_end_matches(['"', '\'', ')', ']', '*', '_', '”', '’', ' ']);
-    // As a reader sees it: "﹖", "？" and "⁇" ask too.
-    let asks = crate::text::fold_for_reader(text).trim_end().ends_with('?');
+    // As a reader sees it: "﹖", "？" and "⁇" ask too; so does a line opened by an auxiliary
+    // and left without a full stop ("- is parking included in the rent").
+    let opened = body[sent.clone()].trim_start_matches(['-', '*', '+', ' ', '\t']);
+    let first_word = opened.split_whitespace().next().unwrap_or("").to_lowercase();
+    let bare_question = matches!(first_word.as_str(), "is" | "are" | "was" | "were" | "do" | "does" | "did" | "can" | "could" | "will" | "would" | "should" | "has" | "have" | "shall")
+        && !text.trim_end().ends_with(['.', '!', ':', ';'])
+        && opened.split_whitespace().nth(1).is_some_and(|w| !matches!(w.to_lowercase().as_str(), "not" | "also"));
+    let asks = crate::text::fold_for_reader(text).trim_end().ends_with('?') || bare_question;
     if text.ends_with('?') || text.ends_with('？') || asks {
         return Err("the source sentence is a question, not a statement".into());
     }

@@ -335,27 +335,30 @@ fn a_homoglyph_claim_is_not_verified_even_by_a_model() {
     assert_eq!(mixed_script_word("g\u{03BF}\u{03BF}gle.com").as_deref(), Some("g\u{03BF}\u{03BF}gle"));
 }
 
-/// The third blind file (written against the finished step): every distortion is refused; the
-/// faithful claims it loses (18 of 83 when this test was written, each shown by `lode eval gate
-/// --adversarial fixtures/gate/note-heldout-3.jsonl`) may only become fewer.
+/// The last two blind files (written against the finished step): every distortion is refused;
+/// the faithful claims each loses (shown by `lode eval gate --adversarial FILE`) may only become
+/// fewer. The fourth's faithful twins mostly reword their line ("Rent is £1,450" for "Rent:
+/// £1,450"), which the deterministic steps leave to entailment.
 #[test]
-fn third_blind_file_no_distortion_and_no_more_lost() {
-    let rows = adversarial_rows("note-heldout-3.jsonl");
-    assert!(rows.len() >= 160, "{} rows", rows.len());
-    let (mut accepted, mut lost, mut faithful) = (Vec::new(), 0, 0);
-    for r in &rows {
-        let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
-        let c = Claim { text: r.claim.clone(), support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect() };
-        let verified = matches!(check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()), Outcome::Verified(_));
-        match (r.expect.as_str(), r.paraphrase) {
-            ("reject", _) if verified => accepted.push(r.claim.clone()),
-            ("accept", false) => {
-                faithful += 1;
-                lost += usize::from(!verified);
+fn later_blind_files_no_distortion_and_no_more_lost() {
+    for (file, most_lost) in [("note-heldout-3.jsonl", 18), ("note-heldout-4.jsonl", 19)] {
+        let rows = adversarial_rows(file);
+        assert!(rows.len() >= 90, "{file}: {} rows", rows.len());
+        let (mut accepted, mut lost, mut faithful) = (Vec::new(), 0, 0);
+        for r in &rows {
+            let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
+            let c = Claim { text: r.claim.clone(), support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect() };
+            let verified = matches!(check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()), Outcome::Verified(_));
+            match (r.expect.as_str(), r.paraphrase) {
+                ("reject", _) if verified => accepted.push(r.claim.clone()),
+                ("accept", false) => {
+                    faithful += 1;
+                    lost += usize::from(!verified);
+                }
+                _ => {}
             }
-            _ => {}
         }
+        assert!(accepted.is_empty(), "{file}: distortions verified: {accepted:?}");
+        assert!(lost <= most_lost, "{file}: {lost} of {faithful} faithful claims lost (was {most_lost})");
     }
-    assert!(accepted.is_empty(), "distortions verified: {accepted:?}");
-    assert!(lost <= 18, "{lost} of {faithful} faithful claims lost (was 18)");
 }
