@@ -1483,3 +1483,47 @@ fn notes_whose_head_is_not_utf8_are_counted_by_their_head() {
     store.delete_note("also.md").unwrap();
     assert_eq!(store.stats().unwrap().lossy_notes, 0);
 }
+
+/// What the team's tier held for each note, remembered beside the kept versions: written by
+/// lode from a team bucket's answers, so every value is checked when read back; a later publish
+/// wins over an earlier one, a damaged, huge, linked or foreign file reads as nothing learned.
+#[test]
+fn shared_heads_keep_the_newest_publish_and_refuse_what_is_not_a_head() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(dir.path());
+    let tier = "s3://team/handbook";
+    let (a, b) = ("a".repeat(64), "b".repeat(64));
+    assert_eq!(store.shared_head(tier, "runbook.md"), None, "nothing learned yet");
+    store.remember_shared_heads(tier, 3, &[("runbook.md".into(), Some(a.clone())), ("gone.md".into(), None)]).unwrap();
+    assert_eq!(store.shared_head(tier, "runbook.md"), Some((Some(a.clone()), 3)));
+    assert_eq!(store.shared_head(tier, "gone.md"), Some((None, 3)), "a note no longer published");
+    assert_eq!(store.shared_head("s3://team/other", "runbook.md"), None, "each tier its own");
+    // An older publish does not overwrite a newer one; a newer one does.
+    store.remember_shared_heads(tier, 2, &[("runbook.md".into(), Some(b.clone()))]).unwrap();
+    assert_eq!(store.shared_head(tier, "runbook.md"), Some((Some(a.clone()), 3)));
+    store.remember_shared_heads(tier, 4, &[("runbook.md".into(), Some(b.clone()))]).unwrap();
+    assert_eq!(store.shared_head(tier, "runbook.md"), Some((Some(b.clone()), 4)));
+    // Not a version id: never remembered.
+    for bad in ["../../etc/passwd", "", &b[..12], &"g".repeat(64)] {
+        store.remember_shared_heads(tier, 9, &[("x.md".into(), Some(bad.to_owned()))]).unwrap();
+        assert_eq!(store.shared_head(tier, "x.md"), None, "{bad:?} kept");
+    }
+    // The file itself: damaged, a folder, or a link read as nothing learned, and are replaced.
+    let cache = store.shared_cache_dir().unwrap();
+    let file = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("heads-"))).unwrap();
+    std::fs::write(&file, b"{not json").unwrap();
+    assert_eq!(store.shared_head(tier, "runbook.md"), None);
+    std::fs::write(&file, br#"{"heads": {"runbook.md": {"head": "../x", "seq": 1}}}"#).unwrap();
+    assert_eq!(store.shared_head(tier, "runbook.md"), None, "a head that is no id");
+    std::fs::remove_file(&file).unwrap();
+    let outside = dir.path().join("outside.json");
+    std::fs::write(&outside, format!(r#"{{"heads": {{"runbook.md": {{"head": "{a}", "seq": 9}}}}}}"#)).unwrap();
+    #[cfg(unix)]
+    {
+        std::os::unix::fs::symlink(&outside, &file).unwrap();
+        assert_eq!(store.shared_head(tier, "runbook.md"), None, "a link is not read");
+        store.remember_shared_heads(tier, 5, &[("runbook.md".into(), Some(b.clone()))]).unwrap();
+        assert_eq!(store.shared_head(tier, "runbook.md"), Some((Some(b.clone()), 5)), "the link is replaced");
+        assert!(std::fs::read_to_string(&outside).unwrap().contains(&a), "the link's target is untouched");
+    }
+}

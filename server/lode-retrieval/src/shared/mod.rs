@@ -1037,6 +1037,13 @@ mod tests {
         let found = ix.search("quorum", 5, None).unwrap();
         assert_eq!(found.lexical.len(), 1);
         assert_eq!(found.lexical[0].path, cfg.address("it's.md"));
+        // A note's current version by its path: exactly that path, whatever the path holds.
+        assert_eq!(ix.head_of("it's.md").unwrap(), Some(id.clone()));
+        for h in ["' OR 1=1 --", "it's.md' OR 'a'='a", "it%", "it_s.md", "IT'S.MD", "", "it's.md\0", "it's.md/"] {
+            assert_eq!(ix.head_of(h).unwrap(), None, "{h:?}");
+        }
+        assert_eq!(ix.rel_of(&cfg.address("it's.md")).as_deref(), Some("it's.md"));
+        assert_eq!(ix.rel_of(&format!("{}-old/it's.md", cfg.uri)), None, "a sibling tier is not this one");
     }
 
     /// Note `n{i}.md` of a generated tier: one paragraph holding `word`.

@@ -390,7 +390,11 @@ impl Store {
         let map = read_shared_heads(&file);
         let e = map.get(rel)?;
         let seq = e["seq"].as_i64()?;
-        let head = e["head"].as_str().filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit())).map(str::to_owned);
+        // A value that is neither null nor a version id was not written by lode: nothing learned.
+        let head = match &e["head"] {
+            serde_json::Value::Null => None,
+            v => Some(v.as_str().filter(|h| h.len() == 64 && h.bytes().all(|b| b.is_ascii_hexdigit()))?.to_owned()),
+        };
         Some((head, seq))
     }
 
