@@ -42,6 +42,18 @@ enum Marker {
     Highlight,
 }
 
+impl Governs {
+    /// Whether the region holds the quote starting at `at`.
+    fn holds(&self, at: usize) -> bool {
+        self.range.start <= at && at < self.range.end.max(self.range.start + 1)
+    }
+
+    /// Whether the quote starting at `at` opens on the carrier itself.
+    fn opens_on_carrier(&self, at: usize) -> bool {
+        self.carrier.as_ref().is_some_and(|c| c.start <= at && at <= c.end)
+    }
+}
+
 /// What the note, as a whole, says about its own sentences. See the module doc.
 #[derive(Debug, Clone, Default)]
 pub struct Reading {
@@ -57,6 +69,10 @@ pub struct Reading {
     pub accepted: bool,
     /// The banner at the top, when there is one: the note's own current word about itself.
     pub banner: Option<Range<usize>>,
+    /// In an accepted note: how many headings propose, and the first line of each "Decision"
+    /// section (what was chosen), as tokens.
+    proposals: usize,
+    decisions: Vec<Vec<String>>,
 }
 
 /// Marks that say "no" on the line they stand on, and marks that say "not quite" when the note
@@ -751,6 +767,18 @@ impl Reading {
             r.governs.push(Governs { range: ls[*k].start..end, why, carrier: Some(name.clone()), spares_background: false, word: None });
         }
 
+        // An accepted note's proposals and what its decision names.
+        if r.accepted {
+            r.proposals = headings.iter().filter(|(_, _, u)| super::context::heading_cues(words, &u.text).iter().any(|c| c.len() == 1 && c[0].starts_with("propos"))).count();
+            r.decisions = headings
+                .iter()
+                .filter(|(_, _, u)| {
+                    let t = norm_tokens(&u.text);
+                    matches!(t.as_slice(), [w] if w == "decision" || w == "outcome") || t == ["decision", "outcome"] || t == ["chosen", "option"]
+                })
+                .filter_map(|(_, line, _)| text[line.end.min(text.len())..].lines().map(str::trim).find(|l| !l.is_empty()).filter(|l| !l.starts_with('#')).map(norm_tokens))
+                .collect();
+        }
         // Corrections: a later line about the same subject that corrects, reverts or supersedes.
         r.corrections(st, words, &ls, body_start);
         // Quoted and clipped text the note answers later.
@@ -1032,17 +1060,18 @@ impl Reading {
     pub fn blockers(&self, st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: &str) -> Vec<Blocker> {
         let text = st.text();
         let mut out = Vec::new();
-        let in_background = self.background.iter().any(|b| b.start <= quote.start && quote.start < b.end);
+        let in_background = self.in_background(quote.start);
         let claim_toks = norm_tokens(claim);
         for g in &self.governs {
-            let inside = g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1);
+            let inside = g.holds(quote.start);
             // A quote opening on the carrier (the speaker's name, the status line) is the note's
             // own word on it only when the claim says it too: "Bob: we ship" quoting "Bob:** we
             // ship", not "we ship" quoting the same.
-            let on_carrier = g.carrier.as_ref().is_some_and(|c| {
-                let said = norm_tokens(&text[c.clone()]);
-                c.start <= quote.start && quote.start <= c.end && !said.is_empty() && claim_toks.windows(said.len()).any(|w| w == said.as_slice())
-            });
+            let on_carrier = g.opens_on_carrier(quote.start)
+                && g.carrier.as_ref().is_some_and(|c| {
+                    let said = norm_tokens(&text[c.clone()]);
+                    !said.is_empty() && claim_toks.windows(said.len()).any(|w| w == said.as_slice())
+                });
             // The banner is the note's current word about itself.
             let in_banner = g.word.is_some() && self.banner.as_ref().is_some_and(|b| b.start <= quote.start && quote.start < b.end);
             if !inside || on_carrier || in_banner || (g.spares_background && in_background) {
@@ -1174,10 +1203,16 @@ impl Reading {
         out
     }
 
-    /// The carriers of the note's own status: restating any one carries them all (the title's
-    /// "(rejected)" and the frontmatter's `status: rejected` say one thing).
-    pub fn note_carriers(&self) -> Vec<Range<usize>> {
-        self.governs.iter().filter(|g| g.word.is_some()).filter_map(|g| g.carrier.clone()).collect()
+    /// In an accepted note, whether the proposal under `heading` is what was decided: the only
+    /// proposal, or the one a "Decision" section names ("## Decision\nProposal A." for
+    /// "## Proposal A: Kafka").
+    pub fn decided(&self, heading: &str) -> bool {
+        let label = norm_tokens(heading.split(':').next().unwrap_or(heading));
+        self.proposals == 1 || (!label.is_empty() && self.decisions.iter().any(|d| d.windows(label.len()).any(|w| w == label.as_slice())))
+    }
+
+    fn in_background(&self, at: usize) -> bool {
+        self.background.iter().any(|b| b.start <= at && at < b.end)
     }
 
     /// The carriers of the note's status that say the same as the one at `carrier` (the title's
@@ -1209,9 +1244,8 @@ impl Reading {
         let mut out: Vec<Range<usize>> = self
             .governs
             .iter()
-            .filter(|g| g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1))
+            .filter(|g| g.holds(quote.start) && !g.opens_on_carrier(quote.start))
             .filter_map(|g| g.carrier.clone())
-            .filter(|c| !(c.start <= quote.start && quote.start <= c.end))
             .collect();
         out.sort_by_key(|c| c.start);
         out.dedup();
@@ -1221,13 +1255,11 @@ impl Reading {
     /// Phrases of the note's status at `quote`, for the breadcrumb (`the note's status is
     /// “rejected”`, `Ana, in the meeting`).
     pub fn describe(&self, quote: &Range<usize>) -> Vec<String> {
-        let in_background = self.background.iter().any(|b| b.start <= quote.start && quote.start < b.end);
+        let in_background = self.in_background(quote.start);
         let mut out: Vec<String> = self
             .governs
             .iter()
-            .filter(|g| g.range.start <= quote.start && quote.start < g.range.end.max(g.range.start + 1))
-            .filter(|g| !(g.spares_background && in_background))
-            .filter(|g| !g.carrier.as_ref().is_some_and(|c| c.start <= quote.start && quote.start <= c.end))
+            .filter(|g| g.holds(quote.start) && !g.opens_on_carrier(quote.start) && !(g.spares_background && in_background))
             .map(|g| g.why.clone())
             .collect();
         out.dedup();
@@ -1235,7 +1267,6 @@ impl Reading {
     }
 }
 
-/// The note's text as a reader sees it, quoted and clipped: emphasis and quote markers removed.
 /// Whether `line` names a unit or a period the scope line does not ("°F" under "°C unless
 /// marked", "/yr" under "per month unless marked").
 fn marks_own_unit(line: &str, scope: &str) -> bool {
@@ -1247,6 +1278,7 @@ fn marks_own_unit(line: &str, scope: &str) -> bool {
     UNITS.iter().any(|u| line.contains(u) && !scope.contains(u))
 }
 
+/// The note's text as a reader sees it, quoted and clipped: emphasis and quote markers removed.
 fn quoted_text(s: &str) -> String {
     let shown: Vec<&str> = s.lines().map(|l| l.trim_start().trim_start_matches('>').trim()).collect();
     let shown = crate::text::normalize_whitespace(&shown.join(" ")).replace("**", "").replace("__", "");

@@ -250,19 +250,8 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
         // An accepted proposal is what was decided; a result answers the question it is under.
         // Only the one proposal of an accepted note, not "Proposal B (not chosen)" beside another.
-        let proposals = st.heading_list().iter().filter(|(_, _, u)| heading_cues(words, &u.text).iter().any(|c| c.len() == 1 && c[0].starts_with("propos"))).count();
-        let named_by_decision = || {
-            // "## Decision\nProposal A." names "## Proposal A: Kafka".
-            let label = norm_tokens(h.text.split(':').next().unwrap_or(&h.text));
-            st.heading_list().iter().any(|(_, line, u)| {
-                let t = norm_tokens(&u.text);
-                let decision = matches!(t.as_slice(), [w] if w == "decision" || w == "outcome") || t == ["decision", "outcome"] || t == ["chosen", "option"];
-                let first = body[line.end.min(body.len())..].lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
-                decision && !first.starts_with('#') && !label.is_empty() && norm_tokens(first).windows(label.len()).any(|w| w == label.as_slice())
-            })
-        };
         let unrejected = !ht.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "rejected" | "declined" | "dropped"));
-        if reading.accepted && only(&["proposal", "proposals", "proposed"]) && unrejected && (proposals == 1 || named_by_decision()) {
+        if reading.accepted && only(&["proposal", "proposals", "proposed"]) && unrejected && reading.decided(&h.text) {
             continue;
         }
         if states_a_result && only(&["maybe", "possible", "possibly", "hypothesis", "hypotheses", "idea", "ideas", "speculation", "to check", "to verify", "to investigate", "open questions", "unanswered", "unresolved"]) {

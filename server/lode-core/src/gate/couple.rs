@@ -102,7 +102,14 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             let range = b..end_of(j);
             let raw = &s[range.clone()];
             // Compared as a reader sees it: `µs` and `μs`, `ﬁle` and `file`, `１２` and `12`.
-            let raw = crate::text::fold_for_reader(raw);
+            // (ASCII, the common case, needs no folding and no copy.)
+            let folded;
+            let raw = if raw.is_ascii() {
+                raw
+            } else {
+                folded = crate::text::fold_for_reader(raw);
+                folded.as_str()
+            };
             let norm: String = raw
                 .chars()
                 .filter(|&c| !is_apostrophe(c))

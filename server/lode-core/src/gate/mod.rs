@@ -278,19 +278,14 @@ fn as_read(s: &str) -> (String, Vec<Range<usize>>) {
         out.push_str(piece);
         from.extend(std::iter::repeat_n(at, piece.len()));
     };
-    let mut chars = s.char_indices().peekable();
-    while let Some((i, c)) = chars.next() {
-        if c.is_ascii() && !chars.peek().is_some_and(|&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
-            push(c.encode_utf8(&mut [0; 4]), i..i + 1, &mut out, &mut from);
-            continue;
+    for run in crate::text::reader_runs(s) {
+        // ASCII (no mark after it) reads as itself.
+        if run.len() == 1 {
+            let (i, piece) = (run.start, &s[run.clone()]);
+            push(piece, i..i + 1, &mut out, &mut from);
+        } else {
+            push(&crate::text::fold_run(&s[run.clone()]), run, &mut out, &mut from);
         }
-        // A starter and the combining marks after it: the unit canonical equivalence works on.
-        let mut end = i + c.len_utf8();
-        while let Some(&(j, n)) = chars.peek().filter(|&&(_, n)| unicode_normalization::char::is_combining_mark(n)) {
-            end = j + n.len_utf8();
-            chars.next();
-        }
-        push(&crate::text::fold_run(&s[i..end]), i..end, &mut out, &mut from);
     }
     (out, from)
 }
@@ -395,8 +390,10 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let w = crate::text::fold_for_reader(w);
         quoted.iter().any(|q| q.contains(w.as_str()))
     };
-    let quoted_addresses: Vec<String> = spans.iter().flat_map(|sp| addresses(&eligible[&sp.version_id][sp.range.clone()])).map(|a| crate::text::fold_for_reader(&a)).collect();
-    if let Some(url) = addresses(&claim.text).into_iter().find(|u| !quoted_addresses.contains(&crate::text::fold_for_reader(u))) {
+    // Compared as a reader sees them, each whole.
+    let claim_addresses = addresses(&claim.text);
+    let quoted_addresses: Vec<String> = spans.iter().flat_map(|sp| addresses(&eligible[&sp.version_id][sp.range.clone()])).collect();
+    if let Some(url) = claim_addresses.iter().find(|u| !quoted_addresses.contains(u)) {
         let reason = format!("the claim gives the address {url:?}, which the quotes do not");
         return evidence_only(claim, spans, eligible, reason, format!("the address “{url}” is not in the quotes"), &parsed, &cfg.words);
     }
@@ -412,8 +409,8 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     // A claim's web address is compared whole with the addresses of the quote that carries it
     // (coupling does not read URLs: a link's destination is not prose).
     let addresses_held = |carrier: &str| {
-        let held: Vec<String> = addresses(carrier).iter().map(|a| crate::text::fold_for_reader(a)).collect();
-        addresses(&claim.text).iter().all(|a| held.contains(&crate::text::fold_for_reader(a)))
+        let held = addresses(carrier);
+        claim_addresses.iter().all(|a| held.contains(a))
     };
     for i in 0..spans.len() {
         for r in &places[i] {
@@ -695,11 +692,12 @@ fn not_evidence_problem(claim: &str, quote: &str, body: &str, regions: &[(Range<
     (!readable_left).then(|| format!("quote {:?} is {}, which the note does not assert", clip(quote), first_kind.describe()))
 }
 
-/// The web addresses a text spells out (`https://…`, `www.…`), without trailing punctuation.
+/// The web addresses a text spells out (`https://…`, `www.…`), without trailing punctuation,
+/// as a reader sees them ([`crate::text::fold_for_reader`]).
 pub fn addresses(text: &str) -> Vec<String> {
     text.split(|c: char| c.is_whitespace() || matches!(c, '<' | '>' | '(' | ')' | '[' | ']' | '"' | '`'))
         .filter(|w| w.contains("://") || w.starts_with("www.") || w.starts_with("//") || w.starts_with("mailto:"))
-        .map(|w| w.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '*', '_']).to_owned())
+        .map(|w| crate::text::fold_for_reader(w.trim_end_matches(['.', ',', ';', ':', '!', '?', '\'', '*', '_'])))
         .filter(|w| w.len() > 4)
         .collect()
 }

@@ -375,8 +375,7 @@ pub(super) fn current_head(
 
 /// The note of the tier a citation's target names, decoded as citations write it.
 fn tier_rel(target: &str, uri: &str) -> Option<String> {
-    let rest = target.split('#').next()?.strip_prefix(uri.trim_end_matches('/'))?.strip_prefix('/')?;
-    (!rest.is_empty()).then(|| lode_core::nav::percent_decode(rest))
+    lode_retrieval::shared::rel_in_tier(target, uri).map(lode_core::nav::percent_decode)
 }
 
 /// Asks the tier which version of the cited note it holds now, remembers it and keeps its

@@ -77,6 +77,13 @@ pub fn in_tier(target: &str, tier_uri: &str) -> bool {
     target.strip_prefix(tier_uri.trim_end_matches('/')).and_then(|rest| rest.strip_prefix('/')).is_some_and(|path| !path.is_empty())
 }
 
+/// The note of the tier at `tier_uri` that `address` names (`<tier>/<rel>#…`), as written (a
+/// citation's target is percent-encoded; an answer's address is not).
+pub fn rel_in_tier<'a>(address: &'a str, tier_uri: &str) -> Option<&'a str> {
+    let rest = address.split('#').next()?.strip_prefix(tier_uri.trim_end_matches('/'))?.strip_prefix('/')?;
+    (!rest.is_empty()).then_some(rest)
+}
+
 #[derive(Debug, thiserror::Error)]
 #[error("shared index {uri}: {detail}")]
 pub struct SharedError {
@@ -577,8 +584,7 @@ impl SharedIndex {
     /// The note a tier address names (`<tier>/<rel>`, as answers give it; a citation's target
     /// is percent-decoded first), without its `#fragment`.
     pub fn rel_of(&self, address: &str) -> Option<String> {
-        let rest = address.split('#').next()?.strip_prefix(self.cfg.uri.trim_end_matches('/'))?.strip_prefix('/')?;
-        (!rest.is_empty()).then(|| rest.to_owned())
+        rel_in_tier(address, &self.cfg.uri).map(str::to_owned)
     }
 
     /// Keeps the bodies of these shared versions beside `store` (see
