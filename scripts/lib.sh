@@ -75,7 +75,17 @@ ensure_models() {
 # Tests only (not the demo): moto's S3 server, for the shared tier's tests on loopback
 # (server/lode/tests/shared.rs), from PyPI into .lode-tools/py-test. Idempotent.
 ensure_test_tools() {
-    local dir=.lode-tools/py-test pkg="moto[server]==5.1.22"
+    # Each tool in a folder of its own: their dependencies never meet.
+    install_py_tool .lode-tools/py-test "moto[server]==5.1.22"
+    export LODE_TEST_PYTHONPATH="$PWD/.lode-tools/py-test"
+    # The official MCP Python SDK: the real client `lode mcp` is tested with.
+    install_py_tool .lode-tools/py-mcp "mcp==2.3.0"
+    export LODE_TEST_MCP_PYTHONPATH="$PWD/.lode-tools/py-mcp"
+}
+
+# install_py_tool DIR PACKAGE: PACKAGE from PyPI into DIR, once (a stamp names what is there).
+install_py_tool() {
+    local dir=$1 pkg=$2
     if [ "$(cat "$dir/.stamp" 2>/dev/null)" != "$pkg" ]; then
         echo "tests: installing $pkg (PyPI)"
         rm -rf "$dir.partial"
@@ -84,7 +94,6 @@ ensure_test_tools() {
         rm -rf "$dir"
         mv "$dir.partial" "$dir"
     fi
-    export LODE_TEST_PYTHONPATH="$PWD/$dir"
 }
 
 # Seconds since the script started, for progress lines.

@@ -81,6 +81,9 @@ pub struct AskConfig {
     /// Why nothing may go to a remote model now (the egress rules could not be read, e.g. a
     /// config edited into something that does not parse): every question is answered locally.
     pub egress_blocked: Option<String>,
+    /// The answer's reader is off this machine (an MCP client): every item is judged as for a
+    /// remote model, and what is withheld is not evidence at all, whichever model answers.
+    pub audience_remote: bool,
     /// The team's shared tier, searched beside the user's notes.
     pub shared: Option<std::sync::Arc<lode_retrieval::shared::SharedTier>>,
 }
@@ -131,6 +134,7 @@ impl Default for AskConfig {
             stale_days: 30.0,
             buffers: Default::default(),
             egress_blocked: None,
+            audience_remote: false,
             shared: None,
         }
     }
@@ -615,7 +619,16 @@ pub fn answer_gathered(
     mut items: Vec<ContextItem>,
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
-    let w = stages::withhold::withhold(store, origin, cfg, rules, synth, &mut items)?;
+    let mut w = stages::withhold::withhold(store, origin, cfg, rules, synth, &mut items)?;
+    // For a reader off the machine what is withheld is no evidence at all, and its paths are
+    // not named: only how many passages were held back.
+    let mut held_back = 0;
+    if cfg.audience_remote {
+        let before = items.len();
+        items.retain(|i| i.withheld.is_none());
+        held_back = before - items.len();
+        w.withheld.clear();
+    }
     let visible: Vec<&ContextItem> = items.iter().filter(|i| !(w.remote && i.withheld.is_some())).collect();
     let synthesized = stages::synthesize::synthesize(store, question, cfg, rules, w.synth, &items, &visible, &w.bodies, w.remote, w.notice)?;
     let mut answer = stages::ladder::gate_and_ladder(question, cfg, &items, &visible, w.bodies, w.withheld, w.remote, synthesized, scorer)?;
@@ -624,6 +637,13 @@ pub fn answer_gathered(
     }
     for r in &mut answer.related {
         r.short_id = store.short_version_id(&r.version_id)?;
+    }
+    if held_back > 0 {
+        let said = format!("{held_back} matching passage{} withheld from this client by the vault's egress rules.", if held_back == 1 { " was" } else { "s were" });
+        answer.notice = Some(match answer.notice.take() {
+            Some(n) => format!("{n} {said}"),
+            None => said,
+        });
     }
     Ok(answer)
 }
@@ -643,6 +663,28 @@ fn withheld_note(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str
         Err(e) => return Some(format!("its metadata could not be read ({e}); withheld to be safe")),
     };
     rules.withheld_because(path, &meta).or_else(|| Live::new(cfg, rules).withheld(path, None, false))
+}
+
+/// Why the note at `path` (a passage of it, `sent`: the exact bytes about to leave) may not be
+/// given to a reader off this machine, if so: the same checks as for a remote model — the
+/// path rules, the index's metadata, its open buffer, its file on disk now (gone from its
+/// indexed path: withheld), nested vaults' rules, and a page linked only from withheld notes.
+/// Fails closed. For doors whose reader is off the machine (an MCP client).
+pub fn withheld_for_remote(store: &Store, rules: &EgressRules, cfg: &AskConfig, path: &str, sent: Option<&str>) -> Option<String> {
+    if let Some(why) = &cfg.egress_blocked {
+        return Some(format!("nothing may leave this machine now ({why})"));
+    }
+    if let Some(why) = withheld_note(store, rules, cfg, path) {
+        return Some(why);
+    }
+    let mut live = Live::new(cfg, rules);
+    if let Some(why) = live.withheld(path, sent, true) {
+        return Some(why);
+    }
+    if path.contains("://") {
+        return stages::withhold::linked_only_from_withheld(store, &mut live, path);
+    }
+    None
 }
 
 /// What decides egress *now*, beyond the index: the editor's open buffers, the note's file on

@@ -4,7 +4,7 @@
 //! threads catch their panics per job; and [`CatchPanic`] wraps the whole service so a panic in
 //! async handler code answers its request instead of unwinding the message loop.
 //!
-//! [`fault`] injects panics for the tests that prove this (debug builds only).
+//! [`fault`] injects panics for the tests that prove this (debug builds only; `lode_engine::faults`).
 
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -71,26 +71,4 @@ where
     }
 }
 
-/// Whether a debug build's `LODE_FAULT` names `point`: a failure to simulate (not a panic),
-/// e.g. `watch` (the server's file watcher cannot start). Release builds never read it.
-pub fn fault_set(point: &str) -> bool {
-    cfg!(debug_assertions) && std::env::var("LODE_FAULT").is_ok_and(|spec| spec.split(',').any(|p| p.trim() == point))
-}
-
-/// Fault injection for the isolation tests: in a debug build, `LODE_FAULT=ask,scan,…` makes
-/// the named point panic the first time it is reached. Release builds never read it.
-pub fn fault(point: &str) {
-    if !cfg!(debug_assertions) {
-        return;
-    }
-    static FIRED: parking_lot::Mutex<Vec<String>> = parking_lot::Mutex::new(Vec::new());
-    let Ok(spec) = std::env::var("LODE_FAULT") else { return };
-    if spec.split(',').any(|p| p.trim() == point) {
-        let mut fired = FIRED.lock();
-        if !fired.iter().any(|f| f == point) {
-            fired.push(point.to_owned());
-            drop(fired);
-            panic!("injected fault at {point}");
-        }
-    }
-}
+pub use lode_engine::faults::fault;

@@ -2,18 +2,15 @@
 //! `lode/ask`, answer code actions, citation hover / goto / drift diagnostics, workspace symbols.
 //! The only crate that knows LSP types: it converts at the edge (`position`) and calls the core.
 
-mod files;
 mod framing;
 mod isolation;
 mod position;
-mod readers;
 mod server;
-pub mod memory;
 pub mod stdio_client;
-mod writer;
 
 pub use position::Encoding;
-pub use server::{build, Backend, ExternalSettings, ModelSettings, Reloaded, RulesSource, Settings, SettingsFn, VectorSettings};
+pub use lode_engine::{ExternalSettings, ModelSettings, Reloaded, RulesSource, Settings, SettingsFn, VectorSettings};
+pub use server::{build, Backend};
 
 /// How long the exit waits for the embedding thread's round in progress.
 const EXIT_WAIT: std::time::Duration = std::time::Duration::from_secs(10);

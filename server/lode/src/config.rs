@@ -43,6 +43,10 @@ pub struct TrustSection {
     /// Environment variables an approved vault's `[llm] api_key_env` may name (the user
     /// config's own `[llm] api_key_env` is allowed without being listed).
     pub api_key_env: Vec<String>,
+    /// MCP clients (`lode mcp`) are local: they see what the user sees, no-egress notes and
+    /// secrets included. Off by default: an MCP client usually forwards what it gets to a
+    /// remote model.
+    pub mcp_local: bool,
 }
 
 /// What a vault's config asked for beyond what a folder may set, and whether the user approved it.

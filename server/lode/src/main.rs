@@ -43,6 +43,8 @@ enum Command {
     Gate(cmd::gate::GateArgs),
     /// The language server, over stdio (for VS Code, Neovim, Helix)
     Serve(cmd::serve::ServeArgs),
+    /// The MCP server, over stdio: agents search, ask, verify and read the notes
+    Mcp(cmd::mcp::McpArgs),
     /// Show what the index holds
     Stats(cmd::stats::StatsArgs),
     /// Publish the vault as the team's shared tier (s3://bucket/prefix, or a folder)
@@ -85,7 +87,7 @@ fn quiet_library_panics() {
 }
 
 fn main() -> ExitCode {
-    lode_lsp::memory::limit_arenas();
+    lode_engine::memory::limit_arenas();
     quiet_library_panics();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -100,6 +102,7 @@ fn main() -> ExitCode {
         Command::Ask(a) => cmd::ask::run(a),
         Command::Gate(a) => cmd::gate::run(a),
         Command::Serve(a) => cmd::serve::run(a),
+        Command::Mcp(a) => cmd::mcp::run(a),
         Command::Eval(c) => cmd::eval::run(c),
         Command::Bench(c) => cmd::bench::run(c),
     };

@@ -3,7 +3,7 @@
 
 pub mod marks;
 mod nested;
-mod secrets;
+pub mod secrets;
 
 pub use nested::{read_config_file, NestedRules, MAX_CONFIG_BYTES};
 pub use secrets::{redact, redact_question, secret_spans};

@@ -60,6 +60,8 @@ pub(crate) fn withhold<'s>(
         return Err(AskError::Cancelled);
     }
     let remote = synth.is_remote();
+    // A reader off the machine (an MCP client) is judged as a remote model is.
+    let judge = remote || cfg.audience_remote;
 
     // Bodies of every version in context; only those the synthesizer may see are eligible.
     let mut bodies: BTreeMap<String, String> = BTreeMap::new();
@@ -70,7 +72,7 @@ pub(crate) fn withhold<'s>(
             }
         }
     }
-    if remote {
+    if judge {
         // The index's metadata may be stale: the flags in the exact bytes about to be sent, and
         // in the note on disk now, count too.
         let mut fresh: HashMap<(String, String), Option<String>> = HashMap::new();
@@ -98,7 +100,7 @@ pub(crate) fn withhold<'s>(
             it.withheld = fresh[&key].clone();
         }
     }
-    let withheld: Vec<Withheld> = if remote {
+    let withheld: Vec<Withheld> = if judge {
         items
             .iter()
             .filter_map(|i| {
@@ -113,7 +115,7 @@ pub(crate) fn withhold<'s>(
 
 /// Why a snapshot may not be sent because every note linking it is withheld, if so. A page no
 /// note links to (fetched for an answer) is judged on its own rules. Fails closed.
-fn linked_only_from_withheld(store: &Store, live: &mut Live<'_>, url: &str) -> Option<String> {
+pub(crate) fn linked_only_from_withheld(store: &Store, live: &mut Live<'_>, url: &str) -> Option<String> {
     let info = match store.external(url) {
         Ok(i) => i,
         Err(e) => return Some(format!("the notes linking it could not be read ({e}); withheld to be safe")),

@@ -129,95 +129,11 @@ impl Backend {
         let _guard = CancelOnDrop(cancel.clone());
         let st = state.clone();
         // What the editor holds now decides egress for its notes, saved or not.
-        let buffers = Arc::new(self.open_buffers(state));
+        let buffers = self.open_buffers(state);
         blocking(move || {
             let _permit = permit;
-            let store = st.readers.get()?;
-            // Injected while a read connection is held (with one shared, locked connection, this
-            // used to poison it for every later request).
-            crate::isolation::fault("ask");
-            let mut cfg = st.settings.ask.clone();
-            cfg.vault_root = Some(st.root.clone());
-            cfg.cancel = Some(cancel);
-            cfg.fetcher = Some(Arc::new(ServerFetcher(st.clone())));
-            cfg.buffers = buffers;
-            let (rules, synthesizer, blocked) = st.rules_now();
-            cfg.egress_blocked = blocked;
-            if let Some(l) = limit {
-                cfg.context_limit = l.clamp(1, 50);
-            }
-            // The models are lent for retrieval only: the lock is gone before synthesis, so a
-            // slow model answer holds up neither another ask's dense leg nor the vector thread.
-            // While the vector thread is embedding, answer lexically rather than wait for it: a
-            // dense leg over a half-embedded index favours whatever was embedded first.
-            // A vector table being rebuilt (or found gone) is not searched: a dense leg over
-            // part of the vault favours what was embedded first. The answer says so.
-            let unusable = st.dense_off.lock().unusable();
-            // The reranker is lent for retrieval only, as the embedder is; one that cannot be
-            // loaded leaves the fused order, as in `lode ask`.
-            let mut reranker = st.reranker.as_ref().and_then(|pool| match pool.take() {
-                Ok(lease) => Some(lease),
-                Err(e) => {
-                    tracing::warn!("rerank skipped: {e}");
-                    None
-                }
-            });
-            let (items, dense_failed, shortfalls) = {
-                let mut dense = st.dense.try_lock();
-                // An embedder released for idleness is loaded again here; one that cannot be
-                // leaves this answer lexical, and says why.
-                let mut reload_failed = None;
-                let mut models = match dense.as_mut().and_then(|g| g.as_mut()).filter(|_| unusable.is_none()) {
-                    Some((r, i)) => match r.get() {
-                        Ok(e) => lode_retrieval::Models { embedder: Some(e), index: Some(&*i), reranker: None },
-                        Err(why) => {
-                            reload_failed = Some(why);
-                            lode_retrieval::Models::default()
-                        }
-                    },
-                    None => lode_retrieval::Models::default(),
-                };
-                models.reranker = reranker.as_deref_mut();
-                let (items, shortfalls) = lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
-                (items, shortfalls.dense_failed.clone().or(reload_failed), shortfalls)
-            };
-            drop(reranker);
-            // The entailment model is taken only if a claim reaches the gate's third step.
-            let mut scorer = match &st.nli {
-                Some(pool) => ScorerSlot::lazy(|| pool.take().map(|lease| Box::new(lease) as Box<dyn lode_core::gate::EntailmentScorer + '_>)),
-                None => ScorerSlot::None,
-            };
-            if let Some(e) = &dense_failed {
-                tracing::warn!("the dense leg failed: {e}");
-            }
-            if dense_failed.is_some() || unusable.is_some() {
-                // The table may be what failed: the vector thread reads it whole and mends it.
-                st.dense_off.lock().check_asked = true;
-                st.kick();
-            }
-            let mut answer = lode_answer::answer_gathered(
-                &store,
-                &question,
-                origin.as_deref(),
-                &cfg,
-                &rules,
-                &synthesizer,
-                items,
-                &mut scorer,
-            )
-            .map_err(|e| e.to_string())?;
-            drop(scorer);
-            shortfalls.tell(&mut answer);
-            let lexical_because = unusable.or(dense_failed.map(|e| format!("dense retrieval failed ({e})")));
-            if let Some(why) = lexical_because {
-                let said = format!("{why}; this answer comes from lexical search only.");
-                answer.notice = Some(match answer.notice.take() {
-                    Some(n) => format!("{n} {said}"),
-                    None => said,
-                });
-            }
-            crate::memory::trim();
-            Ok(answer)
+            let req = lode_engine::queries::AskRequest { question, origin, pinned, limit, buffers, cancel, ..Default::default() };
+            st.ask(req)
         })
         .await
     }
@@ -452,39 +368,5 @@ impl Backend {
         let a: Args = serde_json::from_value(arg).map_err(|e| invalid(format!("lode.ask arguments: {e}")))?;
         self.settled(Some(&a.uri)).await?;
         self.ask_and_insert(a.uri, a.range, a.pinned).await
-    }
-}
-
-/// The `fetch_url` tool inside the server: fetches on the ask's own blocking thread, stores the
-/// page through the single writer (never from a read connection) and waits for the commit.
-struct ServerFetcher(Arc<State>);
-
-impl std::fmt::Debug for ServerFetcher {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "ServerFetcher({})", self.0.root.display())
-    }
-}
-
-impl lode_answer::Fetcher for ServerFetcher {
-    fn fetch_snapshot(&self, url: &str, cancel: Option<&Arc<std::sync::atomic::AtomicBool>>) -> std::result::Result<lode_answer::StoredPage, String> {
-        // A model's fetch never reaches loopback or private networks, whatever the settings say.
-        let opts = lode_externals::FetchOptions { cancel: cancel.cloned(), ..self.0.settings.externals.fetch.clone() }.for_model();
-        let fetched = lode_externals::fetch(url, &opts);
-        // Not through the writer: a cancelled ask waits behind no queued save.
-        if matches!(fetched, Err(lode_externals::FetchError::Cancelled)) {
-            return Err("cancelled".into());
-        }
-        let final_url = fetched.as_ref().map(|f| f.final_url.clone()).unwrap_or_else(|_| url.to_owned());
-        let (_, rx) = self.0.writer.submit(Job::Snapshot { url: url.to_owned(), via: lode_store::Via::Ask, fetched });
-        match rx.blocking_recv() {
-            Ok(Done::Recorded(lode_externals::Recorded::Saved(s))) => {
-                self.0.kick();
-                Ok(lode_answer::StoredPage { final_url, note_id: s.note_id, version_id: s.snapshot_id })
-            }
-            Ok(Done::Recorded(lode_externals::Recorded::Failed(e))) => Err(e.to_string()),
-            Ok(Done::Failed(e)) => Err(format!("storing the page failed: {e}")),
-            Ok(other) => Err(format!("unexpected writer result {other:?}")),
-            Err(_) => Err("the writer stopped".into()),
-        }
     }
 }

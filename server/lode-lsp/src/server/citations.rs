@@ -495,7 +495,7 @@ fn egress_diagnostics(marks: &lode_answer::egress::marks::Marks, rope: &Rope, en
 pub(super) const UNSAVED: &str = "lode.save-not-indexed";
 
 /// The diagnostic on a note whose last save is held by the writer (see `writer::Unsaved`).
-fn unsaved_diagnostic(u: &crate::writer::Unsaved) -> Diagnostic {
+fn unsaved_diagnostic(u: &lode_engine::writer::Unsaved) -> Diagnostic {
     Diagnostic {
         range: Range::default(),
         severity: Some(DiagnosticSeverity::WARNING),

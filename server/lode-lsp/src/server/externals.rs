@@ -10,14 +10,6 @@ use lode_store::{now_ms, ExternalInfo, Via};
 /// The command that fetches a page and stores a snapshot: arguments `[{"url": …}]`.
 pub(super) const MIRROR: &str = "lode.mirror";
 
-/// What the server needs to fetch pages and judge snapshots.
-#[derive(Debug, Clone, Default)]
-pub struct ExternalSettings {
-    pub fetch: lode_externals::FetchOptions,
-    pub freshness: Freshness,
-}
-
-
 /// The web URL an external link points to (without `#fragment`), if it is one lode mirrors and
 /// not a citation (whose title starts with `lode `: drift diagnostics cover those).
 fn web_url(link: &lode_core::nav::NavLink) -> Option<String> {

@@ -6,11 +6,9 @@
 mod ask;
 mod citations;
 mod externals;
-mod models;
 mod nav;
 mod status;
 mod symbols;
-mod vectors;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -21,11 +19,7 @@ use std::sync::Arc;
 // parking_lot locks do not poison: a panic in one request cannot make every later request fail.
 use parking_lot::{Mutex, RwLock};
 
-use lode_answer::egress::EgressRules;
-use lode_answer::{AskConfig, Synthesizer};
-use lode_core::gate::ScorerSlot;
-use lode_store::vault::IndexOptions;
-use lode_store::{Store, StoreOptions};
+use lode_store::Store;
 use ropey::Rope;
 use serde::Deserialize;
 use serde_json::{json, Value};
@@ -34,97 +28,9 @@ use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer, LspService};
 
 use crate::position::{self, Encoding};
-use crate::writer::{Done, Job, Writer};
-use vectors::{start_vectors, Dense};
-
-pub use externals::ExternalSettings;
-pub use models::ModelSettings;
-
-/// What the server needs from the vault's configuration (built by the `lode` binary).
-pub struct Settings {
-    pub db: PathBuf,
-    pub store: StoreOptions,
-    pub index: IndexOptions,
-    pub ask: AskConfig,
-    pub rules: EgressRules,
-    /// Where the rules come from, to read them again when that file changes (`None`: fixed).
-    pub rules_source: Option<RulesSource>,
-    pub synthesizer: Synthesizer,
-    /// Dense retrieval: the embedder to load (lazily, on the vector thread) and where vectors live.
-    pub vectors: Option<VectorSettings>,
-    /// The cross-encoder that reranks the fused candidates (`[models] reranker`), loaded on the
-    /// first ask.
-    pub reranker: Option<ModelSettings>,
-    /// The entailment model of the gate's third step (`[models] nli`), loaded on the first
-    /// claim that reaches it.
-    pub nli: Option<ModelSettings>,
-    /// Fetching linked pages, and when their snapshots are stale.
-    pub externals: ExternalSettings,
-    /// Models unused this long are released (loaded again on next use); `None`: kept loaded.
-    pub unload_after: Option<std::time::Duration>,
-    /// What the user must be told about this vault beyond its config's own trust notice (which
-    /// [`RulesSource`] reads): a store that came with the folder moved aside. `lode/status`
-    /// shows it, and the server says it when the vault starts.
-    pub notices: Vec<String>,
-}
-
-#[derive(Clone)]
-pub struct VectorSettings {
-    pub embedder: PathBuf,
-    pub runtime: Option<PathBuf>,
-    pub threads: usize,
-    /// Embedding window size in model tokens.
-    pub window_tokens: usize,
-    pub dir: PathBuf,
-}
-
-pub type SettingsFn = Arc<dyn Fn(&Path) -> anyhow::Result<Settings> + Send + Sync>;
-
-/// The file the egress rules and the synthesizer come from, and how to read them from its bytes
-/// (`None`: no file): they follow the file's current bytes, checked before every question, so
-/// an edited config holds for the next question at once.
-#[derive(Clone)]
-pub struct RulesSource {
-    pub file: PathBuf,
-    /// Other files what `load` makes of the config depends on (the user's own config, the
-    /// record of the folder's approval): a change to any of them is read at the next question.
-    pub also: Vec<PathBuf>,
-    pub load: Arc<dyn Fn(Option<&[u8]>) -> std::result::Result<Reloaded, String> + Send + Sync>,
-}
-
-/// What the vault's config says now, read from its bytes.
-pub struct Reloaded {
-    pub rules: EgressRules,
-    pub synthesizer: Synthesizer,
-    /// Settings of the folder's config that are ignored until the user approves the folder
-    /// (docs/security.md), in one line with the command that approves them.
-    pub notice: Option<String>,
-}
-
-/// The egress rules and synthesizer in force, and the config bytes they were read from.
-struct RulesNow {
-    bytes: Option<Vec<u8>>,
-    rules: Arc<EgressRules>,
-    synthesizer: Arc<Synthesizer>,
-    /// The config no longer reads: nothing goes to a remote model until it does.
-    blocked: Option<String>,
-    /// The trust notice of the config as last read.
-    notice: Option<String>,
-    /// The bytes of [`RulesSource::also`] when the config was last read.
-    also: Vec<Option<Vec<u8>>>,
-    /// The notice as it was when the vault started: the settings loaded then (models, runtime,
-    /// `[shared]`, fetch limits) hold until a restart, whatever was approved since.
-    started_with: Option<String>,
-}
-
-/// The bytes of each of the rules' other files now (`None`: absent or unreadable).
-fn also_bytes(src: &RulesSource) -> Vec<Option<Vec<u8>>> {
-    src.also.iter().map(|p| lode_answer::egress::read_config_file(p).ok()).collect()
-}
-
-/// How long a changed config must stay the same before it is believed: an editor's save
-/// (truncate then write, or write elsewhere then rename) passes through an empty or missing file.
-const CONFIG_SETTLE: std::time::Duration = std::time::Duration::from_millis(30);
+use lode_engine::writer::{Done, Job};
+use lode_engine::vectors::Loaded;
+use lode_engine::{Engine as State, SettingsFn, Unopened};
 
 struct Doc {
     rope: Rope,
@@ -150,159 +56,6 @@ const DIAGNOSTICS_AFTER: std::time::Duration = std::time::Duration::from_millis(
 /// Source of [`Doc::generation`].
 static GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
-pub(crate) struct State {
-    pub(crate) root: PathBuf,
-    pub(crate) settings: Settings,
-    pub(crate) writer: Writer,
-    pub(crate) readers: Arc<crate::readers::Readers>,
-    /// A scan is running; `scan_again`: run one more when it ends (see `files::request_scan`).
-    pub(crate) scanning: Arc<AtomicBool>,
-    pub(crate) scan_again: AtomicBool,
-    /// Scans started, for unique progress tokens.
-    pub(crate) scans: std::sync::atomic::AtomicU64,
-    /// Set by the one [`start_opened`] that starts this vault (a folder added twice starts once).
-    started: AtomicBool,
-    dense: Dense,
-    /// The loaded model's id, or why dense retrieval is off (for `lode/status`).
-    dense_off: vectors::DenseOff,
-    /// Told once how loading the embedder ended; taken by whoever tells the user.
-    dense_loaded: Mutex<Option<tokio::sync::oneshot::Receiver<vectors::Loaded>>>,
-    kick: Option<Mutex<std::sync::mpsc::Sender<vectors::Kick>>>,
-    /// The client, for the vector thread's progress (set when the vault starts).
-    reporter: vectors::Reporter,
-    /// Open buffers chunked while the user pauses, and the scan's next batch chunked while the
-    /// writer applies the one before, for the writer's next save of those bytes.
-    pub(crate) prechunked: lode_store::Prechunked,
-    /// The vault is going (the client exited, or its folder was removed): the vector thread
-    /// installs no model and starts no round (see [`State::release_models`]).
-    closing: Arc<AtomicBool>,
-    rules: Mutex<RulesNow>,
-    pub(crate) reranker: Option<models::Pool<lode_models::CrossEncoder>>,
-    pub(crate) nli: Option<models::Pool<lode_models::NliModel>>,
-    /// Deferred saves that landed (their paths), for the task that clears their diagnostic;
-    /// taken when the vault starts.
-    landed: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<String>>>,
-}
-
-impl State {
-    /// The egress rules and synthesizer as the config on disk says now, and why nothing may
-    /// leave the machine, if so: a config that no longer parses, or is being written, keeps the
-    /// rules it replaced *and* blocks every remote request. Reads the config file (a few hundred
-    /// bytes, twice when it changed): blocking, off the loop.
-    pub(crate) fn rules_now(&self) -> (Arc<EgressRules>, Arc<Synthesizer>, Option<String>) {
-        let mut now = self.rules.lock();
-        if let Some(src) = &self.settings.rules_source {
-            let read = || match lode_answer::egress::read_config_file(&src.file) {
-                Ok(b) => Ok(Some(b)),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(e) => Err(format!("{} cannot be read: {e}", src.file.display())),
-            };
-            let bytes = match read() {
-                Ok(b) => b,
-                Err(e) => return (now.rules.clone(), now.synthesizer.clone(), Some(e)),
-            };
-            let also = also_bytes(src);
-            if bytes == now.bytes && now.blocked.is_none() && also != now.also {
-                // The same config reads differently now: the user approved the folder (`lode
-                // trust`) or changed their own config since.
-                if let Ok(r) = (src.load)(bytes.as_deref()) {
-                    now.rules = Arc::new(r.rules);
-                    now.synthesizer = Arc::new(r.synthesizer);
-                    now.notice = r.notice;
-                    now.also = also;
-                }
-            } else if bytes != now.bytes {
-                std::thread::sleep(CONFIG_SETTLE);
-                if read().ok().as_ref() != Some(&bytes) {
-                    let why = format!("{} is being written", src.file.display());
-                    return (now.rules.clone(), now.synthesizer.clone(), Some(why));
-                }
-                match (src.load)(bytes.as_deref()) {
-                    Ok(r) => {
-                        now.rules = Arc::new(r.rules);
-                        now.synthesizer = Arc::new(r.synthesizer);
-                        now.notice = r.notice;
-                        now.also = also;
-                        now.blocked = None;
-                    }
-                    Err(e) => now.blocked = Some(format!("{} no longer reads: {e}", src.file.display())),
-                }
-                now.bytes = bytes;
-            }
-        }
-        (now.rules.clone(), now.synthesizer.clone(), now.blocked.clone())
-    }
-
-    /// What the user must be told about this vault's trust, as of the config last read: the
-    /// settings it ignores until `lode trust`, and what happened to a store that came with the
-    /// folder.
-    pub(crate) fn trust_notices(&self) -> Vec<String> {
-        let now = self.rules.lock();
-        let changed = (now.notice != now.started_with).then(|| {
-            "lode: this folder's approval changed since lode started: [llm] and the egress rules follow it now; \
-             models, the runtime, [shared] and fetch settings follow it when lode restarts"
-                .to_owned()
-        });
-        now.notice.iter().cloned().chain(changed).chain(self.settings.notices.iter().cloned()).collect()
-    }
-
-    /// Whether an open buffer's note may not leave the machine: its own marks, the path rules,
-    /// a nested vault's rules. Blocking (reads the config and nested configs).
-    pub(crate) fn buffer_withheld(&self, key: &str, marks: &lode_answer::egress::marks::Marks) -> bool {
-        let (rules, _, _) = self.rules_now();
-        marks.local.is_some()
-            || (!key.contains("://") && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
-    }
-
-    /// Releases the models unused for `after` (the embedder, idle copies of the cross-encoder
-    /// and the entailment model): they are loaded again on next use. Never waits for a model
-    /// in use. Blocking (dropping an ONNX session frees its memory).
-    pub(crate) fn release_idle_models(&self, after: std::time::Duration) {
-        let mut released = false;
-        if let Some(mut guard) = self.dense.try_lock() {
-            if let Some((resident, _)) = guard.as_mut() {
-                released |= resident.release_if_idle(after);
-            }
-        }
-        for pool in self.reranker.iter() {
-            released |= pool.release_idle(after);
-        }
-        for pool in self.nli.iter() {
-            released |= pool.release_idle(after);
-        }
-        if released {
-            crate::memory::trim();
-        }
-    }
-
-    /// Stops the vector thread's work and drops the embedding model: the round in progress
-    /// ends (taking the models' lock waits for it), and no other begins. ONNX Runtime torn
-    /// down by the process's exit under an inference in progress failed it with a garbage
-    /// error ("GetElementType is not implemented", in the log of every soak). Blocking.
-    fn release_models(&self) {
-        self.closing.store(true, Ordering::SeqCst);
-        *self.reporter.lock() = None;
-        drop(self.dense.lock().take());
-        self.reranker.iter().for_each(models::Pool::release);
-        self.nli.iter().for_each(models::Pool::release);
-    }
-
-    /// Wakes the vector thread (after saves and scans): embedding is only queued, never awaited.
-    pub(crate) fn kick(&self) {
-        if let Some(k) = &self.kick {
-            let _ = k.lock().send(None);
-        }
-    }
-
-    /// Wakes the vector thread with a note the user is looking at (just saved or opened): its
-    /// passages are embedded before the backlog.
-    pub(crate) fn kick_first(&self, rel: &str) {
-        if let Some(k) = &self.kick {
-            let _ = k.lock().send(Some(rel.to_owned()));
-        }
-    }
-}
-
 /// A vault's state, opened once, by a task of its own (see [`Backend::state_of`]).
 #[derive(Default)]
 struct StateCell {
@@ -315,13 +68,6 @@ impl StateCell {
     fn get(&self) -> Option<&std::result::Result<Arc<State>, String>> {
         self.cell.get()
     }
-}
-
-/// Why a vault did not open.
-enum Unopened {
-    /// Another process holds its database locked: tried again until it lets go.
-    Locked(String),
-    Failed(String),
 }
 
 /// Longest a request waits for the saves sent before it: past this it answers from what is
@@ -400,90 +146,6 @@ fn invalid(msg: impl std::fmt::Display) -> Error {
     Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
 }
 
-/// Opens the stores and starts the writer for the workspace `initialize` named (blocking: it runs
-/// migrations; called off the message loop).
-fn open_state(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<State>, Unopened> {
-    let store_err = |e: lode_store::StoreError| match e {
-        lode_store::StoreError::Locked { .. } => Unopened::Locked(e.to_string()),
-        e => Unopened::Failed(e.to_string()),
-    };
-    match root {
-        None => Err(Unopened::Failed("no workspace folder: open a folder of notes".to_owned())),
-        Some(root) => (|| {
-            let settings = settings_fn(&root).map_err(|e| Unopened::Failed(format!("{e:#}")))?;
-            // The bytes the rules are read from, read from those very bytes (an edit between
-            // two reads must not leave its rules unapplied).
-            let rules_bytes = settings.rules_source.as_ref().and_then(|s| lode_answer::egress::read_config_file(&s.file).ok());
-            let also = settings.rules_source.as_ref().map(also_bytes).unwrap_or_default();
-            let (rules, synthesizer, notice) = match &settings.rules_source {
-                Some(src) => {
-                    let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;
-                    (r.rules, r.synthesizer, r.notice)
-                }
-                None => (settings.rules.clone(), settings.synthesizer.clone(), None),
-            };
-            let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
-            // The editor's buffers, plus two batches of a scan.
-            let prechunked = lode_store::Prechunked::with_capacity(16 + 2 * lode_store::vault::BATCH);
-            write.set_prechunked(prechunked.clone());
-            let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
-            let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
-            let (settings_reranker, settings_nli) = (settings.reranker.clone(), settings.nli.clone());
-            let reporter: vectors::Reporter = Arc::default();
-            let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
-            let closing: Arc<AtomicBool> = Arc::default();
-            let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
-                Some(vs) => {
-                    let (k, d, off, loaded) =
-                        start_vectors(settings.db.clone(), settings.store.clone(), vs, reporter.clone(), log_kick.clone(), closing.clone());
-                    (Some(Mutex::new(k)), d, off, Some(loaded))
-                }
-                None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
-            };
-            let kick_writer = kick.as_ref().map(|k| k.lock().clone());
-            let (landed_tx, landed_rx) = tokio::sync::mpsc::unbounded_channel();
-            let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
-                match d {
-                    Done::Failed(e) => tracing::warn!("write failed: {e}"),
-                    Done::Deferred(e) => tracing::warn!("a save is kept and retried: {e}"),
-                    Done::Landed(path) => {
-                        tracing::info!("the deferred save of {path} landed");
-                        let _ = landed_tx.send(path.clone());
-                    }
-                    Done::Paths { failed, .. } if !failed.is_empty() => tracing::warn!("file events not applied: {}", failed.join("; ")),
-                    Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                    other => tracing::debug!("written: {other:?}"),
-                }
-                if let Some(k) = &kick_writer {
-                    let _ = k.send(None);
-                }
-            });
-            let _ = log_kick.set(writer.log_kick());
-            Ok(Arc::new(State {
-                root,
-                settings,
-                writer,
-                readers: crate::readers::Readers::new(settings_db, settings_store, read),
-                // Until its first scan ends (see `files::first_scan`).
-                scanning: Arc::new(AtomicBool::new(true)),
-                scan_again: AtomicBool::new(false),
-                scans: std::sync::atomic::AtomicU64::new(0),
-                started: AtomicBool::new(false),
-                dense,
-                dense_off,
-                dense_loaded: Mutex::new(dense_loaded),
-                kick,
-                reporter,
-                prechunked,
-                closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, started_with: notice.clone(), notice, also }),
-                landed: Mutex::new(Some(landed_rx)),
-                reranker: settings_reranker.map(models::Pool::new),
-                nli: settings_nli.map(models::Pool::new),
-            }))
-        })(),
-    }
-}
 
 /// What the client does for itself, from `initialize`.
 #[derive(Clone, Copy)]
@@ -498,11 +160,9 @@ struct ClientPrefs {
 /// client watches for us: `client_watches`) and scanned, and deferred saves that land have their
 /// diagnostic cleared in `published`.
 async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, state: Arc<State>) {
-    if state.started.swap(true, Ordering::SeqCst) {
-        return;
-    }
-    *state.reporter.lock() = Some((client.clone(), tokio::runtime::Handle::current()));
-    if let Some(mut landed) = state.landed.lock().take() {
+    let reporter = Arc::new(ClientReporter { client: client.clone(), handle: tokio::runtime::Handle::current() });
+    let Some(started) = state.start(reporter, !prefs.watches) else { return };
+    if let Some(mut landed) = started.landed {
         let (client, published, st) = (client.clone(), published.clone(), state.clone());
         tokio::spawn(async move {
             while let Some(rel) = landed.recv().await {
@@ -521,60 +181,96 @@ async fn start_opened(client: Client, prefs: ClientPrefs, published: Published, 
             }
         });
     }
-    if !prefs.watches {
-        crate::files::watch_vault(client.clone(), state.clone());
-    }
     for notice in state.trust_notices() {
         client.show_message(MessageType::WARNING, notice).await;
     }
     // Lexical-only answers are a silent downgrade unless the user is told, once.
-    if let Some(loaded) = state.dense_loaded.lock().take() {
+    if let Some(loaded) = started.loaded {
         let client = client.clone();
         let root = state.root.clone();
         tokio::spawn(async move {
             let reason = match loaded.await {
-                Ok(vectors::Loaded::Off(_)) if prefs.prompts_setup => return,
-                Ok(vectors::Loaded::Off(reason)) => reason,
-                Ok(vectors::Loaded::Ready { mended: Some(why) }) => {
+                Ok(Loaded::Off(_)) if prefs.prompts_setup => return,
+                Ok(Loaded::Off(reason)) => reason,
+                Ok(Loaded::Ready { mended: Some(why) }) => {
                     let msg = format!("lode: {why}; until it is rebuilt, answers in {} lean on lexical search.", root.display());
                     client.show_message(MessageType::WARNING, msg).await;
                     return;
                 }
                 _ => return,
             };
-            {
-                client
-                    .show_message(
-                        MessageType::WARNING,
-                        // The fix first: a collapsed toast shows one line.
-                        format!(
-                            "lode: run `lode setup`, then restart the server, to turn on semantic search. \
-                             Until then answers in {} use lexical search only: {reason} (`lode doctor` shows what lode finds).",
-                            root.display()
-                        ),
-                    )
-                    .await;
-            }
+            client
+                .show_message(
+                    MessageType::WARNING,
+                    // The fix first: a collapsed toast shows one line.
+                    format!(
+                        "lode: run `lode setup`, then restart the server, to turn on semantic search. \
+                         Until then answers in {} use lexical search only: {reason} (`lode doctor` shows what lode finds).",
+                        root.display()
+                    ),
+                )
+                .await;
         });
     }
-    // Models unused for a while are released; checked every few seconds, on a thread that
-    // ends with the vault (it holds no reference to it).
-    if let Some(after) = state.settings.unload_after {
-        let weak = Arc::downgrade(&state);
-        let every = (after / 4).clamp(std::time::Duration::from_millis(250), std::time::Duration::from_secs(15));
-        let spawned = std::thread::Builder::new().name("lode-idle".into()).spawn(move || loop {
-            std::thread::sleep(every);
-            let Some(st) = weak.upgrade() else { return };
-            if st.closing.load(Ordering::SeqCst) {
-                return;
-            }
-            st.release_idle_models(after);
-        });
-        if let Err(e) = spawned {
-            tracing::warn!("models will stay loaded: cannot start the idle thread: {e}");
+}
+
+/// The engine's messages and progress, as `window/showMessage` and `$/progress` to the client.
+/// Called from the engine's own threads (never a runtime worker), so it may block on the client
+/// briefly: a progress token waits at most 2 s for the client's answer.
+struct ClientReporter {
+    client: Client,
+    handle: tokio::runtime::Handle,
+}
+
+impl lode_engine::Reporter for ClientReporter {
+    fn say(&self, level: lode_engine::Level, message: String) {
+        let kind = match level {
+            lode_engine::Level::Warning => MessageType::WARNING,
+            lode_engine::Level::Error => MessageType::ERROR,
+        };
+        let c = self.client.clone();
+        self.handle.spawn(async move { c.show_message(kind, message).await });
+    }
+
+    fn begin(&self, token: &str, title: &str, message: String) -> Option<Box<dyn lode_engine::Bar>> {
+        let token = ProgressToken::String(token.to_owned());
+        let (c, t) = (self.client.clone(), token.clone());
+        // Waits for the client's answer, but not forever: a client that never answers must not
+        // hold up indexing (the progress then goes out unacknowledged); one that refuses the
+        // token gets no bar.
+        let created = self.handle.block_on(async move { tokio::time::timeout(std::time::Duration::from_secs(2), c.create_work_done_progress(t)).await });
+        if matches!(created, Ok(Err(_))) {
+            return None;
         }
+        let bar = ClientBar { client: self.client.clone(), handle: self.handle.clone(), token };
+        bar.send(WorkDoneProgress::Begin(WorkDoneProgressBegin { title: title.to_owned(), message: Some(message), percentage: Some(0), ..Default::default() }));
+        Some(Box::new(bar))
     }
-    crate::files::first_scan(client.clone(), state);
+}
+
+struct ClientBar {
+    client: Client,
+    handle: tokio::runtime::Handle,
+    token: ProgressToken,
+}
+
+impl ClientBar {
+    fn send(&self, value: WorkDoneProgress) {
+        let (c, token) = (self.client.clone(), self.token.clone());
+        self.handle.block_on(async move {
+            c.send_notification::<notification::Progress>(ProgressParams { token, value: ProgressParamsValue::WorkDone(value) }).await
+        });
+    }
+}
+
+impl lode_engine::Bar for ClientBar {
+    fn report(&mut self, message: String, percent: u32) {
+        self.send(WorkDoneProgress::Report(WorkDoneProgressReport { message: Some(message), percentage: Some(percent), ..Default::default() }));
+    }
+
+    fn end(self: Box<Self>, message: String) {
+        self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }));
+    }
 }
 
 /// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
@@ -701,7 +397,7 @@ impl Backend {
                         let mut pause = OPEN_RETRY_FIRST;
                         loop {
                             let (f, r) = (settings_fn.clone(), root.clone());
-                            let opened = tokio::task::spawn_blocking(move || open_state(&f, Some(r)))
+                            let opened = tokio::task::spawn_blocking(move || State::open(&f, Some(r)))
                                 .await
                                 .unwrap_or_else(|e| Err(Unopened::Failed(format!("opening the vault failed: {e}"))));
                             match opened {
@@ -1106,11 +802,11 @@ impl LanguageServer for Backend {
             }
         }
         let pending: Vec<_> =
-            by_vault.into_iter().filter_map(|(state, paths)| crate::files::on_paths(&state, paths).map(|done| (state, done))).collect();
+            by_vault.into_iter().filter_map(|(state, paths)| lode_engine::scan::on_paths(&state, paths).map(|done| (state, done))).collect();
         if !pending.is_empty() {
             for (state, done) in pending {
                 if let Ok(done) = done.await {
-                    crate::files::after_paths(&self.client, &state, &done);
+                    lode_engine::scan::after_paths(&state, &done);
                 }
             }
             self.diagnostics_after_write().await;

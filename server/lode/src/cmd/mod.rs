@@ -14,6 +14,7 @@ pub mod gate;
 pub mod index;
 pub mod publish;
 pub mod search;
+pub mod mcp;
 pub mod serve;
 pub mod setup;
 pub mod stats;

@@ -22,7 +22,7 @@ pub struct ServeArgs {
 /// The server's log: stderr (editors show it in their log pane), warnings and errors unless
 /// `LODE_LOG` says otherwise (`LODE_LOG=debug`, or per module: `LODE_LOG=lode_lsp::requests=debug`
 /// times every request and notification).
-fn init_log() {
+pub fn init_log() {
     let filter = match std::env::var("LODE_LOG") {
         Err(_) => tracing_subscriber::EnvFilter::new("warn"),
         Ok(v) => tracing_subscriber::EnvFilter::try_new(&v).unwrap_or_else(|e| {
@@ -41,9 +41,10 @@ fn synthesizer_of(config: &Config) -> lode_answer::Synthesizer {
     }
 }
 
-pub fn run(args: ServeArgs) -> Result<ExitCode> {
-    init_log();
-    let settings: lode_lsp::SettingsFn = Arc::new(|root: &std::path::Path| {
+/// How every long-running door (`lode serve`, `lode mcp`) opens a vault's engine: its config
+/// (defaults ← the user's ← what the folder may set), its store bound to the user, its models.
+pub fn engine_settings() -> lode_engine::SettingsFn {
+    Arc::new(|root: &std::path::Path| {
         let config = Config::load(root)?;
         // The config's own trust notice is the server's to say (it follows the file); this
         // holds what else the user must hear.
@@ -65,7 +66,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
         }
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
-        let vectors = (!m.embedder.trim().is_empty()).then(|| lode_lsp::VectorSettings {
+        let vectors = (!m.embedder.trim().is_empty()).then(|| lode_engine::VectorSettings {
             embedder: m.resolve(&m.embedder),
             runtime: m.runtime.clone(),
             threads: m.threads,
@@ -73,17 +74,17 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             dir: state_dir(root).join("vectors"),
         });
         let model = |name: &Option<String>| {
-            name.as_ref().filter(|n| !n.trim().is_empty()).map(|n| lode_lsp::ModelSettings { dir: m.resolve(n), runtime: m.runtime.clone(), threads: m.threads })
+            name.as_ref().filter(|n| !n.trim().is_empty()).map(|n| lode_engine::ModelSettings { dir: m.resolve(n), runtime: m.runtime.clone(), threads: m.threads })
         };
         let (reranker, nli) = (model(&m.reranker), model(&m.nli));
-        Ok(lode_lsp::Settings {
+        Ok(lode_engine::Settings {
             db: state_dir(root).join("lode.db"),
             // A long-running server keeps three connections: small caches keep its footprint small.
             store: lode_store::StoreOptions { cache_kib: 2048, ..config.store_options() },
             index: lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() },
             ask: config.ask_config(),
             rules: config.egress_rules()?,
-            rules_source: Some(lode_lsp::RulesSource {
+            rules_source: Some(lode_engine::RulesSource {
                 file: state_dir(root).join("config.toml"),
                 also: crate::trust::user_config_path()
                     .into_iter()
@@ -96,7 +97,7 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
                         // `[llm]` added to an approved folder's config is not approved.
                         let config = Config::layered(&root, bytes).map_err(|e| format!("{e:#}"))?;
                         let rules = config.egress_rules().map_err(|e| format!("{e:#}"))?;
-                        Ok(lode_lsp::Reloaded { rules, synthesizer: synthesizer_of(&config), notice: config.report.notice() })
+                        Ok(lode_engine::Reloaded { rules, synthesizer: synthesizer_of(&config), notice: config.report.notice() })
                     })
                 },
             }),
@@ -104,14 +105,19 @@ pub fn run(args: ServeArgs) -> Result<ExitCode> {
             vectors,
             reranker,
             nli,
-            externals: lode_lsp::ExternalSettings {
+            externals: lode_engine::ExternalSettings {
                 fetch: config.externals.fetch_options(),
                 freshness: config.externals.freshness(),
             },
             unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(m.unload_after_secs).ok()).flatten(),
             notices,
         })
-    });
+    })
+}
+
+pub fn run(args: ServeArgs) -> Result<ExitCode> {
+    init_log();
+    let settings = engine_settings();
     let vault = args.vault.map(|v| v.canonicalize().unwrap_or(v));
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     rt.block_on(lode_lsp::run_stdio(settings, vault));

@@ -1,10 +1,17 @@
 //! The vector thread: loads the embedder, keeps vectors fresh after saves and scans.
 
-use super::*;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use lode_store::{Store, StoreOptions};
+use parking_lot::Mutex;
+
+use crate::report::{Level, Slot as Reporter};
+use crate::VectorSettings;
 
 /// The embedder and vector index, shared by the vector thread (which keeps vectors fresh after
 /// saves) and readers (which embed questions).
-pub(super) type Dense = Arc<Mutex<Option<(Resident, lode_retrieval::VectorIndex)>>>;
+pub(crate) type Dense = Arc<Mutex<Option<(Resident, lode_retrieval::VectorIndex)>>>;
 
 /// The embedding model, loaded while it is used and released after `[models] unload_after_secs`
 /// without use (its ONNX session is most of the server's memory): the next question or
@@ -76,28 +83,28 @@ impl Resident {
 /// What `lode/status` says of dense retrieval without waiting for the vector thread (which
 /// holds the models while it embeds): the loaded model's id, or why loading failed.
 #[derive(Default, Clone)]
-pub(super) struct DenseStatus {
-    pub(super) model: Option<String>,
-    pub(super) off: Option<String>,
+pub(crate) struct DenseStatus {
+    pub(crate) model: Option<String>,
+    pub(crate) off: Option<String>,
     /// The vector table was replaced (it could not be read, at open or later): why.
-    pub(super) mended: Option<String>,
+    pub(crate) mended: Option<String>,
     /// The table was replaced and its vectors are not all back yet: answers are lexical.
-    pub(super) rebuilding: bool,
+    pub(crate) rebuilding: bool,
     /// The table's folder (`<dir>/<name>.lance`), once the model is loaded: a folder gone under
     /// the running server is seen at once, without reading the table.
-    pub(super) table: Option<PathBuf>,
+    pub(crate) table: Option<PathBuf>,
     /// A read of the table failed (a question's dense leg): the vector thread checks the whole
     /// table before its next round and mends it if it cannot be read.
-    pub(super) check_asked: bool,
+    pub(crate) check_asked: bool,
     /// `[models] embedder` names a model whose table is not complete yet: its id. Meanwhile
     /// `model` (the one recorded as serving) embeds questions and its table answers them.
-    pub(super) switching_to: Option<String>,
+    pub(crate) switching_to: Option<String>,
 }
 
 impl DenseStatus {
     /// Why answers may not use the vector table now, if they may not: it is being rebuilt, or
     /// its folder is gone (the vector thread is asked to check it).
-    pub(super) fn unusable(&mut self) -> Option<String> {
+    pub(crate) fn unusable(&mut self) -> Option<String> {
         if self.table.as_ref().is_some_and(|t| !t.is_dir()) {
             self.check_asked = true;
             return Some("the vector table is missing and is being rebuilt".into());
@@ -106,18 +113,15 @@ impl DenseStatus {
     }
 }
 
-pub(super) type DenseOff = Arc<Mutex<DenseStatus>>;
+pub(crate) type DenseOff = Arc<Mutex<DenseStatus>>;
 
 /// How loading the embedder and the vector table ended, told once to the user.
-pub(super) enum Loaded {
+pub enum Loaded {
     /// Dense retrieval is on; `mended`: the table could not be read and is being rebuilt.
     Ready { mended: Option<String> },
     /// Dense retrieval is off, and why.
     Off(String),
 }
-
-/// Where the vector thread reports its progress: the client, once the vault has started.
-pub(super) type Reporter = Arc<Mutex<Option<(Client, tokio::runtime::Handle)>>>;
 
 /// A kick of the vector thread: `None` after any write (embed the backlog), `Some(path)` for a
 /// note the user just saved or opened (embedded before the backlog).
@@ -136,7 +140,7 @@ const PROGRESS_FROM: usize = 64;
 /// `log_kick` is the writer's checkpoint kick, set once the writer runs: called after each
 /// round. `closing` set (the client has gone, or the vault's folder was removed): the thread
 /// installs no model and starts no round.
-pub(super) fn start_vectors(
+pub(crate) fn start_vectors(
     db: PathBuf,
     opts: StoreOptions,
     vs: VectorSettings,
@@ -270,7 +274,7 @@ pub(super) fn start_vectors(
                             None => {
                                 let mut guard = shared.lock();
                                 let Some((resident, index)) = guard.as_mut().filter(|_| !closing.load(SeqCst)) else { return Ok(false) };
-                                crate::isolation::fault("vectors");
+                                crate::faults::fault("vectors");
                                 let embedder = resident.get()?;
                                 sync.round(&mut store, index, embedder, &first).map_err(|e| e.to_string())?
                             }
@@ -435,69 +439,45 @@ fn check_and_mend(shared: &Dense, status: &DenseOff, store: &mut Store, model: &
     }
 }
 
-/// Tells the user something about the vector table (a warning), once the client is known.
+/// Tells the user something about the vector table (a warning), once a door has started the vault.
 fn tell(reporter: &Reporter, message: String) {
-    let Some((client, handle)) = reporter.lock().clone() else { return };
-    handle.spawn(async move { client.show_message(MessageType::WARNING, message).await });
+    reporter.say(Level::Warning, message);
 }
 
-/// The `$/progress` bar of one embedding pass: begun only once the pass has enough to do,
-/// ended whenever it was begun.
+/// The progress bar of one embedding pass: begun only once the pass has enough to do, ended
+/// whenever it was begun.
 struct Bar<'a> {
     reporter: &'a Reporter,
-    token: ProgressToken,
-    begun: bool,
-    /// The client refused the token: no bar this pass.
+    token: String,
+    bar: Option<Box<dyn crate::report::Bar>>,
+    /// The door refused a bar: none this pass.
     refused: bool,
 }
 
 impl<'a> Bar<'a> {
     fn new(reporter: &'a Reporter, token: String) -> Bar<'a> {
-        Bar { reporter, token: ProgressToken::String(token), begun: false, refused: false }
-    }
-
-    fn send(&self, value: WorkDoneProgress) {
-        let Some((client, handle)) = self.reporter.lock().clone() else { return };
-        let token = self.token.clone();
-        handle.block_on(async move {
-            client.send_notification::<notification::Progress>(ProgressParams { token, value: ProgressParamsValue::WorkDone(value) }).await
-        });
+        Bar { reporter, token, bar: None, refused: false }
     }
 
     fn update(&mut self, done: usize, total: usize) {
-        if !self.begun {
+        if self.bar.is_none() {
             if total < PROGRESS_FROM || self.refused {
                 return;
             }
-            let Some((client, handle)) = self.reporter.lock().clone() else { return };
-            let token = self.token.clone();
-            let created = handle.block_on(async move {
-                tokio::time::timeout(std::time::Duration::from_secs(2), client.create_work_done_progress(token)).await
-            });
-            // A client that refuses the token gets no bar; one that does not answer within the
-            // wait gets it anyway (embedding never waits on the client for longer).
-            if matches!(created, Ok(Err(_))) {
+            self.bar = self.reporter.begin(&self.token, "lode: embedding passages", format!("0/{total} passages"));
+            if self.bar.is_none() {
                 self.refused = true;
                 return;
             }
-            self.begun = true;
-            self.send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
-                title: "lode: embedding passages".into(),
-                message: Some(format!("0/{total} passages")),
-                percentage: Some(0),
-                ..Default::default()
-            }));
         }
-        self.send(WorkDoneProgress::Report(WorkDoneProgressReport {
-            message: Some(format!("{done}/{total} passages")),
-            percentage: Some((done * 100 / total.max(1)).min(100) as u32),
-            ..Default::default()
-        }));
+        if let Some(b) = self.bar.as_mut() {
+            b.report(format!("{done}/{total} passages"), (done * 100 / total.max(1)).min(100) as u32);
+        }
     }
 
     fn end(self, message: String) {
-        if self.begun {
-            self.send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message) }));
+        if let Some(b) = self.bar {
+            b.end(message);
         }
     }
 }

@@ -25,7 +25,7 @@ pub struct ModelSettings {
 const COPIES: usize = 2;
 
 /// A model lode can pool: how to load it, and its id.
-pub(crate) trait Pooled: Sized + Send {
+pub trait Pooled: Sized + Send {
     fn load(s: &ModelSettings) -> Result<Self, String>;
     fn id(&self) -> String;
 }
@@ -48,7 +48,7 @@ impl Pooled for lode_models::NliModel {
     }
 }
 
-pub(crate) struct Pool<T> {
+pub struct Pool<T> {
     settings: ModelSettings,
     state: Mutex<PoolState<T>>,
     returned: Condvar,
@@ -67,7 +67,7 @@ struct PoolState<T> {
 }
 
 /// One copy, lent to one ask; back to the pool when dropped.
-pub(crate) struct Lease<'a, T> {
+pub struct Lease<'a, T> {
     pool: &'a Pool<T>,
     item: Option<T>,
 }
@@ -106,13 +106,13 @@ impl lode_core::gate::EntailmentScorer for Lease<'_, lode_models::NliModel> {
 }
 
 impl<T: Pooled> Pool<T> {
-    pub(crate) fn new(settings: ModelSettings) -> Pool<T> {
+    pub fn new(settings: ModelSettings) -> Pool<T> {
         Pool { settings, state: Mutex::new(PoolState { idle: Vec::new(), made: 0, id: None, failed: None, closed: false, released: 0 }), returned: Condvar::new() }
     }
 
     /// A copy for one ask: an idle one, else a new one (loaded here, blocking: call it off the
     /// message loop) while there are fewer than [`COPIES`], else the next one returned.
-    pub(crate) fn take(&self) -> Result<Lease<'_, T>, String> {
+    pub fn take(&self) -> Result<Lease<'_, T>, String> {
         let mut st = self.state.lock();
         loop {
             if st.closed {
@@ -149,7 +149,7 @@ impl<T: Pooled> Pool<T> {
     }
 
     /// For `lode/status`: where the model is, its id and copies once loaded, or why it failed.
-    pub(crate) fn status(&self) -> Value {
+    pub fn status(&self) -> Value {
         let st = self.state.lock();
         let state = match (&st.failed, st.made) {
             (Some(e), _) => format!("failed: {e}"),
@@ -161,7 +161,7 @@ impl<T: Pooled> Pool<T> {
     }
 
     /// Drops the idle copies and lends no more (lent ones are dropped when returned).
-    pub(crate) fn release(&self) {
+    pub fn release(&self) {
         let mut st = self.state.lock();
         st.closed = true;
         let idle = std::mem::take(&mut st.idle);
@@ -173,7 +173,7 @@ impl<T: Pooled> Pool<T> {
 
     /// Drops the copies unused for `after` (loaded again by the next ask that needs one):
     /// whether any was dropped.
-    pub(crate) fn release_idle(&self, after: std::time::Duration) -> bool {
+    pub fn release_idle(&self, after: std::time::Duration) -> bool {
         let mut st = self.state.lock();
         let (old, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut st.idle).into_iter().partition(|(_, at)| at.elapsed() >= after);
         st.idle = keep;

@@ -74,7 +74,7 @@ pub enum Job {
     /// `vault::refresh_saved`), when the job comes from a `didSave` that carried it.
     Refresh { path: String, saved: Option<String> },
     /// File events (the client's watcher or the server's): each path classified by
-    /// [`crate::files::classify`] and applied, in order.
+    /// [`crate::scan::classify`] and applied, in order.
     Paths { paths: Vec<PathBuf> },
     /// What a fetch of an external returned: a new snapshot, or the failure.
     Snapshot { url: String, via: lode_store::Via, fetched: Result<lode_externals::Fetched, lode_externals::FetchError> },
@@ -339,7 +339,7 @@ impl Writer {
                                     &steps[applied.len()..],
                                     |store, step| {
                                         guarded(|| {
-                                            crate::isolation::fault("scan-step");
+                                            crate::faults::fault("scan-step");
                                             match retrying_busy(|| vault::apply(store, &root, &opts, step)) {
                                                 Ok(a) => Done::Applied(a),
                                                 Err(e) => Done::Failed(e.to_string()),
@@ -596,7 +596,7 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
     // The injected writer fault fires on an editor's save, not on whatever job comes first: the
     // server's own watcher may deliver the same file's event before the save arrives.
     if matches!(job, Job::Save { .. } | Job::Refresh { .. }) {
-        crate::isolation::fault("writer");
+        crate::faults::fault("writer");
     }
     match job {
         // A buffer with no file (its text came with didSave) passes the same size and binary
@@ -627,7 +627,7 @@ fn run(store: &mut Store, root: &std::path::Path, opts: &IndexOptions, job: Job)
             Err(e) => Done::Failed(e.to_string()),
         },
         Job::Paths { paths } => {
-            use crate::files::{classify, Action};
+            use crate::scan::{classify, Action};
             let (mut rescan, mut failed) = (false, Vec::new());
             for path in paths {
                 tracing::debug!("file event: {}", path.display());

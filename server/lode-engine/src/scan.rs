@@ -1,6 +1,6 @@
 //! Files → index: the vault scan (planned on a read connection, applied through the writer),
-//! file events (from the client's watchers, or from our own `notify` watcher when the client
-//! cannot register any), and rescans for what single-file events cannot describe (a folder
+//! file events (from an editor's watchers, or from our own `notify` watcher when the door has
+//! none), and rescans for what single-file events cannot describe (a folder
 //! renamed or deleted, an ignore file edited).
 
 use std::path::{Path, PathBuf};
@@ -10,11 +10,10 @@ use std::time::Instant;
 
 use lode_store::vault::{self, IndexReport, NotANote};
 use tokio::sync::oneshot;
-use tower_lsp_server::ls_types::*;
-use tower_lsp_server::Client;
 
-use crate::server::State;
+use crate::report::Level;
 use crate::writer::{Background, Done, Job};
+use crate::Engine as State;
 
 /// Scan steps per writer batch: the writer takes editor jobs between any two steps; the batch
 /// size only bounds how far the scan runs ahead of the writer.
@@ -22,29 +21,28 @@ const BATCH: usize = 64;
 
 /// Starts a scan, or — when one is running — asks it to run once more when it ends (so a burst
 /// of folder events costs at most one extra scan).
-pub(crate) fn request_scan(client: Client, state: Arc<State>) {
+pub fn request_scan(state: Arc<State>) {
     if state.scanning.swap(true, Ordering::SeqCst) {
         state.scan_again.store(true, Ordering::SeqCst);
         return;
     }
-    spawn_scan(client, state);
+    spawn_scan(state);
 }
 
 /// The first scan of a vault just opened. A `State` is born `scanning` (so `lode/status` never
 /// shows an empty index as finished between the open and the scan's start); this starts the
 /// scan that flag promises.
-pub(crate) fn first_scan(client: Client, state: Arc<State>) {
+pub(crate) fn first_scan(state: Arc<State>) {
     debug_assert!(state.scanning.load(Ordering::SeqCst));
-    spawn_scan(client, state);
+    spawn_scan(state);
 }
 
 /// Runs scans on a thread of their own while `scanning` is set (by the caller) and asked again.
-fn spawn_scan(client: Client, state: Arc<State>) {
-    let handle = tokio::runtime::Handle::current();
+fn spawn_scan(state: Arc<State>) {
     let spawned = std::thread::Builder::new().name("lode-scan".into()).spawn(move || loop {
         state.scan_again.store(false, Ordering::SeqCst);
         // Decided before the progress ends, so a client that sees the end sees `scanning` off.
-        let again = scan_once(&client, &handle, &state, || {
+        let again = scan_once(&state, || {
             if state.scan_again.swap(false, Ordering::SeqCst) {
                 return true;
             }
@@ -63,37 +61,18 @@ fn spawn_scan(client: Client, state: Arc<State>) {
 
 /// One scan with its progress; `finish` runs just before the progress ends and says whether to
 /// scan again (returned).
-fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State>, finish: impl FnOnce() -> bool) -> bool {
-    let token = ProgressToken::String(format!("lode/scan/{}", state.scans.fetch_add(1, Ordering::SeqCst)));
-    let c = client.clone();
-    let t = token.clone();
-    // Waits for the client's answer, but not forever: a client that never answers must not
-    // hold up indexing (the progress then goes out unacknowledged).
-    let _ = handle.block_on(async move { tokio::time::timeout(std::time::Duration::from_secs(2), c.create_work_done_progress(t)).await });
-    let send = |value: WorkDoneProgress| {
-        let c = client.clone();
-        let token = token.clone();
-        handle.block_on(async move {
-            c.send_notification::<notification::Progress>(ProgressParams { token, value: ProgressParamsValue::WorkDone(value) })
-                .await
-        });
-    };
-    send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
-        title: "lode: indexing notes".into(),
-        message: Some("reading the vault folder".into()),
-        percentage: Some(0),
-        ..Default::default()
-    }));
+fn scan_once(state: &Arc<State>, finish: impl FnOnce() -> bool) -> bool {
+    let token = format!("lode/scan/{}", state.scans.fetch_add(1, Ordering::SeqCst));
+    let mut bar = state.reporter.begin(&token, "lode: indexing notes", "reading the vault folder".into());
     // A panicking scan still ends its progress and clears `scanning` (the caller's loop).
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        crate::isolation::fault("scan");
+        crate::faults::fault("scan");
         // Reading the folder is the first half of the bar, writing what changed the second.
+        let bar = std::cell::RefCell::new(bar.as_mut());
         let report = |phase: &str, done: usize, total: usize, base: usize| {
-            send(WorkDoneProgress::Report(WorkDoneProgressReport {
-                message: Some(format!("{phase} {done}/{total} notes")),
-                percentage: Some((base + (done * 50) / total.max(1)) as u32),
-                ..Default::default()
-            }))
+            if let Some(b) = bar.borrow_mut().as_mut() {
+                b.report(format!("{phase} {done}/{total} notes"), (base + (done * 50) / total.max(1)) as u32);
+            }
         };
         scan_steps(state, |d, t| report("reading", d, t, 0), |d, t| report("indexing", d, t, 50))
     }))
@@ -110,10 +89,11 @@ fn scan_once(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State
         Err(e) => format!("indexing failed: {e}"),
     };
     let again = finish();
-    send(WorkDoneProgress::End(WorkDoneProgressEnd { message: Some(message.clone()) }));
+    if let Some(bar) = bar {
+        bar.end(message.clone());
+    }
     if outcome.is_err() {
-        let c = client.clone();
-        handle.block_on(async move { c.show_message(MessageType::ERROR, format!("lode: {message}")).await });
+        state.reporter.say(Level::Error, format!("lode: {message}"));
     }
     again
 }
@@ -280,7 +260,7 @@ pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -
 /// the job's ticket is taken now, so a request that follows the events sees them applied.
 /// Returns the receiver, to wait for before refreshing diagnostics; pass what it yields to
 /// [`after_paths`].
-pub(crate) fn on_paths(state: &Arc<State>, paths: impl IntoIterator<Item = PathBuf>) -> Option<oneshot::Receiver<Done>> {
+pub fn on_paths(state: &Arc<State>, paths: impl IntoIterator<Item = PathBuf>) -> Option<oneshot::Receiver<Done>> {
     let mut seen = std::collections::HashSet::new();
     let paths: Vec<PathBuf> = paths.into_iter().filter(|p| seen.insert(p.clone())).collect();
     if paths.is_empty() {
@@ -291,9 +271,9 @@ pub(crate) fn on_paths(state: &Arc<State>, paths: impl IntoIterator<Item = PathB
 
 /// What applied file events ask for next: a rescan (a folder appeared or vanished, an ignore
 /// file changed).
-pub(crate) fn after_paths(client: &Client, state: &Arc<State>, done: &Done) {
+pub fn after_paths(state: &Arc<State>, done: &Done) {
     if let Done::Paths { rescan: true, .. } = done {
-        request_scan(client.clone(), state.clone());
+        request_scan(state.clone());
     }
 }
 
@@ -301,7 +281,7 @@ pub(crate) fn after_paths(client: &Client, state: &Arc<State>, done: &Done) {
 /// Linux's inotify watch limit): the user is told once, and the vault is scanned again every
 /// [`RESCAN_WITHOUT_WATCHER`] (a scan of unchanged files only stats them: 0.6 s for 100,000
 /// notes). Runs on the would-be watcher's thread, for the life of the process.
-fn rescan_every(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<State>, why: &str) {
+fn rescan_every(state: &Arc<State>, why: &str) {
     let every = rescan_interval();
     let message = format!(
         "lode cannot watch {} for changes ({why}; on Linux, raising fs.inotify.max_user_watches helps): files changed outside the editor are picked up by a scan every {} s",
@@ -309,11 +289,10 @@ fn rescan_every(client: &Client, handle: &tokio::runtime::Handle, state: &Arc<St
         every.as_secs()
     );
     tracing::warn!("{message}");
-    let c = client.clone();
-    handle.block_on(async move { c.show_message(MessageType::WARNING, message).await });
+    state.reporter.say(Level::Warning, message);
     loop {
         std::thread::sleep(every);
-        request_scan(client.clone(), state.clone());
+        request_scan(state.clone());
     }
 }
 
@@ -328,7 +307,7 @@ fn rescan_interval() -> std::time::Duration {
 /// The server's own watcher, for clients that cannot register file watchers: events go through
 /// the same [`on_paths`] as the client's. Runs on its own thread (setting up a recursive watch
 /// walks the vault) for the life of the process.
-pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
+pub(crate) fn watch_vault(state: Arc<State>) {
     use notify::{RecursiveMode, Watcher};
     let handle = tokio::runtime::Handle::current();
     let spawned = std::thread::Builder::new().name("lode-watch".into()).spawn(move || {
@@ -340,7 +319,7 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
         // 20k-note cold scan took 1.6× `lode index`). Its watches go, and an event from it
         // (a watch added again when the folder is created anew) is dropped here.
         let own = state.settings.db.parent().filter(|d| d.starts_with(&state.root) && *d != state.root).map(Path::to_path_buf);
-        let watching = if crate::isolation::fault_set("watch") {
+        let watching = if crate::faults::fault_set("watch") {
             Err("injected failure".to_owned())
         } else {
             notify::recommended_watcher(tx).map_err(|e| e.to_string()).and_then(|mut w| {
@@ -354,7 +333,7 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
         };
         let watcher = match watching {
             Ok(w) => w,
-            Err(e) => return rescan_every(&client, &handle, &state, &e),
+            Err(e) => return rescan_every(&state, &e),
         };
         while let Ok(first) = rx.recv() {
             // Coalesce a burst (a checkout touches many files at once).
@@ -384,11 +363,11 @@ pub(crate) fn watch_vault(client: Client, state: Arc<State>) {
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 if let Some(done) = on_paths(&state, paths) {
                     if let Ok(done) = done.blocking_recv() {
-                        after_paths(&client, &state, &done);
+                        after_paths(&state, &done);
                     }
                 }
                 if overflow {
-                    request_scan(client.clone(), state.clone());
+                    request_scan(state.clone());
                 }
             }));
             if r.is_err() {

@@ -1,0 +1,445 @@
+//! `lode mcp`: the MCP server over stdio (the official Rust SDK, `rmcp`), a door onto the same
+//! engine as `lode serve` and the CLI. Read-only tools for agents — `search`, `ask`, `verify`,
+//! `read`, `status` — and the notes and versions as resources (`lode://note/<path>`,
+//! `lode://version/<id>`).
+//!
+//! Invariant: an MCP client is a reader off the machine (it usually forwards what it gets to a
+//! remote model) unless the user's own config says otherwise (`[trust] mcp_local = true`): every
+//! result is judged by the vault's egress rules as a remote model's context is, and logged as
+//! egress. Only stderr carries logs: stdout is the protocol.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{bail, Context as _, Result};
+use clap::Args;
+use lode_engine::lookup::{Audience, ReadRequest, SearchRequest, VerifyRequest};
+use lode_engine::queries::AskRequest;
+use lode_engine::Engine;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
+use serde_json::{json, Value};
+
+#[derive(Args)]
+pub struct McpArgs {
+    /// A vault to serve (repeat for several; the first is the default) [default: the current folder]
+    #[arg(long, value_name = "DIR")]
+    pub vault: Vec<PathBuf>,
+}
+
+/// How long a call waits for a vault's first scan before answering from what is indexed.
+const FIRST_SCAN_WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+/// Most resources listed (the rest are still readable by URI).
+const MAX_LISTED: usize = 5000;
+
+pub fn run(args: McpArgs) -> Result<ExitCode> {
+    super::serve::init_log();
+    let roots: Vec<PathBuf> = if args.vault.is_empty() { vec![std::env::current_dir()?] } else { args.vault };
+    let mut canonical = Vec::new();
+    for r in roots {
+        let c = r.canonicalize().with_context(|| format!("vault {}", r.display()))?;
+        if !c.is_dir() {
+            bail!("{} is not a folder", r.display());
+        }
+        canonical.push(c);
+    }
+    // Only the user's own config says an MCP client is local (`[trust]` is user-only).
+    let local = crate::config::Config::load(&canonical[0]).map(|c| c.trust.mcp_local).unwrap_or(false);
+    let audience = if local { Audience::Local } else { Audience::Remote { destination: "mcp client".into() } };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let code = rt.block_on(async move {
+        let settings = super::serve::engine_settings();
+        let mut vaults = Vec::new();
+        for root in canonical {
+            let engine = open(&settings, root.clone()).await?;
+            let _ = engine.start(Arc::new(LogReporter), true);
+            vaults.push(engine);
+        }
+        let server = LodeMcp { vaults: Arc::new(vaults), audience };
+        let running = server.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
+        let _ = running.waiting().await;
+        anyhow::Ok(ExitCode::SUCCESS)
+    });
+    rt.shutdown_timeout(std::time::Duration::from_secs(2));
+    code
+}
+
+/// Opens a vault's engine, waiting out a database another process holds locked (the editor's
+/// language server mid-write) for a while.
+async fn open(settings: &lode_engine::SettingsFn, root: PathBuf) -> Result<Arc<Engine>> {
+    let mut pause = std::time::Duration::from_millis(250);
+    for _ in 0..8 {
+        let (s, r) = (settings.clone(), root.clone());
+        match tokio::task::spawn_blocking(move || Engine::open(&s, Some(r))).await? {
+            Ok(e) => return Ok(e),
+            Err(lode_engine::Unopened::Failed(why)) => bail!("{}: {why}", root.display()),
+            Err(lode_engine::Unopened::Locked(why)) => {
+                tracing::warn!("{}: {why}; trying again", root.display());
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(std::time::Duration::from_secs(5));
+            }
+        }
+    }
+    bail!("{}: the database stays locked by another process", root.display())
+}
+
+/// The engine's messages go to the log (stderr): an MCP client shows its server's stderr.
+struct LogReporter;
+
+impl lode_engine::Reporter for LogReporter {
+    fn say(&self, level: lode_engine::Level, message: String) {
+        match level {
+            lode_engine::Level::Warning => tracing::warn!("{message}"),
+            lode_engine::Level::Error => tracing::error!("{message}"),
+        }
+    }
+    fn begin(&self, _: &str, _: &str, _: String) -> Option<Box<dyn lode_engine::Bar>> {
+        None
+    }
+}
+
+#[derive(Clone)]
+struct LodeMcp {
+    vaults: Arc<Vec<Arc<Engine>>>,
+    audience: Audience,
+}
+
+const INSTRUCTIONS: &str = "lode answers from the user's own markdown notes and checks every citation against the exact text it quotes. \
+Use `search` to find passages, `ask` for an answer whose claims are verified against the notes, `verify` to check a claim you \
+want to make (with the exact words you quote) before you state it, and `read` to see a note or a cited version with line numbers. \
+Quote notes word for word; a claim `verify` does not return as `verified` should not be presented as what the notes say.";
+
+fn tools() -> Vec<Tool> {
+    let vault = json!({"type": "string", "description": "Which vault (its folder name or path), when lode serves several; default: the first."});
+    let schema = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
+    let ro = || ToolAnnotations::new().read_only(true);
+    vec![
+        Tool::new(
+            "search",
+            "Find passages in the user's notes. Returns ranked passages with path, line range, version id, heading breadcrumb and trust kind \
+             (note, annotation, shared, snapshot). Use for looking things up; use `ask` for an answer with verified citations.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "Keywords or a question.", "examples": ["boiler pressure"]},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "default": 8},
+                    "mode": {"type": "string", "enum": ["hybrid", "lexical", "dense", "rerank"], "default": "hybrid",
+                             "description": "hybrid: keywords and meaning, fused; lexical: keywords only; dense: meaning only; rerank: hybrid reordered by a cross-encoder."},
+                    "vault": vault,
+                },
+                "required": ["query"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(ro()),
+        Tool::new(
+            "ask",
+            "Answer a question from the user's notes. Every claim comes with citations (path:line, version id, the exact quoted span) \
+             that lode's gate verified against the note; items it could not verify come as evidence only, with why; when nothing \
+             survives it abstains (`abstained: true`) rather than guess. Prefer this over composing an answer from `search` results.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "question": {"type": "string", "examples": ["What pressure should the boiler run at?"]},
+                    "note": {"type": "string", "description": "Answer from this note only (vault-relative path)."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": 50, "description": "Passages of context."},
+                    "vault": vault,
+                },
+                "required": ["question"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(ro()),
+        Tool::new(
+            "verify",
+            "Check a claim against the notes before you state it: give the claim and the exact words from the notes it rests on. \
+             Returns the gate's verdict — verified, evidence_only (the words are there but do not assert the claim as worded, e.g. \
+             listed under Myths, negated, a rejected proposal), not_verified, or not_found (a quote is not in the notes) — with the \
+             reason and where each quote is (path, lines, version id).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "claim": {"type": "string", "examples": ["The boiler runs at 1.5 bar."]},
+                    "quotes": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 6,
+                               "description": "Exact words from the notes, as they appear there.", "examples": [["Boiler pressure: 1.5 bar"]]},
+                    "paths": {"type": "array", "items": {"type": "string"}, "description": "Look in these notes only (vault-relative paths)."},
+                    "vault": vault,
+                },
+                "required": ["claim", "quotes"],
+                "additionalProperties": false
+            })),
+        )
+        .annotate(ro()),
+        Tool::new(
+            "read",
+            "Read a note (its current version) or any stored version by id (a citation's version id or a prefix of it), whole or \
+             some lines, with line numbers.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "path": {"type": "string", "description": "Vault-relative path.", "examples": ["home/boiler.md"]},
+                    "version": {"type": "string", "description": "A version id or prefix (hex).", "examples": ["3f9a1c0b2e7d"]},
+                    "start_line": {"type": "integer", "minimum": 1},
+                    "end_line": {"type": "integer", "minimum": 1},
+                    "vault": vault,
+                },
+                "additionalProperties": false
+            })),
+        )
+        .annotate(ro()),
+        Tool::new(
+            "status",
+            "What lode holds: notes and passages indexed, whether indexing is running, semantic search and models, trust notices.",
+            schema(json!({"type": "object", "properties": {"vault": vault}, "additionalProperties": false})),
+        )
+        .annotate(ro()),
+    ]
+}
+
+/// A tool's arguments, with errors an agent can act on.
+struct ArgsOf<'a>(&'a serde_json::Map<String, Value>);
+
+impl ArgsOf<'_> {
+    fn str(&self, key: &str) -> Result<Option<String>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(v) => Err(format!("`{key}` must be a string, not {v}")),
+        }
+    }
+    fn required(&self, key: &str) -> Result<String, String> {
+        self.str(key)?.filter(|s| !s.trim().is_empty()).ok_or_else(|| format!("`{key}` is required"))
+    }
+    fn usize(&self, key: &str) -> Result<Option<usize>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => v.as_u64().map(|n| Some(n as usize)).ok_or_else(|| format!("`{key}` must be a positive integer, not {v}")),
+        }
+    }
+    fn strings(&self, key: &str) -> Result<Vec<String>, String> {
+        match self.0.get(key) {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("`{key}` must be a list of strings"))).collect(),
+            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(v) => Err(format!("`{key}` must be a list of strings, not {v}")),
+        }
+    }
+    fn known(&self, keys: &[&str]) -> Result<(), String> {
+        match self.0.keys().find(|k| !keys.contains(&k.as_str())) {
+            Some(k) => Err(format!("unknown argument `{k}` (this tool takes {})", keys.join(", "))),
+            None => Ok(()),
+        }
+    }
+}
+
+impl LodeMcp {
+    fn vault(&self, which: Option<&str>) -> Result<Arc<Engine>, String> {
+        let Some(w) = which.filter(|w| !w.trim().is_empty()) else { return Ok(self.vaults[0].clone()) };
+        let wanted = std::path::Path::new(w);
+        self.vaults
+            .iter()
+            .find(|e| e.root == wanted || e.root.file_name().is_some_and(|n| n == w) || wanted.canonicalize().is_ok_and(|c| c == e.root))
+            .cloned()
+            .ok_or_else(|| {
+                let names: Vec<String> = self.vaults.iter().map(|e| e.root.display().to_string()).collect();
+                format!("no vault {w:?}; lode serves {}", names.join(", "))
+            })
+    }
+
+    /// Runs one tool; `Err` is a tool error the agent sees.
+    async fn call(&self, name: &str, args: &serde_json::Map<String, Value>) -> Result<Value, String> {
+        let a = ArgsOf(args);
+        let engine = self.vault(a.str("vault")?.as_deref())?;
+        settle(&engine).await;
+        let audience = self.audience.clone();
+        match name {
+            "search" => {
+                a.known(&["query", "limit", "mode", "vault"])?;
+                let query = a.required("query")?;
+                let limit = a.usize("limit")?.unwrap_or(8);
+                let mode = match a.str("mode")?.as_deref().unwrap_or("hybrid") {
+                    m => m.parse::<lode_retrieval::Mode>().map_err(|_| format!("`mode` is one of hybrid, lexical, dense, rerank, not {m:?}"))?,
+                };
+                let found = blocking(move || engine.search(SearchRequest { query, limit, mode, audience })).await?;
+                serde_json::to_value(found).map_err(|e| e.to_string())
+            }
+            "ask" => {
+                a.known(&["question", "note", "limit", "vault"])?;
+                let question = a.required("question")?;
+                if question.len() > 4096 {
+                    return Err(format!("the question is {} bytes; at most 4096", question.len()));
+                }
+                let pinned = a.str("note")?;
+                let limit = a.usize("limit")?;
+                let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let _guard = CancelOnDrop(cancel.clone());
+                let e = engine.clone();
+                let answer = blocking(move || e.ask(AskRequest { question, pinned, limit, cancel, audience, ..Default::default() })).await?;
+                let markdown = lode_answer::render::markdown(&answer, "");
+                let mut v = serde_json::to_value(&answer).map_err(|e| e.to_string())?;
+                v["markdown"] = json!(markdown);
+                if engine.scanning() {
+                    v["index_partial"] = json!(true);
+                }
+                Ok(v)
+            }
+            "verify" => {
+                a.known(&["claim", "quotes", "paths", "vault"])?;
+                let claim = a.required("claim")?;
+                let quotes = a.strings("quotes")?;
+                let paths = a.strings("paths")?;
+                let verdict = blocking(move || engine.verify(VerifyRequest { claim, quotes, paths, audience })).await?;
+                serde_json::to_value(verdict).map_err(|e| e.to_string())
+            }
+            "read" => {
+                a.known(&["path", "version", "start_line", "end_line", "vault"])?;
+                let (path, version) = (a.str("path")?, a.str("version")?);
+                let lines = match (a.usize("start_line")?, a.usize("end_line")?) {
+                    (None, None) => None,
+                    (s, e) => Some((s.unwrap_or(1), e.unwrap_or(usize::MAX))),
+                };
+                let read = blocking(move || engine.read(ReadRequest { path, version, lines, audience })).await?;
+                serde_json::to_value(read).map_err(|e| e.to_string())
+            }
+            "status" => {
+                a.known(&["vault"])?;
+                let mut v = blocking(move || engine.status()).await?;
+                v["vaults"] = json!(self.vaults.iter().map(|e| e.root.clone()).collect::<Vec<_>>());
+                v["client"] = json!(if matches!(self.audience, Audience::Local) { "local ([trust] mcp_local)" } else { "remote: the egress rules hold" });
+                Ok(v)
+            }
+            other => Err(format!("no tool {other:?}; lode's tools are search, ask, verify, read, status")),
+        }
+    }
+}
+
+/// Waits (bounded) for a vault's first scan, so a call made as the server starts sees the notes.
+async fn settle(engine: &Engine) {
+    let started = std::time::Instant::now();
+    while engine.scanning() && started.elapsed() < FIRST_SCAN_WAIT {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
+    tokio::task::spawn_blocking(f).await.map_err(|e| if e.is_panic() { "internal error: the call panicked (logged)".to_owned() } else { e.to_string() })?
+}
+
+/// Tells blocking work its request was withdrawn (the client cancelled, or went away).
+struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// `lode://note/<path>` or `lode://version/<id>`, with `?vault=<name>` for another vault.
+fn parse_uri(uri: &str) -> Option<(&'static str, String, Option<String>)> {
+    let rest = uri.strip_prefix("lode://")?;
+    let (rest, vault) = match rest.split_once("?vault=") {
+        Some((r, v)) => (r, Some(percent_decode(v))),
+        None => (rest, None),
+    };
+    let (kind, what) = rest.split_once('/')?;
+    let kind = match kind {
+        "note" => "note",
+        "version" => "version",
+        _ => return None,
+    };
+    Some((kind, percent_decode(what), vault))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+fn percent_encode_path(p: &str) -> String {
+    let mut out = String::new();
+    for b in p.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~/".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl ServerHandler for LodeMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_resources().build())
+            .with_server_info(Implementation::new("lode", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(tools()))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, _: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let result = match self.call(&request.name, &args).await {
+            Ok(v) => CallToolResult::structured(v),
+            Err(why) => CallToolResult::error(vec![ContentBlock::text(format!("lode: {why}"))]),
+        };
+        Ok(result.into())
+    }
+
+    async fn list_resources(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+        let mut out = Vec::new();
+        for (i, engine) in self.vaults.iter().enumerate() {
+            settle(engine).await;
+            let (e, audience) = (engine.clone(), self.audience.clone());
+            let notes = blocking(move || e.notes_for(&audience)).await.map_err(|e| ErrorData::internal_error(e, None))?;
+            let suffix = if i == 0 { String::new() } else { format!("?vault={}", engine.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()) };
+            for p in notes.items.into_iter().take(MAX_LISTED.saturating_sub(out.len())) {
+                out.push(Resource::new(format!("lode://note/{}{suffix}", percent_encode_path(&p)), p).with_mime_type("text/markdown"));
+            }
+        }
+        Ok(ListResourcesResult::with_all_items(out))
+    }
+
+    async fn list_resource_templates(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, ErrorData> {
+        Ok(ListResourceTemplatesResult::with_all_items(vec![
+            ResourceTemplate::new("lode://note/{path}", "note")
+                .with_description("A note's current version (vault-relative path)")
+                .with_mime_type("text/markdown"),
+            ResourceTemplate::new("lode://version/{id}", "version")
+                .with_description("A stored version of a note, by id or prefix (as in a citation)")
+                .with_mime_type("text/markdown"),
+        ]))
+    }
+
+    async fn read_resource(&self, request: ReadResourceRequestParams, _: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+        let Some((kind, what, vault)) = parse_uri(&request.uri) else {
+            return Err(ErrorData::invalid_params(format!("{} is not a lode resource (lode://note/<path> or lode://version/<id>)", request.uri), None));
+        };
+        let engine = self.vault(vault.as_deref()).map_err(|e| ErrorData::invalid_params(e, None))?;
+        settle(&engine).await;
+        let audience = self.audience.clone();
+        let (path, version) = if kind == "note" { (Some(what), None) } else { (None, Some(what)) };
+        let read = blocking(move || engine.read_whole(path, version, audience)).await.map_err(|e| ErrorData::resource_not_found(e, None))?;
+        Ok(ReadResourceResult::new(vec![ResourceContents::text(read, request.uri).with_mime_type("text/markdown")]).into())
+    }
+}

@@ -1,0 +1,307 @@
+//! `lode mcp` driven by a real MCP client, the official Python SDK (PyPI `mcp`, `mcp_client.py`):
+//! the tools (`search`, `ask`, `verify`, `read`, `status`) and resources on the example vault;
+//! egress, where the client is a reader off the machine unless the user's own config says it is
+//! local; and a vault being written by `lode serve` meanwhile.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use lode_lsp::stdio_client::StdioClient;
+use serde_json::{json, Value};
+
+const PRIVATE: &str = "---\nno_egress: true\n---\n# Salary\n\nMy Zorblax salary is 91,000 a year.\n";
+const KEYS: &str = "# Deploy keys\n\nThe Quillfeather deploy key is AKIAIOSFODNN7QUILLFX for the staging bucket.\n";
+const MYTHS: &str = "# Redis lore\n\n## Myths\n\n- Redis Sentinel needs five nodes to fail over.\n";
+
+fn user_env(home: &Path) -> Vec<(String, String)> {
+    let h = |p: &str| home.join(p).display().to_string();
+    vec![
+        ("HOME".into(), home.display().to_string()),
+        ("XDG_CONFIG_HOME".into(), h(".config")),
+        ("XDG_DATA_HOME".into(), h(".local/share")),
+        ("XDG_CACHE_HOME".into(), h(".cache")),
+        ("LODE_LOG".into(), "warn".into()),
+    ]
+}
+
+fn python_path() -> PathBuf {
+    std::env::var_os("LODE_TEST_MCP_PYTHONPATH").map(PathBuf::from).unwrap_or_else(|| lode_testing::repo().join(".lode-tools/py-mcp"))
+}
+
+/// The example vault with a no-egress note, a note holding a key, and a myths list; indexed
+/// lexically, its settings approved by the user (a test HOME of its own).
+fn vault(dir: &Path) -> (PathBuf, PathBuf) {
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let v = dir.join("vault");
+    lode_testing::copy_dir(&lode_testing::repo().join("fixtures/vault"), &v);
+    std::fs::create_dir_all(v.join("private")).unwrap();
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::write(v.join("private/salary.md"), PRIVATE).unwrap();
+    std::fs::write(v.join("notes/deploy-keys.md"), KEYS).unwrap();
+    std::fs::write(v.join("notes/redis-lore.md"), MYTHS).unwrap();
+    // A folder may not make its MCP clients local: `[trust]` is the user's own config's.
+    std::fs::write(v.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[trust]\nmcp_local = true\n").unwrap();
+    let run = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+        c.args(args).arg("--vault").arg(&v);
+        for (k, val) in user_env(&home) {
+            c.env(k, val);
+        }
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "lode {args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    };
+    run(&["trust"]);
+    run(&["index", "--no-vectors"]);
+    (v, home)
+}
+
+/// Runs `plan` in one MCP session against `lode mcp --vault <v>`; one JSON value per step
+/// (after the first line, the session's `initialize` result).
+fn session(v: &Path, home: &Path, plan: &Value) -> (Value, Vec<Value>) {
+    let mut c = Command::new("python3");
+    c.arg(lode_testing::repo().join("server/lode/tests/mcp_client.py")).arg(env!("CARGO_BIN_EXE_lode")).args(["mcp", "--vault"]).arg(v);
+    c.env("PYTHONPATH", python_path());
+    for (k, val) in user_env(home) {
+        c.env(k, val);
+    }
+    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = c.spawn().expect("python3");
+    {
+        use std::io::Write;
+        child.stdin.take().unwrap().write_all(plan.to_string().as_bytes()).unwrap();
+    }
+    let o = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "the MCP client failed:\n{stdout}\n{}", String::from_utf8_lossy(&o.stderr));
+    let mut lines = stdout.lines().map(|l| serde_json::from_str::<Value>(l).unwrap_or_else(|e| panic!("{e}: {l}")));
+    let init = lines.next().expect("initialize");
+    let out: Vec<Value> = lines.collect();
+    assert_eq!(out.len(), plan.as_array().unwrap().len(), "{stdout}");
+    (init, out)
+}
+
+fn tool(name: &str, args: Value) -> Value {
+    json!({"op": "tool", "name": name, "args": args})
+}
+
+fn ok(step: &Value) -> &Value {
+    assert_eq!(step["is_error"], json!(false), "{step:#}");
+    &step["structured"]
+}
+
+#[test]
+fn an_agent_searches_asks_verifies_and_reads_with_checked_citations() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v, home) = vault(tmp.path());
+    let plan = json!([
+        {"op": "list_tools"},
+        tool("search", json!({"query": "quorum failover automatically", "limit": 3})),
+        tool("ask", json!({"question": "How often are staging certificates rotated?"})),
+        tool("verify", json!({"claim": "Since 2026-02-27 the quorum is 2.", "quotes": ["Since 2026-02-27 the quorum is 2"]})),
+        tool("verify", json!({"claim": "The quorum is 7.", "quotes": ["the quorum is 7"]})),
+        tool("verify", json!({"claim": "The failover happened automatically during the incident.", "quotes": ["the failover did not happen automatically"]})),
+        tool("verify", json!({"claim": "Redis Sentinel needs five nodes to fail over.", "quotes": ["Redis Sentinel needs five nodes to fail over."]})),
+        tool("verify", json!({"claim": "Since 2026-02-27 the quorum is 2.", "quotes": ["Since 2026-02-27 the quorum is 2"], "paths": ["notes/reading-list.md"]})),
+        tool("read", json!({"path": "runbooks/redis-failover.md", "start_line": 1, "end_line": 3})),
+        tool("status", json!({})),
+        tool("search", json!({"query": "   "})),
+        tool("read", json!({"path": "no/such.md"})),
+        tool("verify", json!({"claim": "x", "quotes": "not a list", "bogus": 1})),
+        tool("teleport", json!({})),
+        tool("search", json!({"query": "quorum AND (NOT \"", "mode": "lexical"})),
+        {"op": "list_templates"},
+        {"op": "read_resource", "uri": "lode://note/runbooks/redis-failover.md"},
+        {"op": "read_resource", "uri": "lode://elsewhere/x"},
+    ]);
+    let (init, out) = session(&v, &home, &plan);
+    assert_eq!(init["server"], "lode");
+    assert!(init["instructions"].as_str().unwrap().contains("verify"), "{init}");
+
+    // Tools, each with a description and a schema an agent can follow.
+    let tools = out[0]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["search", "ask", "verify", "read", "status"]);
+    for t in tools {
+        assert!(t["description"].as_str().unwrap().len() > 60, "{t}");
+        assert_eq!(t["schema"]["type"], "object", "{t}");
+    }
+
+    // search: passages with where they are and which version; no embedder, so lexical, and said.
+    let found = ok(&out[1]);
+    let first = &found["items"][0];
+    assert_eq!(first["path"], "runbooks/redis-failover.md", "{found:#}");
+    assert!(first["line_start"].as_u64().unwrap() >= 1 && first["line_end"].as_u64() >= first["line_start"].as_u64(), "{first}");
+    assert_eq!(first["version_id"].as_str().unwrap().len(), 64, "{first}");
+    assert_eq!(first["trust"], "note");
+    assert!(first["breadcrumb"].as_str().unwrap().contains("Redis failover"), "{first}");
+    assert!(found["notices"].to_string().contains("lexical search only"), "{found}");
+
+    // ask: claims whose citations carry path, line, version and the quoted span.
+    let answer = ok(&out[2]);
+    assert_eq!(answer["abstained"], json!(false), "{answer:#}");
+    let claim = answer["claims"].as_array().unwrap().iter().find(|c| c["rung"] == "verified").unwrap_or_else(|| panic!("{answer:#}"));
+    let cit = &claim["citations"][0];
+    assert_eq!(cit["path"], "runbooks/rotate-staging-certs.md", "{answer:#}");
+    assert!(cit["line"].as_u64().unwrap() >= 1 && cit["version_id"].as_str().unwrap().len() == 64, "{cit}");
+    assert!(!cit["quoted_span"].as_str().unwrap().is_empty());
+    assert!(answer["markdown"].as_str().unwrap().contains("rotate-staging-certs.md"), "{answer}");
+
+    // verify: faithful, fabricated, negated, a myth, and the right words in the wrong note.
+    let faithful = ok(&out[3]);
+    assert_eq!(faithful["verdict"], "verified", "{faithful:#}");
+    let q = &faithful["quotes"][0];
+    assert_eq!(q["path"], "runbooks/redis-failover.md");
+    assert!(q["line_start"].as_u64().unwrap() > 1 && q["version_id"].as_str().unwrap().len() == 64, "{q}");
+    assert!(faithful["step"].as_str().unwrap().starts_with("quoted & coupled"), "{faithful}");
+    let fabricated = ok(&out[4]);
+    assert_eq!(fabricated["verdict"], "not_found", "{fabricated:#}");
+    assert_eq!(fabricated["quotes"][0]["found"], json!(false));
+    let negated = ok(&out[5]);
+    assert!(negated["verdict"] == "not_verified" || negated["verdict"] == "evidence_only", "{negated:#}");
+    assert_eq!(negated["quotes"][0]["found"], json!(true), "{negated:#}");
+    let myth = ok(&out[6]);
+    assert_eq!(myth["verdict"], "evidence_only", "{myth:#}");
+    assert!(myth["reason"].as_str().unwrap().contains("Myths"), "{myth}");
+    assert_eq!(ok(&out[7])["verdict"], "not_found", "{}", out[7]);
+
+    // read: numbered lines of the note's current version.
+    let read = ok(&out[8]);
+    assert_eq!(read["head"], json!(true));
+    assert_eq!(read["line_start"], 1);
+    assert_eq!(read["line_end"], 3);
+    assert!(read["text"].as_str().unwrap().starts_with("1│ # Runbook: Redis failover\n"), "{read}");
+
+    // status: what the index holds, and who the client is.
+    let status = ok(&out[9]);
+    assert!(status["notes"].as_u64().unwrap() >= 14, "{status}");
+    assert_eq!(status["scanning"], json!(false));
+    assert!(status["client"].as_str().unwrap().starts_with("remote"), "{status}");
+
+    // Bad input: a clear tool error the agent can act on, and the session goes on.
+    for (i, says) in [(10, "`query` is required"), (11, "no note no/such.md"), (12, "unknown argument `bogus`"), (13, "no tool \"teleport\"")] {
+        assert_eq!(out[i]["is_error"], json!(true), "{}", out[i]);
+        assert!(out[i]["text"].as_str().unwrap().contains(says), "{}: {}", says, out[i]);
+    }
+    // FTS5 syntax in a query is plain text.
+    assert_eq!(out[14]["is_error"], json!(false), "{}", out[14]);
+
+    // Resources: templates, a note by URI, a clear error for an address that is not lode's.
+    assert_eq!(out[15]["templates"], json!(["lode://note/{path}", "lode://version/{id}"]));
+    assert!(out[16]["text"].as_str().unwrap().starts_with("# Runbook: Redis failover"), "{}", out[16]);
+    assert!(out[17]["error"].as_str().unwrap().contains("not a lode resource"), "{}", out[17]);
+}
+
+#[test]
+fn an_mcp_client_is_a_reader_off_the_machine_unless_the_user_says_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v, home) = vault(tmp.path());
+    let db = || rusqlite::Connection::open_with_flags(v.join(".lode/lode.db"), rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY).unwrap();
+    let version: String = db().query_row("SELECT head_version FROM notes WHERE path = 'private/salary.md'", [], |r| r.get(0)).unwrap();
+    let mut plan = vec![
+        tool("search", json!({"query": "Zorblax salary", "mode": "lexical"})),
+        tool("ask", json!({"question": "What is my Zorblax salary?"})),
+        tool("verify", json!({"claim": "My Zorblax salary is 91,000 a year.", "quotes": ["My Zorblax salary is 91,000 a year."]})),
+        tool("verify", json!({"claim": "My Zorblax salary is 91,000 a year.", "quotes": ["My Zorblax salary is 91,000 a year."], "paths": ["private/salary.md"]})),
+        tool("read", json!({"path": "private/salary.md"})),
+        json!({"op": "read_resource", "uri": "lode://note/private/salary.md"}),
+        json!({"op": "list_resources"}),
+        tool("search", json!({"query": "Quillfeather deploy key", "mode": "lexical"})),
+        tool("read", json!({"path": "notes/deploy-keys.md"})),
+        tool("verify", json!({"claim": "Redis Sentinel needs five nodes to fail over.", "quotes": ["Redis Sentinel needs five nodes"]})),
+    ];
+    // A version of the no-egress note, by the id a citation would carry: step 10.
+    plan.push(tool("read", json!({"version": &version[..12]})));
+    let plan = Value::Array(plan);
+    let (_, out) = session(&v, &home, &plan);
+    let all = serde_json::to_string(&out).unwrap();
+    // Nothing of the no-egress note reaches the client, not even where its words are (only the
+    // agent's own words come back: its quotes, the path it asked for).
+    for i in [0, 1, 5, 6, 10] {
+        let said = out[i].to_string();
+        assert!(!said.contains("91,000") && (i == 5 || !said.contains("salary.md")) && !said.contains(&version[..12]), "{said}");
+    }
+    assert_eq!(ok(&out[0])["items"], json!([]), "{}", out[0]);
+    assert!(ok(&out[0])["withheld"].as_u64().unwrap() >= 1, "{}", out[0]);
+    let answer = ok(&out[1]);
+    assert_eq!(answer["abstained"], json!(true), "{answer:#}");
+    assert!(answer["notice"].as_str().unwrap().contains("withheld from this client"), "{answer}");
+    assert_eq!(ok(&out[2])["verdict"], "not_found");
+    assert_eq!(ok(&out[3])["verdict"], "not_found");
+    assert_eq!(out[4]["is_error"], json!(true));
+    assert!(out[4]["text"].as_str().unwrap().contains("not available to this client"), "{}", out[4]);
+    assert!(out[5]["error"].is_string(), "{}", out[5]);
+    assert!(!out[6]["uris"].as_array().unwrap().is_empty());
+    // A secret in an ordinary note is redacted, and counted.
+    let keys = ok(&out[7]);
+    assert!(keys["items"][0]["text"].as_str().unwrap().contains("Quillfeather"), "{keys}");
+    assert!(!all.contains("AKIAIOSFODNN7QUILLFX"), "{all}");
+    assert!(keys["redacted"].as_u64().unwrap() >= 1, "{keys}");
+    assert!(ok(&out[8])["redacted"].as_u64().unwrap() >= 1);
+    assert_eq!(out[10]["is_error"], json!(true), "{}", out[10]);
+    // Each call that sent text is in the egress log, under the MCP client.
+    let log: Vec<String> = {
+        let c = db();
+        let mut st = c.prepare("SELECT destination || '|' || purpose FROM egress_log").unwrap();
+        st.query_map([], |r| r.get(0)).unwrap().map(Result::unwrap).collect()
+    };
+    for want in ["mcp client|search", "mcp client|read", "mcp client|answer", "mcp client|verify"] {
+        assert!(log.iter().any(|l| l == want), "{want} not in {log:?}");
+    }
+
+    // The user's own config makes the client local; the folder's `[trust]` above did not.
+    let cfg = home.join(".config/lode");
+    std::fs::create_dir_all(&cfg).unwrap();
+    std::fs::write(cfg.join("config.toml"), "[trust]\nmcp_local = true\n").unwrap();
+    let plan = json!([tool("read", json!({"path": "private/salary.md"})), tool("status", json!({}))]);
+    let (_, out) = session(&v, &home, &plan);
+    assert!(ok(&out[0])["text"].as_str().unwrap().contains("91,000"), "{}", out[0]);
+    assert!(ok(&out[1])["client"].as_str().unwrap().starts_with("local"), "{}", out[1]);
+}
+
+#[test]
+fn the_mcp_server_answers_while_lode_serve_writes_the_same_vault() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v, home) = vault(tmp.path());
+    let (inside, saved) = (tmp.path().join("inside"), tmp.path().join("saved"));
+    let plan = json!([
+        tool("search", json!({"query": "quorum failover automatically", "mode": "lexical"})),
+        {"op": "signal", "path": inside},
+        {"op": "wait", "path": saved, "secs": 120},
+        tool("search", json!({"query": "Brambleworth espresso", "mode": "lexical"})),
+        tool("verify", json!({"claim": "The Brambleworth espresso machine descales every 30 days.", "quotes": ["The Brambleworth espresso machine descales every 30 days."]})),
+    ]);
+    let client = {
+        let (v, home, plan) = (v.clone(), home.clone(), plan.clone());
+        std::thread::spawn(move || session(&v, &home, &plan))
+    };
+    // The editor's server writes the vault while the MCP session is open.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !inside.exists() {
+        assert!(std::time::Instant::now() < deadline, "the MCP session never started");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let env = user_env(&home);
+    let mut lsp = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
+    let uri = format!("file://{}", v.display());
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri, "capabilities": {}, "workspaceFolders": [{"uri": uri, "name": "v"}]})).unwrap();
+    lsp.notify("initialized", json!({})).unwrap();
+    let note = v.join("notes/kitchen.md");
+    let text = "# Kitchen\n\nThe Brambleworth espresso machine descales every 30 days.\n";
+    std::fs::write(&note, text).unwrap();
+    let doc = format!("file://{}", note.display());
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": doc, "languageId": "markdown", "version": 1, "text": text}})).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": doc}, "text": text})).unwrap();
+    // Answered after the save is committed (reads wait for the saves before them).
+    let status = lsp.request("lode/status", json!({})).unwrap();
+    assert!(status["result"]["notes"].as_u64().unwrap() >= 15, "{status}");
+    std::fs::write(&saved, "1").unwrap();
+    let (_, out) = client.join().unwrap();
+    assert_eq!(ok(&out[0])["items"][0]["path"], "runbooks/redis-failover.md");
+    assert_eq!(out[2]["waited"], json!(true));
+    let found = ok(&out[3]);
+    assert_eq!(found["items"][0]["path"], "notes/kitchen.md", "{found:#}");
+    assert_eq!(ok(&out[4])["verdict"], "verified", "{}", out[4]);
+    lsp.request("shutdown", Value::Null).unwrap();
+    lsp.notify("exit", Value::Null).unwrap();
+}
