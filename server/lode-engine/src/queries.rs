@@ -176,6 +176,8 @@ impl Engine {
             "dense": match (&model, self.settings.vectors.is_some()) {
                 (Some(m), _) => {
                     let mut d = json!({"model": m, "with_vectors": fresh.map(|f| f.with_vectors), "windows": fresh.map(|f| f.windows)});
+                    // Every passage has its vector and the table answers: dense search is whole.
+                    d["complete"] = json!(unusable.is_none() && fresh.is_some_and(|f| f.passages > 0 && f.with_vectors >= f.passages));
                     // Whether the embedder is in memory now (released while unused, it is
                     // loaded again by the next question or save). Unknown while the vector
                     // thread holds it: then it is loaded.

@@ -243,7 +243,7 @@ impl Writer {
                         (Some(a), Some(b)) => ((b.0 - a.0) as f64 / 1e6, (b.1 - a.1) as f64 / 1e6),
                         _ => (f64::NAN, f64::NAN),
                     };
-                    tracing::debug!(target: "lode_lsp::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
+                    tracing::debug!(target: "lode_engine::writer", "job {ticket}: {:.2} ms (on CPU {ran:.2} ms, runnable but waiting {waited:.2} ms)", start.elapsed().as_secs_f64() * 1000.0);
                     // Readers wait for this ticket: it is marked done whatever `after` does.
                     let _ = done_tx.send(ticket);
                     own_kick.kick_if_long();
@@ -536,7 +536,7 @@ fn checkpoint(store: &Store) -> bool {
         }
     }))
     .unwrap_or(true);
-    tracing::debug!(target: "lode_lsp::writer", "checkpoint: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
+    tracing::debug!(target: "lode_engine::writer", "checkpoint: {:.2} ms", start.elapsed().as_secs_f64() * 1000.0);
     done
 }
 
@@ -549,7 +549,7 @@ pub(crate) fn log_settings(store: &Store) -> Result<(), StoreError> {
 /// This thread's time on CPU and time runnable but waiting for one, in ns (Linux
 /// `/proc/thread-self/schedstat`), when the writer's log is on: what a slow job spent its time on.
 fn schedstat() -> Option<(u64, u64)> {
-    if !tracing::enabled!(target: "lode_lsp::writer", tracing::Level::DEBUG) {
+    if !tracing::enabled!(target: "lode_engine::writer", tracing::Level::DEBUG) {
         return None;
     }
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;

@@ -643,7 +643,7 @@ fn a_slow_llm_answer_does_not_hold_up_embedding() {
 }
 
 /// A server on a copy of the example vault, its log in a file (warnings and up; `LODE_TEST_LOG`
-/// takes a `LODE_LOG` filter, e.g. `lode_lsp=debug,warn`); after the first scan.
+/// takes a `LODE_LOG` filter, e.g. `lode_lsp=debug,lode_engine=debug,warn`); after the first scan.
 fn logged_server() -> (tempfile::TempDir, PathBuf, PathBuf, Lsp) {
     logged_server_with(&std::env::var("LODE_TEST_LOG").unwrap_or("warn".into()))
 }
@@ -1488,7 +1488,7 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
 /// event, and each burst of them as a writer job that cut the scan's batch short.
 #[test]
 fn the_servers_own_watcher_ignores_the_stores_writes() {
-    let (_tmp, vault, log, mut lsp) = logged_server_with("lode_lsp=debug,warn");
+    let (_tmp, vault, log, mut lsp) = logged_server_with("lode_lsp=debug,lode_engine=debug,warn");
     // Saves write the store (and its log) while the watcher runs; each is seen by the next ask.
     let buffer = vault.join("okapi.md");
     for i in 0..20 {

@@ -305,3 +305,60 @@ fn the_mcp_server_answers_while_lode_serve_writes_the_same_vault() {
     lsp.request("shutdown", Value::Null).unwrap();
     lsp.notify("exit", Value::Null).unwrap();
 }
+
+/// The vector table damaged under a running `lode mcp` (its data region: LanceDB's decoder
+/// fails inside the read): the dense search that hits it still answers, lexically, and says so;
+/// the engine's one health check moves the table aside and rebuilds it in the background, and
+/// dense search answers again.
+#[test]
+fn a_vector_table_damaged_under_the_running_server_is_said_answered_around_and_mended() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    std::fs::create_dir_all(&home).unwrap();
+    let v = tmp.path().join("vault");
+    lode_testing::copy_dir(&lode_testing::repo().join("fixtures/vault"), &v);
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c.args(["index", "-q", "--vault"]).arg(&v);
+    for (k, val) in user_env(&home) {
+        c.env(k, val);
+    }
+    let o = c.output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let (damaged, go) = (tmp.path().join("damaged"), tmp.path().join("go"));
+    let dense = json!({"query": "switch to the standby cache server", "mode": "dense", "limit": 3});
+    let plan = json!([
+        {"op": "tool_until", "name": "status", "args": {}, "has": "dense.model", "secs": 120},
+        tool("search", dense.clone()),
+        {"op": "signal", "path": go},
+        {"op": "wait", "path": damaged, "secs": 60},
+        tool("search", dense.clone()),
+        {"op": "tool_until", "name": "status", "args": {}, "has": "dense.mended", "secs": 120},
+        {"op": "tool_until", "name": "status", "args": {}, "has": "dense.complete", "secs": 300},
+        tool("search", dense),
+    ]);
+    let client = {
+        let (v, home, plan) = (v.clone(), home.clone(), plan.clone());
+        std::thread::spawn(move || session(&v, &home, &plan))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(180);
+    while !go.exists() {
+        assert!(std::time::Instant::now() < deadline, "the MCP session never got going");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(lode_testing::damage_vector_data_regions(&v.join(".lode/vectors")) > 0);
+    std::fs::write(&damaged, "1").unwrap();
+    let (_, out) = client.join().unwrap();
+    assert_eq!(out[0]["found"], json!(true), "{}", out[0]);
+    let before = ok(&out[1]);
+    assert!(!before["items"].as_array().unwrap().is_empty() && before["notices"] == json!([]), "{before:#}");
+    // The damaged read: results all the same, lexical, and said.
+    let hit = ok(&out[4]);
+    assert!(!hit["items"].as_array().unwrap().is_empty(), "{hit:#}");
+    assert!(hit["notices"].to_string().contains("lexical search only"), "{hit:#}");
+    // Found by the one health check, moved aside, rebuilt.
+    assert_eq!(out[5]["found"], json!(true), "{}", out[5]);
+    assert!(out[5]["structured"]["dense"]["mended"].as_str().unwrap().contains("moved aside"), "{}", out[5]);
+    assert_eq!(out[6]["found"], json!(true), "the vectors never came back: {}", out[6]);
+    let after = ok(&out[7]);
+    assert!(!after["items"].as_array().unwrap().is_empty() && after["notices"] == json!([]), "{after:#}");
+}

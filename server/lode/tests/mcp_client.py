@@ -6,6 +6,9 @@ client would. Reads a plan (a JSON list of steps) on stdin and prints one JSON l
   {"op": "list_resources"}                        -> {"uris": [...]}
   {"op": "list_templates"}                        -> {"templates": [...]}
   {"op": "read_resource", "uri": ...}             -> {"text"} or {"error"}
+  {"op": "tool_until", "name", "args", "has": "a.b", "secs": 120}
+                                                  -> the tool called again until its result has
+                                                     a value at that dotted path (or time is up)
   {"op": "signal", "path": ...}                   -> writes the file (tells the test where we are)
   {"op": "wait", "path": ..., "secs": 60}         -> waits until the file exists
 
@@ -39,6 +42,17 @@ async def main():
                     res = await s.call_tool(step["name"], step.get("args", {}))
                     text = "".join(c.text for c in res.content if getattr(c, "type", "") == "text")
                     out({"is_error": bool(res.is_error), "structured": res.structured_content, "text": text})
+                elif op == "tool_until":
+                    deadline = time.time() + step.get("secs", 120)
+                    while True:
+                        res = await s.call_tool(step["name"], step.get("args", {}))
+                        v = res.structured_content
+                        for k in step["has"].split("."):
+                            v = v.get(k) if isinstance(v, dict) else None
+                        if v not in (None, False) or time.time() > deadline:
+                            break
+                        await asyncio.sleep(0.2)
+                    out({"is_error": bool(res.is_error), "structured": res.structured_content, "found": v not in (None, False)})
                 elif op == "list_tools":
                     res = await s.list_tools()
                     out({"tools": [{"name": t.name, "description": t.description, "schema": t.input_schema} for t in res.tools]})

@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 const SAVE_GAP: Duration = Duration::from_millis(200);
 
 /// The stdio client, with answers the bench can wait up to 10 minutes for. The server's log
-/// goes to the bench's stderr when `LODE_LOG` asks for one (e.g. `LODE_LOG=lode_lsp=debug`
+/// goes to the bench's stderr when `LODE_LOG` asks for one (e.g. `LODE_LOG=lode_lsp=debug,lode_engine=debug`
 /// times every request and writer job).
 pub(super) fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
     let log = if std::env::var_os("LODE_LOG").is_some() { std::process::Stdio::inherit() } else { std::process::Stdio::null() };
