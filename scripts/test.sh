@@ -8,4 +8,15 @@ ensure_models
 ensure_test_tools
 ensure_neovim
 ensure_vscode_package
+# Style first: formatting (rustfmt.toml) and lints as errors (allowed lints: Cargo.toml).
+if cargo fmt --version >/dev/null 2>&1; then
+    cargo fmt --all -- --check
+else
+    echo "tests: rustfmt is not installed with this toolchain; the format check is skipped" >&2
+fi
+if cargo clippy --version >/dev/null 2>&1; then
+    cargo clippy --workspace --all-targets --locked -- -D warnings
+else
+    echo "tests: clippy is not installed with this toolchain; the lint check is skipped" >&2
+fi
 cargo test --workspace --locked "$@"

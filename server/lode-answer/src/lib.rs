@@ -452,7 +452,9 @@ fn merge_blocks<'a>(
         // Fold the newest block into any earlier one of the same version it touches, repeatedly.
         loop {
             let last = out.len() - 1;
-            let Some(j) = (0..last).find(|&j| out[j].0 == out[last].0 && out[j].1.start <= out[last].1.end && out[last].1.start <= out[j].1.end) else {
+            let Some(j) =
+                (0..last).find(|&j| out[j].0 == out[last].0 && out[j].1.start <= out[last].1.end && out[last].1.start <= out[j].1.end)
+            else {
                 break;
             };
             let (_, r, its) = out.remove(last);
@@ -509,7 +511,8 @@ fn run_tool(
     if call.name != "fetch_url" {
         return Err(format!("unknown tool {:?}; the only tool is fetch_url", call.name.chars().take(40).collect::<String>()));
     }
-    let args: serde_json::Value = serde_json::from_str(&call.arguments).map_err(|_| "arguments must be JSON: {\"url\": \"https://…\"}".to_owned())?;
+    let args: serde_json::Value =
+        serde_json::from_str(&call.arguments).map_err(|_| "arguments must be JSON: {\"url\": \"https://…\"}".to_owned())?;
     let url = args.get("url").and_then(|u| u.as_str()).map(str::trim).filter(|u| !u.is_empty()).ok_or("arguments must name a url")?;
     if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err("a URL has no spaces or control characters".into());
@@ -630,7 +633,8 @@ pub fn answer_gathered(
         w.withheld.clear();
     }
     let visible: Vec<&ContextItem> = items.iter().filter(|i| !(w.remote && i.withheld.is_some())).collect();
-    let synthesized = stages::synthesize::synthesize(store, question, cfg, rules, w.synth, &items, &visible, &w.bodies, w.remote, w.notice)?;
+    let synthesized =
+        stages::synthesize::synthesize(store, question, cfg, rules, w.synth, &items, &visible, &w.bodies, w.remote, w.notice)?;
     let mut answer = stages::ladder::gate_and_ladder(question, cfg, &items, &visible, w.bodies, w.withheld, w.remote, synthesized, scorer)?;
     for c in answer.claims.iter_mut().flat_map(|c| c.citations.iter_mut()) {
         c.short_id = store.short_version_id(&c.version_id)?;
@@ -639,7 +643,10 @@ pub fn answer_gathered(
         r.short_id = store.short_version_id(&r.version_id)?;
     }
     if held_back > 0 {
-        let said = format!("{held_back} matching passage{} withheld from this client by the vault's egress rules.", if held_back == 1 { " was" } else { "s were" });
+        let said = format!(
+            "{held_back} matching passage{} withheld from this client by the vault's egress rules.",
+            if held_back == 1 { " was" } else { "s were" }
+        );
         answer.notice = Some(match answer.notice.take() {
             Some(n) => format!("{n} {said}"),
             None => said,
@@ -647,7 +654,6 @@ pub fn answer_gathered(
     }
     Ok(answer)
 }
-
 
 /// Why the note at `path` may not leave the machine: its rules, its indexed metadata, its open
 /// buffer and its frontmatter on disk now. Fails closed: metadata that cannot be read withholds
@@ -777,4 +783,3 @@ pub fn frontmatter_of(body: &str) -> serde_json::Map<String, serde_json::Value> 
     }
     map
 }
-

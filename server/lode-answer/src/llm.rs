@@ -172,7 +172,11 @@ impl LlmConfig {
                 }
                 Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {}
                 Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
-                    return Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts: 0, detail: "the request thread ended".into() })
+                    return Err(LlmError::Unreachable {
+                        endpoint: self.endpoint.clone(),
+                        attempts: 0,
+                        detail: "the request thread ended".into(),
+                    })
                 }
             }
         }
@@ -336,8 +340,8 @@ pub fn assistant_turn(response: &str) -> Result<Turn, LlmError> {
 
 /// A chat-completions response as JSON, unless it is not JSON or reports an error.
 fn response_json(response: &str) -> Result<serde_json::Value, LlmError> {
-    let v: serde_json::Value = serde_json::from_str(response)
-        .map_err(|e| LlmError::Malformed(format!("response is not JSON ({e}): {}", clip(response))))?;
+    let v: serde_json::Value =
+        serde_json::from_str(response).map_err(|e| LlmError::Malformed(format!("response is not JSON ({e}): {}", clip(response))))?;
     if let Some(err) = v.get("error") {
         return Err(LlmError::Malformed(format!("endpoint returned an error: {}", clip(&err.to_string()))));
     }
@@ -385,9 +389,7 @@ pub fn parse_claims(content: &str, resolve: impl Fn(&str) -> Option<String>) -> 
     let Some(list) = claims_list(content) else {
         return Err(LlmError::Malformed(format!("no JSON object with a \"claims\" list in the answer: {}", clip(content))));
     };
-    let str_of = |o: &serde_json::Value, keys: &[&str]| {
-        keys.iter().find_map(|k| o.get(*k).and_then(|x| x.as_str())).map(str::to_owned)
-    };
+    let str_of = |o: &serde_json::Value, keys: &[&str]| keys.iter().find_map(|k| o.get(*k).and_then(|x| x.as_str())).map(str::to_owned);
     let mut out = Parsed::default();
     for (n, item) in list.iter().enumerate() {
         if n >= MAX_ITEMS {
@@ -413,7 +415,8 @@ pub fn parse_claims(content: &str, resolve: impl Fn(&str) -> Option<String>) -> 
                 _ => String::new(),
             };
             let quote = str_of(s, &["quote", "quoted_span", "span", "text"]).unwrap_or_default();
-            let quote = if quote.len() > MAX_QUOTE { quote[..lode_core::text::floor_char_boundary(&quote, MAX_QUOTE)].to_owned() } else { quote };
+            let quote =
+                if quote.len() > MAX_QUOTE { quote[..lode_core::text::floor_char_boundary(&quote, MAX_QUOTE)].to_owned() } else { quote };
             let version_id = resolve(label.trim()).unwrap_or(label);
             support.push(Support { version_id, quoted_span: quote });
         }
@@ -485,7 +488,12 @@ mod tests {
     #[test]
     fn parses_defensively() {
         let resolve = |l: &str| (l == "S1").then(|| "v1".to_owned());
-        let c = parse_claims("```json\n{\"claims\":[{\"claim\":\"X is 5 [S1]\",\"citations\":[{\"source\":\"S1\",\"quote\":\"X is 5.\"}]}]}\n```", resolve).unwrap().claims;
+        let c = parse_claims(
+            "```json\n{\"claims\":[{\"claim\":\"X is 5 [S1]\",\"citations\":[{\"source\":\"S1\",\"quote\":\"X is 5.\"}]}]}\n```",
+            resolve,
+        )
+        .unwrap()
+        .claims;
         assert_eq!(c[0].support[0].version_id, "v1");
         assert_eq!(c[0].text, "X is 5", "label markers are not part of the claim");
         let c = parse_claims("{\"claims\":[{\"text\":\"Y\",\"support\":[{\"source\":\"S7\",\"quote\":\"q\"}]}]}", resolve).unwrap().claims;
@@ -496,12 +504,17 @@ mod tests {
         assert!(parse_claims("{}", resolve).is_err(), "a real small model answered {{}}");
         assert_eq!(parse_claims("{\"claims\": []}", resolve).unwrap(), Parsed::default());
         // One malformed item drops itself, not the answer; numeric labels and single objects.
-        let p = parse_claims("Here: {\"claims\": [{\"text\": 5}, {\"text\": \"Z\", \"support\": {\"source\": 1, \"quote\": \"z\"}}]} and {\"x\": 1}", resolve).unwrap();
+        let p = parse_claims(
+            "Here: {\"claims\": [{\"text\": 5}, {\"text\": \"Z\", \"support\": {\"source\": 1, \"quote\": \"z\"}}]} and {\"x\": 1}",
+            resolve,
+        )
+        .unwrap();
         assert_eq!(p.claims.len(), 1);
         assert_eq!(p.claims[0].support[0].version_id, "v1");
         assert_eq!(p.problems.len(), 1);
         // A label like "S1 — S2" is kept as written (and fails the span check), never sliced.
-        let p = parse_claims("{\"claims\": [{\"text\": \"W\", \"support\": [{\"source\": \"S1 — S2\", \"quote\": \"w\"}]}]}", resolve).unwrap();
+        let p =
+            parse_claims("{\"claims\": [{\"text\": \"W\", \"support\": [{\"source\": \"S1 — S2\", \"quote\": \"w\"}]}]}", resolve).unwrap();
         assert_eq!(p.claims[0].support[0].version_id, "S1 — S2");
         assert_eq!(strip_labels("A (S1, S2) b [x] c【S3】"), "A b [x] c");
     }
@@ -534,7 +547,10 @@ mod tests {
 
     #[test]
     fn response_envelope() {
-        assert!(message_content("{\"choices\":[{\"finish_reason\":\"length\",\"message\":{\"content\":\"{\"}}]}").unwrap_err().to_string().contains("cut off"));
+        assert!(message_content("{\"choices\":[{\"finish_reason\":\"length\",\"message\":{\"content\":\"{\"}}]}")
+            .unwrap_err()
+            .to_string()
+            .contains("cut off"));
         assert_eq!(message_content("{\"choices\":[{\"message\":{\"content\":\"hi\"}}]}").unwrap(), "hi");
         assert!(message_content("<html>").is_err());
         assert!(message_content("{\"error\":{\"message\":\"bad key\"}}").unwrap_err().to_string().contains("bad key"));
@@ -571,7 +587,10 @@ mod fuzz {
         "{}",
         "Sorry, I can't help with that.",
     ];
-    const NOISE: &[&str] = &["{", "}", "[", "]", "\"", ":", ",", "\\", r"\u0000", "é", "日", "—", "S1", "null", "1e999", "-0", "\n", "claims", "[S1]", "(S2)", "【S3】"];
+    const NOISE: &[&str] = &[
+        "{", "}", "[", "]", "\"", ":", ",", "\\", r"\u0000", "é", "日", "—", "S1", "null", "1e999", "-0", "\n", "claims", "[S1]", "(S2)",
+        "【S3】",
+    ];
 
     #[test]
     fn parser_never_panics_on_random_or_mutated_answers() {
@@ -580,9 +599,15 @@ mod fuzz {
         for case in 0..10_000 {
             let mut s: String = if case % 3 == 0 {
                 // Random: noise tokens and random chars.
-                (0..rng.below(40)).map(|_| {
-                    if rng.below(2) == 0 { NOISE[rng.below(NOISE.len())].to_owned() } else { char::from_u32(rng.below(0x3000) as u32).unwrap_or('?').to_string() }
-                }).collect()
+                (0..rng.below(40))
+                    .map(|_| {
+                        if rng.below(2) == 0 {
+                            NOISE[rng.below(NOISE.len())].to_owned()
+                        } else {
+                            char::from_u32(rng.below(0x3000) as u32).unwrap_or('?').to_string()
+                        }
+                    })
+                    .collect()
             } else {
                 SEEDS[rng.below(SEEDS.len())].to_owned()
             };
@@ -614,13 +639,22 @@ mod fuzz {
 
     #[test]
     fn tool_calls_are_read_defensively() {
-        let call = |calls: serde_json::Value| serde_json::json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}).to_string();
+        let call = |calls: serde_json::Value| {
+            serde_json::json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": calls}}]}).to_string()
+        };
         let t = assistant_turn(&call(serde_json::json!([{"id": "a", "type": "function", "function": {"name": "fetch_url", "arguments": "{\"url\": \"https://x.example/\"}"}}]))).unwrap();
-        assert_eq!(t.tool_calls, [ToolCall { id: "a".into(), name: "fetch_url".into(), arguments: "{\"url\": \"https://x.example/\"}".into() }]);
+        assert_eq!(
+            t.tool_calls,
+            [ToolCall { id: "a".into(), name: "fetch_url".into(), arguments: "{\"url\": \"https://x.example/\"}".into() }]
+        );
         // Arguments as an object (some servers), no id, no name (dropped), too many calls.
-        let t = assistant_turn(&call(serde_json::json!([{"function": {"name": "fetch_url", "arguments": {"url": "u"}}}, {"function": {"arguments": "{}"}}]))).unwrap();
+        let t = assistant_turn(&call(
+            serde_json::json!([{"function": {"name": "fetch_url", "arguments": {"url": "u"}}}, {"function": {"arguments": "{}"}}]),
+        ))
+        .unwrap();
         assert_eq!((t.tool_calls.len(), t.tool_calls[0].id.as_str(), t.tool_calls[0].arguments.as_str()), (1, "call_0", "{\"url\":\"u\"}"));
-        let many: Vec<serde_json::Value> = (0..50).map(|i| serde_json::json!({"id": format!("c{i}"), "function": {"name": "fetch_url", "arguments": "{}"}})).collect();
+        let many: Vec<serde_json::Value> =
+            (0..50).map(|i| serde_json::json!({"id": format!("c{i}"), "function": {"name": "fetch_url", "arguments": "{}"}})).collect();
         assert_eq!(assistant_turn(&call(serde_json::json!(many))).unwrap().tool_calls.len(), MAX_TOOL_CALLS);
         assert!(assistant_turn(&call(serde_json::json!("not a list"))).is_err(), "no content and no calls");
         assert!(assistant_turn(&call(serde_json::json!([{"function": {}}]))).is_err());

@@ -68,7 +68,11 @@ fn align(orig: &str, red: &str) -> Vec<(Range<usize>, Range<usize>)> {
         let lit = &red[tok_end..next];
         let probe = &lit[..floor_char_boundary(lit, 64)];
         let found = if probe.is_empty() {
-            if next == red.len() { orig.len() } else { i }
+            if next == red.len() {
+                orig.len()
+            } else {
+                i
+            }
         } else {
             orig.get(i + 1..).and_then(|o| o.find(probe)).map_or(orig.len(), |x| i + 1 + x)
         };
@@ -85,7 +89,8 @@ mod tests {
 
     #[test]
     fn a_window_never_splits_a_secret() {
-        let key = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----";
+        let key =
+            "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\nAAAABG5vbmUAAAAEbm9uZQ\n-----END OPENSSH PRIVATE KEY-----";
         let body = format!("# Deploy\n\nThe deploy key:\n{key}\nRotate it yearly. password: hunter2hunter2 ok\n");
         let r = Redacted::new(&body);
         assert_eq!(r.count, 2, "{}", r.text);

@@ -237,8 +237,23 @@ fn wh_target(question: &str) -> Option<String> {
 
 /// Words that ask for open tasks rather than name what they are about.
 const TASK_WORDS: &[&str] = &[
-    "todo", "todos", "task", "tasks", "pending", "outstanding", "remaining", "unfinished", "undone", "left", "still",
-    "need", "open", "items", "next", "steps", "step",
+    "todo",
+    "todos",
+    "task",
+    "tasks",
+    "pending",
+    "outstanding",
+    "remaining",
+    "unfinished",
+    "undone",
+    "left",
+    "still",
+    "need",
+    "open",
+    "items",
+    "next",
+    "steps",
+    "step",
 ];
 
 /// Whether a sentence is an open task item (`- [ ] …`, `1. [ ] …`).
@@ -278,7 +293,9 @@ pub fn asks_for_tasks(question: &str) -> bool {
     let q = question.to_lowercase();
     let words: Vec<&str> = q.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).collect();
     let has = |a: &str, b: &str| words.windows(2).any(|w| w[0] == a && w[1] == b);
-    words.iter().any(|w| matches!(*w, "todo" | "todos" | "task" | "tasks" | "pending" | "outstanding" | "remaining" | "unfinished" | "undone"))
+    words
+        .iter()
+        .any(|w| matches!(*w, "todo" | "todos" | "task" | "tasks" | "pending" | "outstanding" | "remaining" | "unfinished" | "undone"))
         || q.contains("to-do")
         || has("still", "need")
         || has("still", "have")
@@ -318,8 +335,8 @@ pub enum AnswerType {
 /// restates it, negated or not, is its answer.
 pub fn is_yes_no(question: &str) -> bool {
     const AUX: &[&str] = &[
-        "do", "does", "did", "is", "are", "was", "were", "am", "can", "could", "will", "would", "should", "shall", "has",
-        "have", "had", "may", "might", "must", "isn", "aren", "wasn", "weren", "don", "doesn", "didn", "won", "can't",
+        "do", "does", "did", "is", "are", "was", "were", "am", "can", "could", "will", "would", "should", "shall", "has", "have", "had",
+        "may", "might", "must", "isn", "aren", "wasn", "weren", "don", "doesn", "didn", "won", "can't",
     ];
     let q = question.trim().to_lowercase();
     q.split(|c: char| !c.is_alphanumeric()).find(|w| !w.is_empty()).is_some_and(|w| AUX.contains(&w))
@@ -342,9 +359,13 @@ pub fn answer_type(question: &str) -> AnswerType {
         AnswerType::Other
     } else if has("how", "often") || has("how", "frequently") {
         AnswerType::Frequency
-    } else if ["how", "what"].iter().any(|h| ["many", "much", "long", "big", "large", "size", "percentage", "number"].iter().any(|w| has(h, w))) {
+    } else if ["how", "what"]
+        .iter()
+        .any(|h| ["many", "much", "long", "big", "large", "size", "percentage", "number"].iter().any(|w| has(h, w)))
+    {
         AnswerType::Quantity
-    } else if words.first() == Some(&"when") || has("what", "date") || has("what", "time") || has("which", "day") || words.contains(&"when") {
+    } else if words.first() == Some(&"when") || has("what", "date") || has("what", "time") || has("which", "day") || words.contains(&"when")
+    {
         AnswerType::Time
     } else if words.first() == Some(&"why") || has("what", "reason") || has("what", "reasons") {
         AnswerType::Reason
@@ -354,32 +375,136 @@ pub fn answer_type(question: &str) -> AnswerType {
 }
 
 const MONTHS: &[&str] = &[
-    "january", "february", "march", "april", "may", "june", "july", "august", "september", "october", "november",
-    "december", "jan", "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday",
-    "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday", "yesterday", "today", "tomorrow",
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "yesterday",
+    "today",
+    "tomorrow",
 ];
 const FREQUENCY: &[&str] = &[
-    "every", "daily", "weekly", "monthly", "yearly", "annually", "hourly", "nightly", "quarterly", "per", "once",
-    "twice", "times", "always", "never", "each", "biweekly", "fortnightly", "semiannually", "interval", "intervals",
-    "cycle", "cadence",
+    "every",
+    "daily",
+    "weekly",
+    "monthly",
+    "yearly",
+    "annually",
+    "hourly",
+    "nightly",
+    "quarterly",
+    "per",
+    "once",
+    "twice",
+    "times",
+    "always",
+    "never",
+    "each",
+    "biweekly",
+    "fortnightly",
+    "semiannually",
+    "interval",
+    "intervals",
+    "cycle",
+    "cadence",
 ];
 /// Units of time: with a number they say how often ("after 60 days") or when ("in 2 weeks").
 const TIME_UNITS: &[&str] = &[
-    "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year",
-    "years", "s", "min", "mins", "h", "hr", "hrs", "d", "wk", "wks",
+    "second", "seconds", "minute", "minutes", "hour", "hours", "day", "days", "week", "weeks", "month", "months", "year", "years", "s",
+    "min", "mins", "h", "hr", "hrs", "d", "wk", "wks",
 ];
 /// Words that place an event in time without a date ("after the last frost", "two weeks ago").
 const WHEN: &[&str] = &[
-    "after", "before", "until", "since", "during", "ago", "tonight", "noon", "midnight", "morning", "evening", "night",
-    "weekend", "weekends", "spring", "summer", "autumn", "fall", "winter", "quarter", "daily", "weekly", "monthly",
-    "yearly", "annually", "every", "next", "end", "start", "beginning", "deadline", "due", "dawn", "dusk", "sunrise",
-    "sunset", "midday", "afternoon", "today", "tomorrow", "yesterday", "early", "late", "soon", "later", "now", "then",
-    "hourly", "nightly", "clock", "am", "pm", "eve", "holidays", "christmas", "easter", "once", "when", "whenever",
+    "after",
+    "before",
+    "until",
+    "since",
+    "during",
+    "ago",
+    "tonight",
+    "noon",
+    "midnight",
+    "morning",
+    "evening",
+    "night",
+    "weekend",
+    "weekends",
+    "spring",
+    "summer",
+    "autumn",
+    "fall",
+    "winter",
+    "quarter",
+    "daily",
+    "weekly",
+    "monthly",
+    "yearly",
+    "annually",
+    "every",
+    "next",
+    "end",
+    "start",
+    "beginning",
+    "deadline",
+    "due",
+    "dawn",
+    "dusk",
+    "sunrise",
+    "sunset",
+    "midday",
+    "afternoon",
+    "today",
+    "tomorrow",
+    "yesterday",
+    "early",
+    "late",
+    "soon",
+    "later",
+    "now",
+    "then",
+    "hourly",
+    "nightly",
+    "clock",
+    "am",
+    "pm",
+    "eve",
+    "holidays",
+    "christmas",
+    "easter",
+    "once",
+    "when",
+    "whenever",
 ];
 const NUMBER_WORDS: &[&str] = &[
-    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen",
-    "twenty", "thirty", "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion", "dozen", "half",
-    "single", "double", "twice", "none", "zero",
+    "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve", "fifteen", "twenty", "thirty",
+    "forty", "fifty", "sixty", "hundred", "thousand", "million", "billion", "dozen", "half", "single", "double", "twice", "none", "zero",
 ];
 
 /// Whether a sentence holds the kind of answer the question asks for. A sentence of another
@@ -413,9 +538,39 @@ pub fn fits_type(t: AnswerType, sentence: &str) -> bool {
 
 /// Words that give a reason.
 const REASON: &[&str] = &[
-    "because", "since", "due", "reason", "reasons", "therefore", "hence", "thanks", "given", "instead", "avoid", "avoids",
-    "avoiding", "allows", "enables", "lets", "needed", "required", "requires", "cheaper", "faster", "simpler", "safer",
-    "better", "easier", "fewer", "less", "drop", "removes", "why", "motivation", "rationale", "so",
+    "because",
+    "since",
+    "due",
+    "reason",
+    "reasons",
+    "therefore",
+    "hence",
+    "thanks",
+    "given",
+    "instead",
+    "avoid",
+    "avoids",
+    "avoiding",
+    "allows",
+    "enables",
+    "lets",
+    "needed",
+    "required",
+    "requires",
+    "cheaper",
+    "faster",
+    "simpler",
+    "safer",
+    "better",
+    "easier",
+    "fewer",
+    "less",
+    "drop",
+    "removes",
+    "why",
+    "motivation",
+    "rationale",
+    "so",
 ];
 
 /// Picks the sentences that best answer `question` and returns them as self-quoting claims.
@@ -467,7 +622,8 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
                 continue; // a table's header row names its columns; it states nothing
             }
             // A table row is read with its column names, as a sentence with its heading.
-            let header_words = if src.prose { Vec::new() } else { table_header_before(src.text, r.start).map(crate::gate::tokens).unwrap_or_default() };
+            let header_words =
+                if src.prose { Vec::new() } else { table_header_before(src.text, r.start).map(crate::gate::tokens).unwrap_or_default() };
             let open_task = tasks_wanted && is_open_task(&src.text[r.clone()]);
             let quote = &src.text[r];
             if quote.trim_end().ends_with('?') {
@@ -510,7 +666,10 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
                 // quokka policy allow?" is not answered by a sentence about what an SLO allows.
                 let key = terms.iter().max_by(|a, b| weight(a).total_cmp(&weight(b)));
                 let holds_key = key.is_some_and(|k| words.iter().any(|w| query::stem_match(w, k)));
-                if holds_key && coverage >= cfg.fallback_coverage && fallback.as_ref().is_none_or(|(r, c)| (*r, -c.score) > (rank, -coverage)) {
+                if holds_key
+                    && coverage >= cfg.fallback_coverage
+                    && fallback.as_ref().is_none_or(|(r, c)| (*r, -c.score) > (rank, -coverage))
+                {
                     fallback = Some((rank, Candidate { score: coverage, version_id: src.version_id, quote, claim }));
                 }
                 continue;
@@ -538,70 +697,9 @@ pub fn extract(question: &str, sources: &[Source<'_>], weights: &HashMap<String,
         if out.iter().any(|o| o.text == c.claim) {
             continue;
         }
-        out.push(Claim {
-            text: c.claim,
-            support: vec![Support { version_id: c.version_id.to_owned(), quoted_span: c.quote.to_owned() }],
-        });
+        out.push(Claim { text: c.claim, support: vec![Support { version_id: c.version_id.to_owned(), quoted_span: c.quote.to_owned() }] });
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn picks_the_answering_sentence_and_quotes_it() {
-        let a = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin. The certificates use the DNS-01 challenge.";
-        let b = "9. Post \"staging certs rotated\" in `#kestrel-staging` to close the announcement.";
-        let sources = [
-            Source { version_id: "v2", text: b, heading: "Runbook › Steps", prose: false, is_heading: false },
-            Source { version_id: "v1", text: a, heading: "Runbook", prose: true, is_heading: false },
-        ];
-        let claims = extract("How often are staging certificates rotated?", &sources, &HashMap::new(), &ExtractConfig::default());
-        assert!(claims[0].text.contains("every 60 days"), "{claims:?}");
-        assert_eq!(claims[0].support[0].version_id, "v1");
-        assert!(a.contains(&claims[0].support[0].quoted_span));
-        for c in &claims {
-            let body = [a, b].into_iter().find(|s| s.contains(&c.support[0].quoted_span)).unwrap();
-            assert!(crate::gate::couples_in(&c.text, body, &c.support[0].quoted_span), "claims couple with their own quote: {c:?}");
-        }
-    }
-
-    #[test]
-    fn answer_types() {
-        assert_eq!(answer_type("How often are certs rotated?"), AnswerType::Frequency);
-        assert_eq!(answer_type("When is the next rotation due?"), AnswerType::Time);
-        assert_eq!(answer_type("How many connections does the pool allow?"), AnswerType::Quantity);
-        assert_eq!(answer_type("Which policy was chosen?"), AnswerType::Other);
-        assert!(fits_type(AnswerType::Frequency, "rotated every 60 days"));
-        assert!(fits_type(AnswerType::Time, "due on 2026-04-20"));
-        assert!(fits_type(AnswerType::Time, "starts at 14:02 UTC"));
-        assert!(!fits_type(AnswerType::Time, "under supervision"));
-    }
-
-    #[test]
-    fn nothing_relevant_means_no_claims() {
-        let sources = [Source { version_id: "v", text: "Unrelated words about gardening and tomatoes.", heading: "", prose: true, is_heading: false }];
-        assert!(extract("redis eviction policy", &sources, &HashMap::new(), &ExtractConfig::default()).is_empty());
-    }
-
-    #[test]
-    fn plain_strips_markup_only() {
-        assert_eq!(plain("HLA-B*27 and **bold** and *em*"), "HLA-B*27 and bold and em");
-        assert_eq!(plain("1. Trigger the renewal: `cmctl renew x`"), "Trigger the renewal: cmctl renew x");
-        assert_eq!(plain("- [x] Read [the runbook](../r.md) **now**"), "Read the runbook now");
-        assert_eq!(plain("> **Warning:** do not"), "Warning: do not");
-        assert_eq!(plain("| `GET /a` | 45 ms |"), "GET /a | 45 ms");
-        assert_eq!(plain("we chose in [[adr-008]] and [[x|the ADR]]."), "we chose in adr-008 and the ADR.");
-    }
-
-    #[test]
-    fn list_passages_split_at_lines() {
-        let text = "2. Confirm the credentials.\n   - The secret is `x`.\n   - It belongs to user y.";
-        let s: Vec<&str> = sentences(text, false).into_iter().map(|r| &text[r]).collect();
-        assert_eq!(s, ["2. Confirm the credentials.", "- The secret is `x`.", "- It belongs to user y."]);
-    }
 }
 
 /// The extractive claims restated with the context their note gives them, where the note's
@@ -642,7 +740,9 @@ pub fn with_context<'b>(
                     let named = target.as_ref().is_some_and(|w| crate::gate::tokens(&h).iter().any(|x| query::stem_match(x, w)));
                     (held, named, wanted != AnswerType::Other && fits_type(wanted, &t.row[c].text))
                 };
-                let Some(col) = (1..t.row.len()).filter(|&c| !t.row[c].text.is_empty()).max_by_key(|&c| (score(c), c)) else { return claim };
+                let Some(col) = (1..t.row.len()).filter(|&c| !t.row[c].text.is_empty()).max_by_key(|&c| (score(c), c)) else {
+                    return claim;
+                };
                 let (key, header, cell) = (&t.row[0], t.header.get(col), &t.row[col]);
                 let Some(header) = header.filter(|h| !h.text.is_empty()) else { return claim };
                 Claim {
@@ -657,7 +757,8 @@ pub fn with_context<'b>(
                 let mut carriers: Vec<Range<usize>> = blocked.iter().filter_map(|b| b.carrier.clone()).collect();
                 carriers.sort_by_key(|r| r.start);
                 carriers.dedup();
-                let mut text = carriers.iter().map(|r| plain(&body[r.clone()]).trim_end_matches(':').to_owned()).collect::<Vec<_>>().join(": ");
+                let mut text =
+                    carriers.iter().map(|r| plain(&body[r.clone()]).trim_end_matches(':').to_owned()).collect::<Vec<_>>().join(": ");
                 text.push_str(": ");
                 text.push_str(&claim.text);
                 let mut support: Vec<Support> = carriers.iter().map(cite).collect();
@@ -675,4 +776,68 @@ pub fn with_context<'b>(
 
 fn support_of(claim: &Claim) -> Support {
     claim.support[0].clone()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn picks_the_answering_sentence_and_quotes_it() {
+        let a = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin. The certificates use the DNS-01 challenge.";
+        let b = "9. Post \"staging certs rotated\" in `#kestrel-staging` to close the announcement.";
+        let sources = [
+            Source { version_id: "v2", text: b, heading: "Runbook › Steps", prose: false, is_heading: false },
+            Source { version_id: "v1", text: a, heading: "Runbook", prose: true, is_heading: false },
+        ];
+        let claims = extract("How often are staging certificates rotated?", &sources, &HashMap::new(), &ExtractConfig::default());
+        assert!(claims[0].text.contains("every 60 days"), "{claims:?}");
+        assert_eq!(claims[0].support[0].version_id, "v1");
+        assert!(a.contains(&claims[0].support[0].quoted_span));
+        for c in &claims {
+            let body = [a, b].into_iter().find(|s| s.contains(&c.support[0].quoted_span)).unwrap();
+            assert!(crate::gate::couples_in(&c.text, body, &c.support[0].quoted_span), "claims couple with their own quote: {c:?}");
+        }
+    }
+
+    #[test]
+    fn answer_types() {
+        assert_eq!(answer_type("How often are certs rotated?"), AnswerType::Frequency);
+        assert_eq!(answer_type("When is the next rotation due?"), AnswerType::Time);
+        assert_eq!(answer_type("How many connections does the pool allow?"), AnswerType::Quantity);
+        assert_eq!(answer_type("Which policy was chosen?"), AnswerType::Other);
+        assert!(fits_type(AnswerType::Frequency, "rotated every 60 days"));
+        assert!(fits_type(AnswerType::Time, "due on 2026-04-20"));
+        assert!(fits_type(AnswerType::Time, "starts at 14:02 UTC"));
+        assert!(!fits_type(AnswerType::Time, "under supervision"));
+    }
+
+    #[test]
+    fn nothing_relevant_means_no_claims() {
+        let sources = [Source {
+            version_id: "v",
+            text: "Unrelated words about gardening and tomatoes.",
+            heading: "",
+            prose: true,
+            is_heading: false,
+        }];
+        assert!(extract("redis eviction policy", &sources, &HashMap::new(), &ExtractConfig::default()).is_empty());
+    }
+
+    #[test]
+    fn plain_strips_markup_only() {
+        assert_eq!(plain("HLA-B*27 and **bold** and *em*"), "HLA-B*27 and bold and em");
+        assert_eq!(plain("1. Trigger the renewal: `cmctl renew x`"), "Trigger the renewal: cmctl renew x");
+        assert_eq!(plain("- [x] Read [the runbook](../r.md) **now**"), "Read the runbook now");
+        assert_eq!(plain("> **Warning:** do not"), "Warning: do not");
+        assert_eq!(plain("| `GET /a` | 45 ms |"), "GET /a | 45 ms");
+        assert_eq!(plain("we chose in [[adr-008]] and [[x|the ADR]]."), "we chose in adr-008 and the ADR.");
+    }
+
+    #[test]
+    fn list_passages_split_at_lines() {
+        let text = "2. Confirm the credentials.\n   - The secret is `x`.\n   - It belongs to user y.";
+        let s: Vec<&str> = sentences(text, false).into_iter().map(|r| &text[r]).collect();
+        assert_eq!(s, ["2. Confirm the credentials.", "- The secret is `x`.", "- It belongs to user y."]);
+    }
 }

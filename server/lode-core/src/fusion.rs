@@ -97,9 +97,6 @@ mod tests {
         ];
         context_order(&mut items, |i| (i.1, i.2, i.3));
         let names: Vec<&str> = items.iter().map(|i| i.0).collect();
-        assert_eq!(
-            names,
-            ["pinned-2", "pinned-1", "note-high", "note-low", "linked-note", "annotation", "snapshot", "stale", "inferred"]
-        );
+        assert_eq!(names, ["pinned-2", "pinned-1", "note-high", "note-low", "linked-note", "annotation", "snapshot", "stale", "inferred"]);
     }
 }

@@ -193,11 +193,7 @@ mod tests {
     use super::*;
 
     fn links(md: &str) -> Vec<(LinkKind, String, String)> {
-        chunk_note(md.as_bytes(), &ChunkConfig::default())
-            .links
-            .into_iter()
-            .map(|l| (l.kind, l.target, md[l.range].to_owned()))
-            .collect()
+        chunk_note(md.as_bytes(), &ChunkConfig::default()).links.into_iter().map(|l| (l.kind, l.target, md[l.range].to_owned())).collect()
     }
 
     #[test]

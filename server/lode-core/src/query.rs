@@ -9,19 +9,15 @@
 /// Words dropped from questions before AND/OR construction: question words, glue, and the verbs
 /// of "which X was chosen" questions (the notes say "we will use X", not "X was chosen"). Sorted.
 pub const STOPWORDS: &[&str] = &[
-    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as",
-    "at", "be", "because", "been", "before", "being", "between", "both", "but", "by", "can",
-    "choose", "chose", "chosen", "could", "decide", "decided", "did", "do", "does", "doing",
-    "done", "during", "each", "either", "else", "ever", "explain", "few", "find", "for", "from",
-    "get", "give", "got", "had", "has", "have", "having", "he", "her", "here", "hers", "him",
-    "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "know", "let", "list", "me",
-    "might", "more", "most", "much", "must", "my", "no", "nor", "not", "of", "off", "on", "once",
-    "one", "only", "or", "other", "our", "ours", "out", "over", "pick", "picked", "please", "s",
-    "say", "says", "select", "selected", "shall", "she", "should", "show", "so", "some", "such",
-    "t", "tell", "than", "that", "the", "their", "theirs", "them", "then", "there", "these",
-    "they", "this", "those", "through", "to", "too", "under", "until", "up", "us", "very", "was",
-    "we", "were", "what", "whats", "when", "where", "whether", "which", "while", "who", "whom",
-    "whose", "why", "will", "with", "would", "you", "your", "yours",
+    "a", "about", "above", "after", "again", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "because", "been", "before",
+    "being", "between", "both", "but", "by", "can", "choose", "chose", "chosen", "could", "decide", "decided", "did", "do", "does",
+    "doing", "done", "during", "each", "either", "else", "ever", "explain", "few", "find", "for", "from", "get", "give", "got", "had",
+    "has", "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "know",
+    "let", "list", "me", "might", "more", "most", "much", "must", "my", "no", "nor", "not", "of", "off", "on", "once", "one", "only", "or",
+    "other", "our", "ours", "out", "over", "pick", "picked", "please", "s", "say", "says", "select", "selected", "shall", "she", "should",
+    "show", "so", "some", "such", "t", "tell", "than", "that", "the", "their", "theirs", "them", "then", "there", "these", "they", "this",
+    "those", "through", "to", "too", "under", "until", "up", "us", "very", "was", "we", "were", "what", "whats", "when", "where",
+    "whether", "which", "while", "who", "whom", "whose", "why", "will", "with", "would", "you", "your", "yours",
 ];
 
 pub fn is_stopword(term: &str) -> bool {

@@ -478,7 +478,11 @@ impl<'t> Structure<'t> {
                 let at = scope.start + i + 2;
                 let Some(close) = text[at..].find(']') else { continue };
                 let n = ctx.footnotes.len() + 1;
-                ctx.footnotes.push(Footnote { label: format!("inline {n}"), refs: vec![at - 2..at + close + 1], unit: unit(text, at..at + close) });
+                ctx.footnotes.push(Footnote {
+                    label: format!("inline {n}"),
+                    refs: vec![at - 2..at + close + 1],
+                    unit: unit(text, at..at + close),
+                });
             }
         }
         ctx
@@ -566,7 +570,11 @@ fn lead_in_before(text: &str, node: Node) -> Option<Unit> {
     // A short line all in bold ("**Cons**") before a list heads it as a lead-in does.
     let para_raw = &text[range_of(text, para)];
     let raw = para_raw.trim_end().rsplit('\n').next().unwrap_or("").trim();
-    let bold_only = node.kind() == "list" && raw.len() > 4 && (raw.starts_with("**") && raw.ends_with("**") || raw.starts_with("__") && raw.ends_with("__")) && !raw[2..raw.len() - 2].contains("**") && last.text.split_whitespace().count() <= 6;
+    let bold_only = node.kind() == "list"
+        && raw.len() > 4
+        && (raw.starts_with("**") && raw.ends_with("**") || raw.starts_with("__") && raw.ends_with("__"))
+        && !raw[2..raw.len() - 2].contains("**")
+        && last.text.split_whitespace().count() <= 6;
     (t.ends_with(':') || bold_only).then_some(last)
 }
 
@@ -581,7 +589,8 @@ fn callout_of(quote: &str) -> Option<String> {
 
 fn table_cell(text: &str, table: Node, at: usize) -> Option<TableCell> {
     let mut cursor = table.walk();
-    let rows: Vec<Node> = table.named_children(&mut cursor).filter(|r| matches!(r.kind(), "pipe_table_header" | "pipe_table_row")).collect();
+    let rows: Vec<Node> =
+        table.named_children(&mut cursor).filter(|r| matches!(r.kind(), "pipe_table_header" | "pipe_table_row")).collect();
     let cells = |row: Node| -> Vec<Unit> {
         let mut c = row.walk();
         row.named_children(&mut c).filter(|n| n.kind() == "pipe_table_cell").map(|n| unit(text, range_of(text, n))).collect()
@@ -671,7 +680,8 @@ mod tests {
                 for (i, _) in note.char_indices().step_by(5) {
                     for len in [0, 1, 17, 400] {
                         let c = st.context(i..i + len);
-                        let ranges = c.headings.iter().map(|u| &u.range).chain(c.lead_ins.iter().map(|l| &l.unit.range)).chain(c.block.iter());
+                        let ranges =
+                            c.headings.iter().map(|u| &u.range).chain(c.lead_ins.iter().map(|l| &l.unit.range)).chain(c.block.iter());
                         for r in ranges {
                             assert!(r.start <= r.end && r.end <= note.len(), "{r:?} in a note of {} bytes", note.len());
                         }

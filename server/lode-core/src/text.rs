@@ -142,9 +142,7 @@ pub fn fold_run(run: &str) -> String {
 /// Approximate token count used to bound passage size: one per whitespace-separated word, and one
 /// per CJK character (scripts written without spaces would otherwise count as a single word).
 pub fn token_count(s: &str) -> usize {
-    s.split_whitespace()
-        .map(|w| w.chars().filter(|&c| is_cjk(c)).count().max(1))
-        .sum()
+    s.split_whitespace().map(|w| w.chars().filter(|&c| is_cjk(c)).count().max(1)).sum()
 }
 
 pub fn is_cjk(c: char) -> bool {
@@ -194,9 +192,7 @@ pub fn index_text(text: &str) -> String {
             (_, Some(u)) => {
                 // Back up over the scheme, forward over the URL.
                 let start = rest[..u].rfind(|c: char| !c.is_ascii_alphanumeric() && c != '+').map_or(0, |i| i + 1);
-                let end = rest[u..]
-                    .find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | ']'))
-                    .map_or(rest.len(), |e| u + e);
+                let end = rest[u..].find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | ']')).map_or(rest.len(), |e| u + e);
                 out.push_str(&rest[..start]);
                 out.push(' ');
                 rest = &rest[end..];

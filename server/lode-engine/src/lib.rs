@@ -232,7 +232,8 @@ impl Engine {
     pub fn buffer_withheld(&self, key: &str, marks: &lode_answer::egress::marks::Marks) -> bool {
         let (rules, _, _) = self.rules_now();
         marks.local.is_some()
-            || (!key.contains("://") && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
+            || (!key.contains("://")
+                && (rules.path_withheld(key).is_some() || lode_answer::egress::NestedRules::new(&self.root).withheld(key).is_some()))
     }
 
     /// Releases the models unused for `after` (the embedder, idle copies of the cross-encoder
@@ -294,88 +295,104 @@ pub enum Unopened {
 impl Engine {
     /// Opens the vault at `root`: its stores (running migrations) and its writer, and starts the
     /// vector thread. Blocking: call it off any message loop.
-pub fn open(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<Engine>, Unopened> {
-    let store_err = |e: lode_store::StoreError| match e {
-        lode_store::StoreError::Locked { .. } => Unopened::Locked(e.to_string()),
-        e => Unopened::Failed(e.to_string()),
-    };
-    match root {
-        None => Err(Unopened::Failed("no workspace folder: open a folder of notes".to_owned())),
-        Some(root) => (|| {
-            let settings = settings_fn(&root).map_err(|e| Unopened::Failed(format!("{e:#}")))?;
-            // The bytes the rules are read from, read from those very bytes (an edit between
-            // two reads must not leave its rules unapplied).
-            let rules_bytes = settings.rules_source.as_ref().and_then(|s| lode_answer::egress::read_config_file(&s.file).ok());
-            let also = settings.rules_source.as_ref().map(also_bytes).unwrap_or_default();
-            let (rules, synthesizer, notice) = match &settings.rules_source {
-                Some(src) => {
-                    let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;
-                    (r.rules, r.synthesizer, r.notice)
-                }
-                None => (settings.rules.clone(), settings.synthesizer.clone(), None),
-            };
-            let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
-            // The editor's buffers, plus two batches of a scan.
-            let prechunked = lode_store::Prechunked::with_capacity(16 + 2 * lode_store::vault::BATCH);
-            write.set_prechunked(prechunked.clone());
-            let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
-            let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
-            let (settings_reranker, settings_nli) = (settings.reranker.clone(), settings.nli.clone());
-            let reporter = report::Slot::default();
-            let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
-            let closing: Arc<AtomicBool> = Arc::default();
-            let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
-                Some(vs) => {
-                    let (k, d, off, loaded) =
-                        start_vectors(settings.db.clone(), settings.store.clone(), vs, reporter.clone(), log_kick.clone(), closing.clone());
-                    (Some(Mutex::new(k)), d, off, Some(loaded))
-                }
-                None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
-            };
-            let kick_writer = kick.as_ref().map(|k| k.lock().clone());
-            let (landed_tx, landed_rx) = tokio::sync::mpsc::unbounded_channel();
-            let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
-                match d {
-                    Done::Failed(e) => tracing::warn!("write failed: {e}"),
-                    Done::Deferred(e) => tracing::warn!("a save is kept and retried: {e}"),
-                    Done::Landed(path) => {
-                        tracing::info!("the deferred save of {path} landed");
-                        let _ = landed_tx.send(path.clone());
+    pub fn open(settings_fn: &SettingsFn, root: Option<PathBuf>) -> std::result::Result<Arc<Engine>, Unopened> {
+        let store_err = |e: lode_store::StoreError| match e {
+            lode_store::StoreError::Locked { .. } => Unopened::Locked(e.to_string()),
+            e => Unopened::Failed(e.to_string()),
+        };
+        match root {
+            None => Err(Unopened::Failed("no workspace folder: open a folder of notes".to_owned())),
+            Some(root) => (|| {
+                let settings = settings_fn(&root).map_err(|e| Unopened::Failed(format!("{e:#}")))?;
+                // The bytes the rules are read from, read from those very bytes (an edit between
+                // two reads must not leave its rules unapplied).
+                let rules_bytes = settings.rules_source.as_ref().and_then(|s| lode_answer::egress::read_config_file(&s.file).ok());
+                let also = settings.rules_source.as_ref().map(also_bytes).unwrap_or_default();
+                let (rules, synthesizer, notice) = match &settings.rules_source {
+                    Some(src) => {
+                        let r = (src.load)(rules_bytes.as_deref()).map_err(Unopened::Failed)?;
+                        (r.rules, r.synthesizer, r.notice)
                     }
-                    Done::Paths { failed, .. } if !failed.is_empty() => tracing::warn!("file events not applied: {}", failed.join("; ")),
-                    Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
-                    other => tracing::debug!("written: {other:?}"),
-                }
-                if let Some(k) = &kick_writer {
-                    let _ = k.send(None);
-                }
-            });
-            let _ = log_kick.set(writer.log_kick());
-            Ok(Arc::new(Engine {
-                root,
-                settings,
-                writer,
-                readers: crate::readers::Readers::new(settings_db, settings_store, read),
-                // Until its first scan ends (see `files::first_scan`).
-                scanning: Arc::new(AtomicBool::new(true)),
-                scan_again: AtomicBool::new(false),
-                scans: std::sync::atomic::AtomicU64::new(0),
-                started: AtomicBool::new(false),
-                dense,
-                dense_off,
-                dense_loaded: Mutex::new(dense_loaded),
-                kick,
-                reporter,
-                prechunked,
-                closing,
-                rules: Mutex::new(RulesNow { bytes: rules_bytes, rules: Arc::new(rules), synthesizer: Arc::new(synthesizer), blocked: None, started_with: notice.clone(), notice, also }),
-                landed: Mutex::new(Some(landed_rx)),
-                reranker: settings_reranker.map(models::Pool::new),
-                nli: settings_nli.map(models::Pool::new),
-            }))
-        })(),
+                    None => (settings.rules.clone(), settings.synthesizer.clone(), None),
+                };
+                let mut write = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
+                // The editor's buffers, plus two batches of a scan.
+                let prechunked = lode_store::Prechunked::with_capacity(16 + 2 * lode_store::vault::BATCH);
+                write.set_prechunked(prechunked.clone());
+                let read = Store::open(&settings.db, settings.store.clone()).map_err(store_err)?;
+                let (settings_db, settings_store) = (settings.db.clone(), settings.store.clone());
+                let (settings_reranker, settings_nli) = (settings.reranker.clone(), settings.nli.clone());
+                let reporter = report::Slot::default();
+                let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
+                let closing: Arc<AtomicBool> = Arc::default();
+                let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
+                    Some(vs) => {
+                        let (k, d, off, loaded) = start_vectors(
+                            settings.db.clone(),
+                            settings.store.clone(),
+                            vs,
+                            reporter.clone(),
+                            log_kick.clone(),
+                            closing.clone(),
+                        );
+                        (Some(Mutex::new(k)), d, off, Some(loaded))
+                    }
+                    None => (None, Arc::new(Mutex::new(None)), Arc::default(), None),
+                };
+                let kick_writer = kick.as_ref().map(|k| k.lock().clone());
+                let (landed_tx, landed_rx) = tokio::sync::mpsc::unbounded_channel();
+                let writer = Writer::start(write, root.clone(), settings.index.clone(), move |d| {
+                    match d {
+                        Done::Failed(e) => tracing::warn!("write failed: {e}"),
+                        Done::Deferred(e) => tracing::warn!("a save is kept and retried: {e}"),
+                        Done::Landed(path) => {
+                            tracing::info!("the deferred save of {path} landed");
+                            let _ = landed_tx.send(path.clone());
+                        }
+                        Done::Paths { failed, .. } if !failed.is_empty() => {
+                            tracing::warn!("file events not applied: {}", failed.join("; "))
+                        }
+                        Done::Saved(o) => tracing::debug!("saved note {} ({} passages)", o.note_id, o.passages),
+                        other => tracing::debug!("written: {other:?}"),
+                    }
+                    if let Some(k) = &kick_writer {
+                        let _ = k.send(None);
+                    }
+                });
+                let _ = log_kick.set(writer.log_kick());
+                Ok(Arc::new(Engine {
+                    root,
+                    settings,
+                    writer,
+                    readers: crate::readers::Readers::new(settings_db, settings_store, read),
+                    // Until its first scan ends (see `files::first_scan`).
+                    scanning: Arc::new(AtomicBool::new(true)),
+                    scan_again: AtomicBool::new(false),
+                    scans: std::sync::atomic::AtomicU64::new(0),
+                    started: AtomicBool::new(false),
+                    dense,
+                    dense_off,
+                    dense_loaded: Mutex::new(dense_loaded),
+                    kick,
+                    reporter,
+                    prechunked,
+                    closing,
+                    rules: Mutex::new(RulesNow {
+                        bytes: rules_bytes,
+                        rules: Arc::new(rules),
+                        synthesizer: Arc::new(synthesizer),
+                        blocked: None,
+                        started_with: notice.clone(),
+                        notice,
+                        also,
+                    }),
+                    landed: Mutex::new(Some(landed_rx)),
+                    reranker: settings_reranker.map(models::Pool::new),
+                    nli: settings_nli.map(models::Pool::new),
+                }))
+            })(),
+        }
     }
-}
 }
 
 /// What a door reacts to once a vault has started.

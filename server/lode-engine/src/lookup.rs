@@ -361,7 +361,17 @@ impl Engine {
                     context: String::new(),
                 }
             }
-            None => QuoteAt { quote: q.to_owned(), found: false, path: None, version_id: None, line_start: None, line_end: None, range: None, normalized: false, context: String::new() },
+            None => QuoteAt {
+                quote: q.to_owned(),
+                found: false,
+                path: None,
+                version_id: None,
+                line_start: None,
+                line_end: None,
+                range: None,
+                normalized: false,
+                context: String::new(),
+            },
         };
         if places.iter().any(Vec::is_empty) {
             let missing = places.iter().filter(|p| p.is_empty()).count();
@@ -387,7 +397,13 @@ impl Engine {
         let tries = places.iter().map(Vec::len).max().unwrap_or(1);
         for t in 0..tries {
             let pick: Vec<usize> = places.iter().map(|p| t.min(p.len() - 1)).collect();
-            let support = req.quotes.iter().zip(&places).zip(&pick).map(|((q, p), &i)| Support { version_id: p[i].0.clone(), quoted_span: q.clone() }).collect();
+            let support = req
+                .quotes
+                .iter()
+                .zip(&places)
+                .zip(&pick)
+                .map(|((q, p), &i)| Support { version_id: p[i].0.clone(), quoted_span: q.clone() })
+                .collect();
             let outcome = gate::check_one(Claim { text: req.claim.clone(), support }, &eligible, &mut scorer, &self.settings.ask.gate);
             let rank = match &outcome {
                 Outcome::Verified(_) => 3,
@@ -430,7 +446,13 @@ impl Engine {
 
     /// The note at `path` (its current version) or the version `version` (an id or a prefix of
     /// one), if this reader may have it: its path, version id and text.
-    fn resolve_read(&self, store: &Store, judge: &Judge<'_>, path: Option<&str>, version: Option<&str>) -> Result<(String, String, String), String> {
+    fn resolve_read(
+        &self,
+        store: &Store,
+        judge: &Judge<'_>,
+        path: Option<&str>,
+        version: Option<&str>,
+    ) -> Result<(String, String, String), String> {
         let (path_of, version_id) = match (path, version) {
             (_, Some(v)) => {
                 let v = v.trim();
@@ -455,10 +477,14 @@ impl Engine {
             }
             (None, None) => return Err("give a path or a version id".into()),
         };
-        let body = store.version_body(&version_id).map_err(|e| e.to_string())?.ok_or_else(|| format!("version {version_id} could not be read"))?;
+        let body =
+            store.version_body(&version_id).map_err(|e| e.to_string())?.ok_or_else(|| format!("version {version_id} could not be read"))?;
         let body = String::from_utf8_lossy(&body).into_owned();
         if judge.withheld(store, &path_of, &body).is_some() {
-            return Err(format!("{} is not available to this client: the vault's egress rules keep it on this machine", if path.is_some() { path_of.as_str() } else { "that version" }));
+            return Err(format!(
+                "{} is not available to this client: the vault's egress rules keep it on this machine",
+                if path.is_some() { path_of.as_str() } else { "that version" }
+            ));
         }
         Ok((path_of, version_id, body))
     }

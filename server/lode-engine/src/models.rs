@@ -107,7 +107,11 @@ impl lode_core::gate::EntailmentScorer for Lease<'_, lode_models::NliModel> {
 
 impl<T: Pooled> Pool<T> {
     pub fn new(settings: ModelSettings) -> Pool<T> {
-        Pool { settings, state: Mutex::new(PoolState { idle: Vec::new(), made: 0, id: None, failed: None, closed: false, released: 0 }), returned: Condvar::new() }
+        Pool {
+            settings,
+            state: Mutex::new(PoolState { idle: Vec::new(), made: 0, id: None, failed: None, closed: false, released: 0 }),
+            returned: Condvar::new(),
+        }
     }
 
     /// A copy for one ask: an idle one, else a new one (loaded here, blocking: call it off the

@@ -85,7 +85,8 @@ impl Engine {
                 None => lode_retrieval::Models::default(),
             };
             models.reranker = reranker.as_deref_mut();
-            let (items, shortfalls) = lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
+            let (items, shortfalls) =
+                lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
             (items, shortfalls.dense_failed.clone().or(reload_failed), shortfalls)
         };
         drop(reranker);
@@ -181,7 +182,7 @@ impl Engine {
                     // Whether the embedder is in memory now (released while unused, it is
                     // loaded again by the next question or save). Unknown while the vector
                     // thread holds it: then it is loaded.
-                    d["resident"] = json!(self.dense.try_lock().map_or(true, |g| g.as_ref().is_some_and(|(r, _)| r.is_loaded())));
+                    d["resident"] = json!(self.dense.try_lock().is_none_or(|g| g.as_ref().is_some_and(|(r, _)| r.is_loaded())));
                     if let Some(why) = &dense.mended {
                         d["mended"] = json!(why);
                     }

@@ -111,7 +111,11 @@ fn scan_steps(state: &State, reading: impl FnMut(usize, usize), progress: impl F
     result
 }
 
-fn scan_steps_writing(state: &State, mut reading: impl FnMut(usize, usize), mut progress: impl FnMut(usize, usize)) -> Result<IndexReport, String> {
+fn scan_steps_writing(
+    state: &State,
+    mut reading: impl FnMut(usize, usize),
+    mut progress: impl FnMut(usize, usize),
+) -> Result<IndexReport, String> {
     let wait = |rx: oneshot::Receiver<Done>| rx.blocking_recv().map_err(|_| "the writer stopped".to_owned());
     let begin_bulk = || -> Result<(), String> {
         if let Done::Failed(e) = wait(state.writer.background(Background::Bulk))? {
@@ -233,9 +237,9 @@ pub(crate) fn classify(root: &Path, path: &Path, is_note_folder: impl Fn(&str) -
         Ok(rel) if !root.join(&rel).exists() && is_note_folder(&rel) => Action::Rescan,
         Ok(rel) => Action::Refresh(rel),
         Err(NotANote::Hidden(_) | NotANote::Outside(_)) => Action::Ignore,
-        Err(NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel) | NotANote::Utf16(rel)) => {
-            Action::Forget(rel)
-        }
+        Err(
+            NotANote::Ignored(rel) | NotANote::Symlink(rel) | NotANote::TooLarge(rel, _) | NotANote::Binary(rel) | NotANote::Utf16(rel),
+        ) => Action::Forget(rel),
         Err(NotANote::NotMarkdown(rel)) => {
             let name = rel.rsplit('/').next().unwrap_or(&rel);
             if name == ".gitignore" || name == ".ignore" {

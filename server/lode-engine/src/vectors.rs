@@ -28,7 +28,15 @@ pub(crate) struct Resident {
 
 impl Resident {
     pub(crate) fn new(model: lode_models::Embedder, dir: PathBuf, runtime: Option<PathBuf>, threads: usize) -> Resident {
-        Resident { dir, runtime, threads, id: model.id().to_owned(), dims: model.dimensions(), model: Some(model), used: std::time::Instant::now() }
+        Resident {
+            dir,
+            runtime,
+            threads,
+            id: model.id().to_owned(),
+            dims: model.dimensions(),
+            model: Some(model),
+            used: std::time::Instant::now(),
+        }
     }
 
     pub(crate) fn id(&self) -> &str {
@@ -49,9 +57,16 @@ impl Resident {
     pub(crate) fn get(&mut self) -> std::result::Result<&mut lode_models::Embedder, String> {
         self.used = std::time::Instant::now();
         if self.model.is_none() {
-            let m = lode_models::Embedder::load(&self.dir, self.runtime.as_deref(), self.threads).map_err(|e| format!("loading the embedder again: {e}"))?;
+            let m = lode_models::Embedder::load(&self.dir, self.runtime.as_deref(), self.threads)
+                .map_err(|e| format!("loading the embedder again: {e}"))?;
             if m.id() != self.id || m.dimensions() != self.dims {
-                return Err(format!("{} is now {} ({} dimensions), not {}: restart the server", self.dir.display(), m.id(), m.dimensions(), self.id));
+                return Err(format!(
+                    "{} is now {} ({} dimensions), not {}: restart the server",
+                    self.dir.display(),
+                    m.id(),
+                    m.dimensions(),
+                    self.id
+                ));
             }
             tracing::info!("embedder {} loaded again", self.id);
             self.model = Some(m);
@@ -198,7 +213,11 @@ pub(crate) fn start_vectors(
                         st.table = Some(serving.1.table_dir());
                         st.model = Some(serving.0.id().to_owned());
                     }
-                    let (dir, runtime) = if serving.0.id() == id { (vs.embedder.clone(), vs.runtime.clone()) } else { (previous_dir(&vs).unwrap_or_else(|| vs.embedder.clone()), vs.runtime.clone()) };
+                    let (dir, runtime) = if serving.0.id() == id {
+                        (vs.embedder.clone(), vs.runtime.clone())
+                    } else {
+                        (previous_dir(&vs).unwrap_or_else(|| vs.embedder.clone()), vs.runtime.clone())
+                    };
                     *shared.lock() = Some((Resident::new(serving.0, dir, runtime, vs.threads), serving.1));
                     let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
@@ -386,7 +405,9 @@ fn previous(vs: &VectorSettings, db: &Path, opts: &StoreOptions, id: &str) -> Op
         return None;
     }
     let old = lode_models::Embedder::load(&rec.path, vs.runtime.as_deref(), vs.threads)
-        .map_err(|e| tracing::warn!("the model that served before ({}) cannot be loaded: {e}; answering lexically until {id} is ready", rec.id))
+        .map_err(|e| {
+            tracing::warn!("the model that served before ({}) cannot be loaded: {e}; answering lexically until {id} is ready", rec.id)
+        })
         .ok()?;
     let index = lode_retrieval::VectorIndex::open_existing(&vs.dir, &rec.id, rec.dims).ok()??;
     (old.id() == rec.id).then_some((old, index))

@@ -110,7 +110,10 @@ pub enum Done {
     /// A deferred save landed at last (the note's vault-relative path).
     Landed(String),
     /// File events applied: whether one asks for a rescan, and what could not be applied.
-    Paths { rescan: bool, failed: Vec<String> },
+    Paths {
+        rescan: bool,
+        failed: Vec<String>,
+    },
 }
 
 type Reply = oneshot::Sender<Done>;
@@ -160,7 +163,13 @@ impl Writer {
     }
 
     /// [`Writer::start`], checkpointing after `idle` without work.
-    fn start_with_idle(mut store: Store, root: PathBuf, opts: IndexOptions, idle: std::time::Duration, after: impl Fn(&Done) + Send + 'static) -> Writer {
+    fn start_with_idle(
+        mut store: Store,
+        root: PathBuf,
+        opts: IndexOptions,
+        idle: std::time::Duration,
+        after: impl Fn(&Done) + Send + 'static,
+    ) -> Writer {
         // Checkpoints start while the writer is idle, or once the log is long, on the
         // checkpointer's connection, not inside a save (retries of an incomplete one may
         // overlap later saves: they run beside the writer, never in its way). A save that paid

@@ -236,7 +236,11 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
         .proxy(None)
         .user_agent(concat!("lode/", env!("CARGO_PKG_VERSION"), " (+snapshot of a linked page)"))
         .build();
-    let agent = ureq::Agent::with_parts(config, DefaultConnector::default(), Guard { allow_private: opts.allow_private, allow_loopback: opts.allow_loopback });
+    let agent = ureq::Agent::with_parts(
+        config,
+        DefaultConnector::default(),
+        Guard { allow_private: opts.allow_private, allow_loopback: opts.allow_loopback },
+    );
     let _watch = opts.cancel.clone().map(|flag| CancelWatch::start(flag, agent.clone()));
     let cancelled = || opts.cancel.as_ref().is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst));
     if cancelled() {
@@ -293,12 +297,7 @@ pub fn fetch(url: &str, opts: &FetchOptions) -> Result<Fetched, FetchError> {
             return Err(FetchError::TooLarge(opts.max_bytes));
         }
     }
-    let bytes = resp
-        .body_mut()
-        .with_config()
-        .limit(opts.max_bytes)
-        .read_to_vec()
-        .map_err(failed)?;
+    let bytes = resp.body_mut().with_config().limit(opts.max_bytes).read_to_vec().map_err(failed)?;
     if cancelled() {
         return Err(FetchError::Cancelled);
     }
@@ -372,7 +371,9 @@ fn map_error(e: ureq::Error, opts: &FetchOptions, timeout_s: u64, host: &str) ->
         }
         ureq::Error::Io(io) if io.kind() == io::ErrorKind::TimedOut => FetchError::Timeout(timeout_s),
         ureq::Error::Io(io) if io.to_string().contains("lookup address") => FetchError::Network(format!("cannot resolve {host}")),
-        ureq::Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => FetchError::Network(format!("{host} refused the connection")),
+        ureq::Error::Io(io) if io.kind() == io::ErrorKind::ConnectionRefused => {
+            FetchError::Network(format!("{host} refused the connection"))
+        }
         ureq::Error::HostNotFound => FetchError::Network(format!("cannot resolve {host}")),
         other => FetchError::Network(other.to_string()),
     }
@@ -441,9 +442,26 @@ mod tests {
     #[test]
     fn addresses_off_the_public_internet_are_refused() {
         for ip in [
-            "127.0.0.1", "10.1.2.3", "172.16.0.1", "192.168.1.1", "169.254.169.254", "100.64.0.1", "0.0.0.0", "255.255.255.255",
-            "224.0.0.1", "::1", "::", "fe80::1", "fc00::1", "fd12::1", "::ffff:127.0.0.1", "::ffff:10.0.0.1", "64:ff9b::a9fe:a9fe",
-            "2002:7f00:1::", "::127.0.0.1", "2001:db8::1",
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.16.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "::1",
+            "::",
+            "fe80::1",
+            "fc00::1",
+            "fd12::1",
+            "::ffff:127.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:7f00:1::",
+            "::127.0.0.1",
+            "2001:db8::1",
         ] {
             assert!(!is_public(ip.parse().unwrap()), "{ip}");
         }
@@ -457,7 +475,18 @@ mod tests {
         for ip in ["10.0.0.1", "192.168.1.2", "172.20.0.1", "100.64.1.1", "fd00::1", "::ffff:10.1.1.1"] {
             assert!(is_private_network(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["0.0.0.0", "::", "169.254.169.254", "fe80::1", "224.0.0.1", "255.255.255.255", "127.0.0.1", "::1", "::ffff:169.254.169.254", "64:ff9b:1::a00:1"] {
+        for ip in [
+            "0.0.0.0",
+            "::",
+            "169.254.169.254",
+            "fe80::1",
+            "224.0.0.1",
+            "255.255.255.255",
+            "127.0.0.1",
+            "::1",
+            "::ffff:169.254.169.254",
+            "64:ff9b:1::a00:1",
+        ] {
             assert!(!is_private_network(ip.parse().unwrap()) && !is_public(ip.parse().unwrap()), "{ip}");
         }
     }

@@ -113,9 +113,35 @@ fn find<'a>(root: NodeRef<'a, Node>, pred: &dyn Fn(NodeRef<'a, Node>) -> bool) -
 fn skipped(name: &str) -> bool {
     matches!(
         name,
-        "head" | "script" | "style" | "noscript" | "template" | "svg" | "math" | "canvas" | "iframe" | "object"
-            | "embed" | "form" | "button" | "select" | "input" | "textarea" | "nav" | "aside" | "footer" | "audio"
-            | "video" | "map" | "img" | "picture" | "source" | "track" | "meta" | "link" | "dialog"
+        "head"
+            | "script"
+            | "style"
+            | "noscript"
+            | "template"
+            | "svg"
+            | "math"
+            | "canvas"
+            | "iframe"
+            | "object"
+            | "embed"
+            | "form"
+            | "button"
+            | "select"
+            | "input"
+            | "textarea"
+            | "nav"
+            | "aside"
+            | "footer"
+            | "audio"
+            | "video"
+            | "map"
+            | "img"
+            | "picture"
+            | "source"
+            | "track"
+            | "meta"
+            | "link"
+            | "dialog"
     )
 }
 
@@ -132,10 +158,47 @@ fn hidden(e: &scraper::node::Element) -> bool {
 fn block_level(name: &str) -> bool {
     matches!(
         name,
-        "address" | "article" | "blockquote" | "body" | "center" | "dd" | "details" | "div" | "dl" | "dt"
-            | "fieldset" | "figcaption" | "figure" | "h1" | "h2" | "h3" | "h4" | "h5" | "h6" | "header" | "hgroup"
-            | "hr" | "html" | "li" | "main" | "ol" | "p" | "pre" | "section" | "summary" | "table" | "ul" | "caption"
-            | "tbody" | "thead" | "tfoot" | "tr" | "td" | "th" | "legend" | "search"
+        "address"
+            | "article"
+            | "blockquote"
+            | "body"
+            | "center"
+            | "dd"
+            | "details"
+            | "div"
+            | "dl"
+            | "dt"
+            | "fieldset"
+            | "figcaption"
+            | "figure"
+            | "h1"
+            | "h2"
+            | "h3"
+            | "h4"
+            | "h5"
+            | "h6"
+            | "header"
+            | "hgroup"
+            | "hr"
+            | "html"
+            | "li"
+            | "main"
+            | "ol"
+            | "p"
+            | "pre"
+            | "section"
+            | "summary"
+            | "table"
+            | "ul"
+            | "caption"
+            | "tbody"
+            | "thead"
+            | "tfoot"
+            | "tr"
+            | "td"
+            | "th"
+            | "legend"
+            | "search"
     )
 }
 
@@ -226,7 +289,9 @@ fn block(node: NodeRef<'_, Node>, name: &str, depth: usize, blocks: &mut Vec<Str
             container(node, depth, &mut inner);
             if !inner.is_empty() {
                 let joined = inner.join("\n\n");
-                blocks.push(joined.lines().map(|l| if l.is_empty() { ">".to_owned() } else { format!("> {l}") }).collect::<Vec<_>>().join("\n"));
+                blocks.push(
+                    joined.lines().map(|l| if l.is_empty() { ">".to_owned() } else { format!("> {l}") }).collect::<Vec<_>>().join("\n"),
+                );
             }
         }
         "table" => {
@@ -467,7 +532,11 @@ fn clean_chars(s: &str) -> String {
     s.chars()
         .filter_map(|c| match c {
             '\u{a0}' | '\u{2007}' | '\u{202f}' => Some(' '),
-            '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}'
+            '\u{ad}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2064}'
+            | '\u{2066}'..='\u{2069}'
             | '\u{feff}' => None,
             '\n' | '\t' | '\r' | '\x0c' => Some(c),
             c if c.is_control() => None,

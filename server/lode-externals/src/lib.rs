@@ -77,9 +77,17 @@ pub enum State {
     /// Never mirrored.
     Missing,
     /// The latest fetch failed (a snapshot may still exist).
-    Failed { error: String, status: Option<u16>, has_snapshot: bool },
-    Stale { age_days: f64 },
-    Fresh { age_days: f64 },
+    Failed {
+        error: String,
+        status: Option<u16>,
+        has_snapshot: bool,
+    },
+    Stale {
+        age_days: f64,
+    },
+    Fresh {
+        age_days: f64,
+    },
 }
 
 impl Freshness {
@@ -197,10 +205,13 @@ pub mod annotations {
 
     /// Every quote of an annotation note against the current snapshot of what it annotates.
     pub fn check(note: &[u8], snapshot: &str) -> Vec<(Quote, Anchor)> {
-        quotes(note).into_iter().map(|q| {
-            let a = anchor(&q.text, snapshot);
-            (q, a)
-        }).collect()
+        quotes(note)
+            .into_iter()
+            .map(|q| {
+                let a = anchor(&q.text, snapshot);
+                (q, a)
+            })
+            .collect()
     }
 }
 

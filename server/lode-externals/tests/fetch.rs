@@ -184,7 +184,11 @@ fn redirect_references_resolve_by_rfc_3986_and_non_web_targets_are_refused() {
         for line in text.lines().filter(|l| !l.trim().is_empty()) {
             cases += 1;
             let case: serde_json::Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{file}: {e}: {line}"));
-            let (from, location, expect) = (case["from"].as_str().unwrap().to_owned(), case["location"].as_str().unwrap().to_owned(), case["expect"].as_str().unwrap());
+            let (from, location, expect) = (
+                case["from"].as_str().unwrap().to_owned(),
+                case["location"].as_str().unwrap().to_owned(),
+                case["expect"].as_str().unwrap(),
+            );
             let (f, l) = (from.clone(), location.clone());
             let s = Site::start(Box::new(move |path: &str| if path == f { Reply::redirect(&l) } else { Reply::html("<h1>Landed</h1>") }));
             let got = fetch(&s.url(&from), &loopback());

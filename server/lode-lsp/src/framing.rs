@@ -61,7 +61,8 @@ fn check(body: &[u8]) -> Result<Option<Vec<u8>>, Vec<u8>> {
     let id = v.get("id").cloned().unwrap_or(serde_json::Value::Null);
     let ok = v.is_object()
         && v.get("jsonrpc").and_then(|j| j.as_str()) == Some("2.0")
-        && (v.get("method").is_some_and(|m| m.is_string()) || (v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some())))
+        && (v.get("method").is_some_and(|m| m.is_string())
+            || (v.get("id").is_some() && (v.get("result").is_some() || v.get("error").is_some())))
         && v.get("params").is_none_or(|p| p.is_object() || p.is_array() || p.is_null());
     if ok {
         let lode_request = v.get("method").and_then(|m| m.as_str()).is_some_and(|m| m.starts_with("lode/"));

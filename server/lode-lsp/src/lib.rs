@@ -8,8 +8,8 @@ mod position;
 mod server;
 pub mod stdio_client;
 
-pub use position::Encoding;
 pub use lode_engine::{ExternalSettings, ModelSettings, Reloaded, RulesSource, Settings, SettingsFn, VectorSettings};
+pub use position::Encoding;
 pub use server::{build, Backend};
 
 /// How long the exit waits for the embedding thread's round in progress.
@@ -25,10 +25,7 @@ pub async fn run_stdio(settings: SettingsFn, vault: Option<std::path::PathBuf>) 
     // Many requests in flight at once (a slow ask must not hold up hovers), each isolated. The
     // library acts on `$/cancelRequest` as it reads it; it stops reading only when all slots
     // and its queue of 100 are taken, which slow requests cannot do (asks are capped at 16).
-    tower_lsp_server::Server::new(lib_in, lib_out, socket)
-        .concurrency_level(256)
-        .serve(isolation::CatchPanic(service))
-        .await;
+    tower_lsp_server::Server::new(lib_in, lib_out, socket).concurrency_level(256).serve(isolation::CatchPanic(service)).await;
     guard.abort();
     // Bounded: a round of embedding takes well under a second in a release build (several in a
     // debug build, with the vector index's compaction); the process ends regardless.

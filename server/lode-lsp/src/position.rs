@@ -181,7 +181,8 @@ mod tests {
 
     #[test]
     fn incremental_edits_match_the_editors_result() {
-        const PIECES: &[&str] = &["a", "bc", " ", "é", "日本", "🚀", "e\u{301}", "\n", "\r\n", "\r", "\u{2028}", "\u{2029}", "\u{85}", "\u{0B}", "\u{0C}"];
+        const PIECES: &[&str] =
+            &["a", "bc", " ", "é", "日本", "🚀", "e\u{301}", "\n", "\r\n", "\r", "\u{2028}", "\u{2029}", "\u{85}", "\u{0B}", "\u{0C}"];
         let mut seed = 0x243F6A8885A308D3u64;
         let mut next = move |n: usize| {
             seed ^= seed << 13;

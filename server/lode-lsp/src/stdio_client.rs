@@ -4,8 +4,8 @@
 //! message it sees.
 
 use std::ffi::OsStr;
-use std::path::Path;
 use std::io::{BufRead, BufReader, Read, Write};
+use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
 use std::time::{Duration, Instant};
@@ -51,13 +51,7 @@ impl StdioClient {
         env: impl IntoIterator<Item = (K, V)>,
         stderr: Stdio,
     ) -> std::io::Result<StdioClient> {
-        let mut child = Command::new(exe)
-            .args(args)
-            .envs(env)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(stderr)
-            .spawn()?;
+        let mut child = Command::new(exe).args(args).envs(env).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(stderr).spawn()?;
         let stdin = child.stdin.take();
         let mut out = BufReader::new(child.stdout.take().expect("piped stdout"));
         let (tx, rx) = channel();

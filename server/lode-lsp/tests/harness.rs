@@ -49,7 +49,8 @@ impl Harness {
             while let Some(at) = text.find('‸') {
                 let digits: String = text[at + '‸'.len_utf8()..].chars().take_while(char::is_ascii_digit).collect();
                 let before = &text[..at];
-                let pos = json!({"line": before.matches('\n').count(), "character": before.rsplit('\n').next().unwrap().encode_utf16().count()});
+                let pos =
+                    json!({"line": before.matches('\n').count(), "character": before.rsplit('\n').next().unwrap().encode_utf16().count()});
                 markers.insert(digits.parse::<u32>().unwrap(), (rel.clone(), pos));
                 text.replace_range(at..at + '‸'.len_utf8() + digits.len(), "");
             }
@@ -138,7 +139,8 @@ impl Harness {
         });
         let text = text.replace("$0", "");
         let uri = self.uri(rel);
-        self.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}})).await;
+        self.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": text}}))
+            .await;
         cursor.unwrap_or(json!({"line": 0, "character": 0}))
     }
 }
@@ -177,7 +179,12 @@ async fn hover_goto_and_actions_from_fixtures() {
 
     let def = h.request("textDocument/definition", json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": 60}})).await;
     let target = def["result"]["uri"].as_str().unwrap().replace(&vault, "<vault>");
-    check(&format!("{target} {}", def["result"]["range"]), expect![[r#"file://<vault>/runbooks/rotate-staging-certs.md {"start":{"line":4,"character":202},"end":{"line":4,"character":248}}"#]]);
+    check(
+        &format!("{target} {}", def["result"]["range"]),
+        expect![[
+            r#"file://<vault>/runbooks/rotate-staging-certs.md {"start":{"line":4,"character":202},"end":{"line":4,"character":248}}"#
+        ]],
+    );
 
     // Code actions: on a question line, none elsewhere.
     h.notify("textDocument/didOpen", json!({"textDocument": {"uri": h.uri("q.md"), "languageId": "markdown", "version": 1, "text": "# Q\n\nWhy did the failover not complete?\n"}})).await;
@@ -192,7 +199,13 @@ async fn hover_goto_and_actions_from_fixtures() {
     assert!(on_heading["result"].is_null(), "{on_heading}");
     // `only` is honoured: VS Code asks for `quickfix` on a diagnostic and drops (with a log line)
     // any action of another kind; a parent kind covers its children.
-    for (only, n) in [(json!(["quickfix"]), 0), (json!(["refactor"]), 2), (json!(["refactor.rewrite.lode.ask"]), 2), (json!(["refactor.extract"]), 0), (json!(["refactor.rewrite.lode.a"]), 0)] {
+    for (only, n) in [
+        (json!(["quickfix"]), 0),
+        (json!(["refactor"]), 2),
+        (json!(["refactor.rewrite.lode.ask"]), 2),
+        (json!(["refactor.extract"]), 0),
+        (json!(["refactor.rewrite.lode.a"]), 0),
+    ] {
         let mut p = actions(2);
         p["context"]["only"] = only.clone();
         let r = h.request("textDocument/codeAction", p).await;
@@ -200,7 +213,12 @@ async fn hover_goto_and_actions_from_fixtures() {
     }
 
     let syms = h.request("workspace/symbol", json!({"query": "failover"})).await;
-    let names: Vec<String> = syms["result"].as_array().unwrap().iter().map(|s| format!("{} @{}", s["name"].as_str().unwrap(), s["containerName"].as_str().unwrap())).collect();
+    let names: Vec<String> = syms["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| format!("{} @{}", s["name"].as_str().unwrap(), s["containerName"].as_str().unwrap()))
+        .collect();
     check(
         &names.join("\n"),
         expect![[r#"
@@ -220,7 +238,12 @@ fn edits(v: &Value, vault: &Path) -> String {
     for (uri, list) in v["changes"].as_object().into_iter().flatten() {
         let path = uri.replace(&format!("file://{}/", vault.display()), "");
         for e in list.as_array().unwrap() {
-            all.push(format!("{path}:{}:{}→{}", e["range"]["start"]["line"], e["range"]["start"]["character"], e["newText"].as_str().unwrap()));
+            all.push(format!(
+                "{path}:{}:{}→{}",
+                e["range"]["start"]["line"],
+                e["range"]["start"]["character"],
+                e["newText"].as_str().unwrap()
+            ));
         }
     }
     all.sort();
@@ -293,23 +316,59 @@ async fn navigation_from_fixtures() {
         .cloned()
         .expect("diagnostics for index.md");
     for d in diags["params"]["diagnostics"].as_array().unwrap() {
-        out += &format!("diagnostic {}:{} {} {}\n", d["range"]["start"]["line"], d["range"]["start"]["character"], d["code"].as_str().unwrap(), d["message"].as_str().unwrap());
+        out += &format!(
+            "diagnostic {}:{} {} {}\n",
+            d["range"]["start"]["line"],
+            d["range"]["start"]["character"],
+            d["code"].as_str().unwrap(),
+            d["message"].as_str().unwrap()
+        );
     }
     // The broken link's quick fix creates the note.
-    let broken: Vec<Value> = diags["params"]["diagnostics"].as_array().unwrap().iter().filter(|d| d["code"] == "lode.broken-link").cloned().collect();
-    let fix = h.request("textDocument/codeAction", json!({"textDocument": {"uri": index_uri}, "range": broken[0]["range"], "context": {"diagnostics": broken}})).await;
-    let create = fix["result"].as_array().unwrap().iter().find(|a| a["title"].as_str().is_some_and(|t| t.starts_with("Create note"))).cloned().unwrap_or_else(|| panic!("{fix}"));
+    let broken: Vec<Value> =
+        diags["params"]["diagnostics"].as_array().unwrap().iter().filter(|d| d["code"] == "lode.broken-link").cloned().collect();
+    let fix = h
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": index_uri}, "range": broken[0]["range"], "context": {"diagnostics": broken}}),
+        )
+        .await;
+    let create = fix["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"].as_str().is_some_and(|t| t.starts_with("Create note")))
+        .cloned()
+        .unwrap_or_else(|| panic!("{fix}"));
     let ops = &create["edit"]["documentChanges"];
-    out += &format!("quick fix: {} → create {} with {:?}\n", create["title"].as_str().unwrap(),
-        ops[0]["uri"].as_str().unwrap().rsplit('/').next().unwrap(), ops[1]["edits"][0]["newText"].as_str().unwrap());
+    out += &format!(
+        "quick fix: {} → create {} with {:?}\n",
+        create["title"].as_str().unwrap(),
+        ops[0]["uri"].as_str().unwrap().rsplit('/').next().unwrap(),
+        ops[1]["edits"][0]["newText"].as_str().unwrap()
+    );
 
     // Completion while typing in a new note.
     let scratch = h.uri("scratch.md");
     for (i, typed) in ["See [[gar", "See [[garden#", "See [[Ho", "Tag #pro", "Tag #ta", "A [link](gui", "See [[#Lo"].iter().enumerate() {
         let text = format!("# Scratch\n\n{typed}\n\n## Local one\n");
-        h.notify("textDocument/didOpen", json!({"textDocument": {"uri": scratch, "languageId": "markdown", "version": i + 1, "text": text}})).await;
-        let r = h.request("textDocument/completion", json!({"textDocument": {"uri": scratch}, "position": {"line": 2, "character": typed.chars().count()}})).await;
-        let items: Vec<String> = r["result"]["items"].as_array().unwrap().iter().map(|it| format!("{}→{}", it["label"].as_str().unwrap(), it["textEdit"]["newText"].as_str().unwrap())).collect();
+        h.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": scratch, "languageId": "markdown", "version": i + 1, "text": text}}),
+        )
+        .await;
+        let r = h
+            .request(
+                "textDocument/completion",
+                json!({"textDocument": {"uri": scratch}, "position": {"line": 2, "character": typed.chars().count()}}),
+            )
+            .await;
+        let items: Vec<String> = r["result"]["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|it| format!("{}→{}", it["label"].as_str().unwrap(), it["textEdit"]["newText"].as_str().unwrap()))
+            .collect();
         out += &format!("complete {typed:?}: {}\n", items.join(", "));
         h.notify("textDocument/didClose", json!({"textDocument": {"uri": scratch}})).await;
     }
@@ -331,7 +390,8 @@ async fn navigation_from_fixtures() {
     let f: Vec<String> = folds["result"].as_array().unwrap().iter().map(|f| format!("{}-{}", f["startLine"], f["endLine"])).collect();
     out += &format!("folds: {}\n", f.join(" "));
     let links = h.request("textDocument/documentLink", json!({"textDocument": {"uri": index_uri}})).await;
-    let l: Vec<String> = links["result"].as_array().unwrap().iter().map(|l| l["target"].as_str().unwrap().rsplit('/').next().unwrap().to_owned()).collect();
+    let l: Vec<String> =
+        links["result"].as_array().unwrap().iter().map(|l| l["target"].as_str().unwrap().rsplit('/').next().unwrap().to_owned()).collect();
     out += &format!("document links: {}\n", l.join(" "));
 
     // Renames: a heading (every link to it follows), then a note file.

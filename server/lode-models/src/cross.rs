@@ -85,10 +85,7 @@ impl OnnxModel {
         let inputs: Vec<String> = session.inputs().iter().map(|i| i.name().to_owned()).collect();
         for required in ["input_ids", "attention_mask"] {
             if !inputs.iter().any(|i| i == required) {
-                return Err(ModelError::model(
-                    &model_path,
-                    format!("the model has no `{required}` input (it has: {})", inputs.join(", ")),
-                ));
+                return Err(ModelError::model(&model_path, format!("the model has no `{required}` input (it has: {})", inputs.join(", "))));
             }
         }
         if let Some(other) = inputs.iter().find(|i| !matches!(i.as_str(), "input_ids" | "attention_mask" | "token_type_ids")) {
@@ -97,13 +94,11 @@ impl OnnxModel {
         let outputs: Vec<String> = session.outputs().iter().map(|o| o.name().to_owned()).collect();
         let output = match &manifest.output {
             Some(o) if outputs.contains(o) => o.clone(),
-            Some(o) => {
-                return Err(ModelError::model(&model_path, format!("no output `{o}` (it has: {})", outputs.join(", "))))
-            }
+            Some(o) => return Err(ModelError::model(&model_path, format!("no output `{o}` (it has: {})", outputs.join(", ")))),
             None => outputs.first().cloned().ok_or_else(|| ModelError::model(&model_path, "the model has no outputs"))?,
         };
-        let mut tokenizer = Tokenizer::from_file(&tok_path)
-            .map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
+        let mut tokenizer =
+            Tokenizer::from_file(&tok_path).map_err(|e| ModelError::model(&tok_path, format!("cannot read the tokenizer: {e}")))?;
         // Stride 0: the pieces truncation cuts off do not overlap, so they add up to the
         // untruncated input (`token_counts`).
         tokenizer
@@ -186,8 +181,8 @@ impl OnnxModel {
         } else {
             self.session.run(feeds)
         };
-        let outputs = outputs
-            .map_err(|e| ModelError::Inference { model: id.clone(), detail: format!("{} ({})", e, self.path.display()) })?;
+        let outputs =
+            outputs.map_err(|e| ModelError::Inference { model: id.clone(), detail: format!("{} ({})", e, self.path.display()) })?;
         let value = outputs
             .get(&self.output)
             .ok_or_else(|| ModelError::Inference { model: id.clone(), detail: format!("no output `{}`", self.output) })?;
@@ -263,10 +258,7 @@ fn derived_model(dir: &Path, bytes: &[u8]) -> Option<PathBuf> {
     if let Ok(entries) = std::fs::read_dir(&folder) {
         for e in entries.flatten() {
             let name = e.file_name();
-            let old = e
-                .metadata()
-                .and_then(|m| m.modified())
-                .is_ok_and(|t| t.elapsed().is_ok_and(|a| a.as_secs() > 600));
+            let old = e.metadata().and_then(|m| m.modified()).is_ok_and(|t| t.elapsed().is_ok_and(|a| a.as_secs() > 600));
             if old && !name.to_string_lossy().starts_with(&key) {
                 let _ = std::fs::remove_file(e.path());
             }
@@ -387,16 +379,15 @@ impl NliModel {
         if tokens > max {
             return Err(ModelError::Inference {
                 model: id,
-                detail: format!("the cited sentences and the claim are {tokens} tokens; the model reads {max}, and a truncated claim is not checked"),
+                detail: format!(
+                    "the cited sentences and the claim are {tokens} tokens; the model reads {max}, and a truncated claim is not checked"
+                ),
             });
         }
         let (shape, data, _) = self.model.run(vec![(premise.to_owned(), hypothesis.to_owned()).into()])?;
         let n = self.model.manifest.labels.len();
         if shape.as_slice() != [1, n as i64] {
-            return Err(ModelError::Inference {
-                model: id,
-                detail: format!("output shape {shape:?}, but the manifest lists {n} labels"),
-            });
+            return Err(ModelError::Inference { model: id, detail: format!("output shape {shape:?}, but the manifest lists {n} labels") });
         }
         let m = data.iter().copied().fold(f32::NEG_INFINITY, f32::max);
         let exp: Vec<f32> = data.iter().map(|x| (x - m).exp()).collect();

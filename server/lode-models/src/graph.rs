@@ -308,7 +308,11 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
             }
             GRAPH_INPUT | GRAPH_OUTPUT => {
                 let name = last(&fields(bytes_of(f)?)?, VALUE_INFO_NAME).and_then(str_of)?;
-                if f.number == GRAPH_INPUT { graph_inputs.insert(name) } else { graph_outputs.insert(name) };
+                if f.number == GRAPH_INPUT {
+                    graph_inputs.insert(name)
+                } else {
+                    graph_outputs.insert(name)
+                };
             }
             _ => {}
         }
@@ -385,8 +389,7 @@ fn rewrite(model: &[u8]) -> Option<Prepared> {
     }
 
     let removed_nodes: HashSet<usize> = lookups.iter().flat_map(|l| [l.cast, l.mul]).collect();
-    let removed_values: HashSet<&str> =
-        lookups.iter().flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]]).collect();
+    let removed_values: HashSet<&str> = lookups.iter().flat_map(|l| [nodes[l.cast].outputs[0], nodes[l.mul].outputs[0]]).collect();
     let by_gather: HashMap<usize, &Lookup> = lookups.iter().map(|l| (l.gather, l)).collect();
 
     let mut graph = Vec::with_capacity(bytes_of(graph_field)?.len());
@@ -499,16 +502,14 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
         if !names.insert(last(&tensor, TENSOR_NAME).and_then(bytes_of).unwrap_or_default()) {
             return None;
         }
-        if tensor.iter().any(|t| {
-            t.number == TENSOR_EXTERNAL_DATA
-                || (t.number == TENSOR_DATA_LOCATION && !matches!(t.value, Value::Varint(0)))
-        }) {
+        if tensor
+            .iter()
+            .any(|t| t.number == TENSOR_EXTERNAL_DATA || (t.number == TENSOR_DATA_LOCATION && !matches!(t.value, Value::Varint(0))))
+        {
             return None;
         }
         let weight_type = matches!(last(&tensor, TENSOR_DATA_TYPE).map(|t| t.value), Some(Value::Varint(t)) if MAPPED_TYPES.contains(&t));
-        let raw = last(&tensor, TENSOR_RAW_DATA)
-            .and_then(bytes_of)
-            .filter(|r| weight_type && r.len() >= min_bytes.max(1));
+        let raw = last(&tensor, TENSOR_RAW_DATA).and_then(bytes_of).filter(|r| weight_type && r.len() >= min_bytes.max(1));
         let Some(raw) = raw else {
             graph.extend_from_slice(f.raw);
             continue;
@@ -517,17 +518,10 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
         let offset = data.len();
         data.extend_from_slice(raw);
         let mut t = Vec::with_capacity(256);
-        for field in tensor
-            .iter()
-            .filter(|t| !matches!(t.number, TENSOR_RAW_DATA | TENSOR_DATA_LOCATION))
-        {
+        for field in tensor.iter().filter(|t| !matches!(t.number, TENSOR_RAW_DATA | TENSOR_DATA_LOCATION)) {
             t.extend_from_slice(field.raw);
         }
-        for (key, value) in [
-            ("location", location.to_owned()),
-            ("offset", offset.to_string()),
-            ("length", raw.len().to_string()),
-        ] {
+        for (key, value) in [("location", location.to_owned()), ("offset", offset.to_string()), ("length", raw.len().to_string())] {
             let mut entry = Vec::new();
             put_bytes(&mut entry, ENTRY_KEY, key.as_bytes());
             put_bytes(&mut entry, ENTRY_VALUE, value.as_bytes());
@@ -542,11 +536,7 @@ pub fn externalize(model: &[u8], min_bytes: usize, location: &str) -> Option<Ext
         return None;
     }
     let bytes = with_graph(&model_fields, &graph);
-    Some(Externalized {
-        model: bytes,
-        data,
-        tensors,
-    })
+    Some(Externalized { model: bytes, data, tensors })
 }
 
 #[cfg(test)]
@@ -674,11 +664,7 @@ mod tests {
 
     fn graph_model(inits: &[Vec<u8>]) -> Vec<u8> {
         let mut g = Vec::new();
-        put_bytes(
-            &mut g,
-            GRAPH_NODE,
-            &encode_node(&["big", "ids"], &["out"], "gather", "Gather", "", &[]),
-        );
+        put_bytes(&mut g, GRAPH_NODE, &encode_node(&["big", "ids"], &["out"], "gather", "Gather", "", &[]));
         for t in inits {
             put_bytes(&mut g, GRAPH_INITIALIZER, t);
         }
@@ -695,25 +681,16 @@ mod tests {
         let f = fields(model).unwrap();
         let g = f.iter().find(|f| f.number == MODEL_GRAPH).unwrap();
         let mut out = Vec::new();
-        for init in fields(bytes_of(g).unwrap())
-            .unwrap()
-            .iter()
-            .filter(|f| f.number == GRAPH_INITIALIZER)
-        {
+        for init in fields(bytes_of(g).unwrap()).unwrap().iter().filter(|f| f.number == GRAPH_INITIALIZER) {
             let t = fields(bytes_of(init).unwrap()).unwrap();
             let name = str_of(last(&t, TENSOR_NAME).unwrap()).unwrap().to_owned();
-            let raw = last(&t, TENSOR_RAW_DATA)
-                .and_then(bytes_of)
-                .map(<[u8]>::to_vec);
+            let raw = last(&t, TENSOR_RAW_DATA).and_then(bytes_of).map(<[u8]>::to_vec);
             let entries = t
                 .iter()
                 .filter(|f| f.number == TENSOR_EXTERNAL_DATA)
                 .map(|e| {
                     let kv = fields(bytes_of(e).unwrap()).unwrap();
-                    (
-                        str_of(last(&kv, ENTRY_KEY).unwrap()).unwrap().to_owned(),
-                        str_of(last(&kv, ENTRY_VALUE).unwrap()).unwrap().to_owned(),
-                    )
+                    (str_of(last(&kv, ENTRY_KEY).unwrap()).unwrap().to_owned(), str_of(last(&kv, ENTRY_VALUE).unwrap()).unwrap().to_owned())
                 })
                 .collect();
             out.push((name, raw, entries));
@@ -725,11 +702,7 @@ mod tests {
     fn large_weights_move_to_page_aligned_data_and_small_ones_stay() {
         let big: Vec<u8> = (0..10_000u32).map(|i| (i * 7) as u8).collect();
         let other: Vec<u8> = (0..5_000u32).map(|i| (i * 3 + 1) as u8).collect();
-        let m = graph_model(&[
-            raw_tensor("big", &big),
-            raw_tensor("small", b"tiny"),
-            raw_tensor("other", &other),
-        ]);
+        let m = graph_model(&[raw_tensor("big", &big), raw_tensor("small", b"tiny"), raw_tensor("other", &other)]);
         let ext = externalize(&m, 1000, "k.data").unwrap();
         assert_eq!(ext.tensors, 2);
         let got = initializers(&ext.model);
@@ -738,14 +711,9 @@ mod tests {
             assert!(raw.is_none(), "{name} still inline");
             let e: HashMap<_, _> = entries.iter().cloned().collect();
             assert_eq!(e["location"], "k.data");
-            let (offset, length): (usize, usize) =
-                (e["offset"].parse().unwrap(), e["length"].parse().unwrap());
+            let (offset, length): (usize, usize) = (e["offset"].parse().unwrap(), e["length"].parse().unwrap());
             assert_eq!(offset % DATA_ALIGN, 0, "{name} at {offset}");
-            assert_eq!(
-                &ext.data[offset..offset + length],
-                &want[..],
-                "{name}'s bytes"
-            );
+            assert_eq!(&ext.data[offset..offset + length], &want[..], "{name}'s bytes");
         }
         // Everything else of the model is kept: the node, the operator set, the IR version.
         assert_eq!(ops(&ext.model), ops(&m));

@@ -241,13 +241,8 @@ fn token_counts_see_past_truncation() {
 #[test]
 fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_is_remade() {
     let tmp = tempfile::tempdir().unwrap();
-    let manifest =
-        std::fs::read_to_string(models().join("all-MiniLM-L6-v2/lode-model.toml")).unwrap();
-    let texts = [
-        "Rotate the signing keys every ninety days.",
-        "naïve café — 東京",
-        "x",
-    ];
+    let manifest = std::fs::read_to_string(models().join("all-MiniLM-L6-v2/lode-model.toml")).unwrap();
+    let texts = ["Rotate the signing keys every ninety days.", "naïve café — 東京", "x"];
 
     // A folder where `.lode-derived` is a file: no copy can be made, the model loads from memory.
     let in_memory = model_copy(&tmp.path().join("a"), &manifest);
@@ -267,29 +262,15 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
     };
     assert!(vectors(&dir) == want, "mapped weights changed the vectors");
     let (model, data) = (derived("onnx"), derived("data"));
-    assert_eq!(
-        (model.len(), data.len()),
-        (1, 1),
-        "one derived model and its data"
-    );
+    assert_eq!((model.len(), data.len()), (1, 1), "one derived model and its data");
     let data = &data[0];
     let size = std::fs::metadata(data).unwrap().len();
-    assert!(
-        size > 20 << 20,
-        "the int8 weights are in the data file: {size} bytes"
-    );
-    assert!(
-        std::fs::metadata(&model[0]).unwrap().len() < 1 << 20,
-        "the derived model keeps only the small weights"
-    );
+    assert!(size > 20 << 20, "the int8 weights are in the data file: {size} bytes");
+    assert!(std::fs::metadata(&model[0]).unwrap().len() < 1 << 20, "the derived model keeps only the small weights");
 
     let written = std::fs::metadata(data).unwrap().modified().unwrap();
     assert!(vectors(&dir) == want, "the vectors changed");
-    assert_eq!(
-        std::fs::metadata(data).unwrap().modified().unwrap(),
-        written,
-        "a sound copy is reused, not written again"
-    );
+    assert_eq!(std::fs::metadata(data).unwrap().modified().unwrap(), written, "a sound copy is reused, not written again");
 
     // One byte changed in every page, so in every weight: loaded, the copy would change every
     // vector silently (same length, same name).
@@ -303,11 +284,7 @@ fn weights_mapped_from_a_derived_copy_give_the_same_vectors_and_a_damaged_copy_i
     // Cut short.
     std::fs::write(data, &bytes[..bytes.len() / 2]).unwrap();
     assert!(vectors(&dir) == want, "the vectors changed");
-    assert_eq!(
-        std::fs::metadata(data).unwrap().len(),
-        size,
-        "the copy was made whole again"
-    );
+    assert_eq!(std::fs::metadata(data).unwrap().len(), size, "the copy was made whole again");
 }
 
 /// A model folder a clone could hold, with `.lode-derived` planted as a link to a folder of the

@@ -112,7 +112,12 @@ impl Serving {
         let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let tmp = dir.join(format!(".serving.json.{}.{n}.tmp", std::process::id()));
         let bytes = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        let r = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(&bytes)).and_then(|()| std::fs::rename(&tmp, Self::file(dir)));
+        let r = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
+            .and_then(|mut f| f.write_all(&bytes))
+            .and_then(|()| std::fs::rename(&tmp, Self::file(dir)));
         if r.is_err() {
             let _ = std::fs::remove_file(&tmp);
         }
@@ -217,9 +222,8 @@ impl VectorIndex {
             return Err(self.err(format!("{} is gone", folder.display())));
         }
         let counted = self.count()?;
-        let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "reading the table", async {
-            self.table.query().execute().await?.try_collect::<Vec<_>>().await
-        })?;
+        let batches: Vec<RecordBatch> =
+            self.bounded(READ_LIMIT, "reading the table", async { self.table.query().execute().await?.try_collect::<Vec<_>>().await })?;
         let read: usize = batches.iter().map(RecordBatch::num_rows).sum();
         if read != counted {
             return Err(self.err(format!("{read} of {counted} rows could be read")));
@@ -251,7 +255,12 @@ impl VectorIndex {
     /// Runs one LanceDB operation, for at most `limit`. A damaged data file can panic inside
     /// one of LanceDB's own tasks (a decode assertion), and the operation then never ends: it
     /// fails here instead, as a table that cannot be read, and the caller mends it.
-    fn bounded<T>(&self, limit: std::time::Duration, what: &str, op: impl std::future::Future<Output = Result<T, lancedb::Error>>) -> Result<T, RetrievalError> {
+    fn bounded<T>(
+        &self,
+        limit: std::time::Duration,
+        what: &str,
+        op: impl std::future::Future<Output = Result<T, lancedb::Error>>,
+    ) -> Result<T, RetrievalError> {
         match self.rt.block_on(async { tokio::time::timeout(limit, op).await }) {
             Ok(r) => r.map_err(|e| self.err(e)),
             Err(_) => Err(self.err(format!("{what} did not finish within {} s (damaged data?)", limit.as_secs()))),
@@ -275,7 +284,12 @@ impl VectorIndex {
             return Ok(());
         }
         if let Some(bad) = rows.iter().find(|r| r.vector.len() != self.dims) {
-            return Err(self.err(format!("passage {} has a {}-dimensional vector, the index holds {}", bad.passage_id, bad.vector.len(), self.dims)));
+            return Err(self.err(format!(
+                "passage {} has a {}-dimensional vector, the index holds {}",
+                bad.passage_id,
+                bad.vector.len(),
+                self.dims
+            )));
         }
         let batch = RecordBatch::try_new(
             schema(self.dims),
@@ -317,7 +331,11 @@ impl VectorIndex {
     /// editor, a `lode search`) may be reading one.
     pub fn compact(&self) -> Result<(), RetrievalError> {
         use lancedb::table::{CompactionOptions, OptimizeAction};
-        self.bounded(WRITE_LIMIT, "compacting the table", self.table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None }))?;
+        self.bounded(
+            WRITE_LIMIT,
+            "compacting the table",
+            self.table.optimize(OptimizeAction::Compact { options: CompactionOptions::default(), remap_options: None }),
+        )?;
         self.bounded(
             WRITE_LIMIT,
             "pruning old versions",
@@ -360,8 +378,15 @@ impl VectorIndex {
         // About √n partitions; sub-vectors of 8 dimensions (16 for wide models), so PQ codes
         // stay a sixteenth to a thirty-second of the floats.
         let partitions = ((rows as f64).sqrt() as u32).clamp(64, 8192);
-        let sub = if self.dims % 16 == 0 && self.dims >= 768 { self.dims / 16 } else if self.dims % 8 == 0 { self.dims / 8 } else { 1 };
-        let builder = IvfPqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions).num_sub_vectors(sub as u32);
+        let sub = if self.dims.is_multiple_of(16) && self.dims >= 768 {
+            self.dims / 16
+        } else if self.dims.is_multiple_of(8) {
+            self.dims / 8
+        } else {
+            1
+        };
+        let builder =
+            IvfPqIndexBuilder::default().distance_type(DistanceType::Cosine).num_partitions(partitions).num_sub_vectors(sub as u32);
         self.bounded(INDEX_LIMIT, "building the vector index", self.table.create_index(&["vector"], Index::IvfPq(builder)).execute())?;
         Ok(Some(format!("vector index built: IVF-PQ, {partitions} partitions, {sub} sub-vectors, over {rows} vectors")))
     }
@@ -382,7 +407,8 @@ impl VectorIndex {
         }
         let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "a vector search", async {
             // Probes and refinement apply only when the table has an approximate index.
-            let q = self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).nprobes(nprobes)?.refine_factor(refine).limit(k);
+            let q =
+                self.table.query().nearest_to(query)?.distance_type(DistanceType::Cosine).nprobes(nprobes)?.refine_factor(refine).limit(k);
             q.execute().await?.try_collect::<Vec<_>>().await
         })?;
         let mut out = Vec::with_capacity(k);

@@ -140,7 +140,11 @@ pub struct Retrieved {
 
 /// The trust tier of each hit's note: the user's notes, annotations (notes whose frontmatter
 /// says `annotates:`), current snapshots, stale snapshots.
-fn trust_of<'a>(store: &Store, hits: impl Iterator<Item = &'a Hit> + Clone, stale_days: f64) -> Result<HashMap<i64, Trust>, RetrievalError> {
+fn trust_of<'a>(
+    store: &Store,
+    hits: impl Iterator<Item = &'a Hit> + Clone,
+    stale_days: f64,
+) -> Result<HashMap<i64, Trust>, RetrievalError> {
     let now = lode_store::now_ms();
     let notes: Vec<i64> = hits.clone().filter(|h| h.source == lode_store::Source::Note).map(|h| h.note_id).collect();
     let annotations = store.annotation_notes(&notes)?;
@@ -248,12 +252,8 @@ fn window_representatives(
     let members = store.window_members(model, &leaders)?;
     let lex_rank: HashMap<i64, usize> = lexical.iter().enumerate().map(|(i, h)| (h.passage_id, i)).collect();
     let asked = lode_core::query::terms(question);
-    let need: Vec<i64> = members
-        .values()
-        .filter(|m| m.len() > 1 && !m.iter().any(|id| lex_rank.contains_key(id)))
-        .flatten()
-        .copied()
-        .collect();
+    let need: Vec<i64> =
+        members.values().filter(|m| m.len() > 1 && !m.iter().any(|id| lex_rank.contains_key(id))).flatten().copied().collect();
     let read: HashMap<i64, Hit> = store.passages_by_id(&need)?.into_iter().map(|h| (h.passage_id, h)).collect();
     let held: HashMap<i64, usize> = read.iter().map(|(&id, h)| (id, lode_core::query::terms_held(&h.text, &asked))).collect();
     let mut out = Vec::with_capacity(leaders.len());
@@ -548,7 +548,8 @@ pub fn retrieve(store: &Store, question: &str, mode: Mode, models: Models<'_>, c
     // Shared passages are read from here on like the user's own versions: their bodies are
     // kept beside the store (checked against their ids). One that cannot be fetched is left out.
     if let Some(sh) = &cfg.shared {
-        let ids: Vec<String> = hits.iter().filter(|h| h.hit.source == lode_store::Source::Shared).map(|h| h.hit.version_id.clone()).collect();
+        let ids: Vec<String> =
+            hits.iter().filter(|h| h.hit.source == lode_store::Source::Shared).map(|h| h.hit.version_id.clone()).collect();
         if !ids.is_empty() {
             let t = Instant::now();
             // What the tier holds now for these notes: what a citation into it is checked against.

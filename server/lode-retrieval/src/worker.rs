@@ -36,7 +36,7 @@ pub fn windows(batch: &[PendingPassage], tokens: &[usize], heading: &[usize], bu
     for (i, p) in batch.iter().enumerate() {
         let joins = out.last().and_then(|w| w.last()).is_some_and(|&j| {
             let q = &batch[j];
-            q.note_id == p.note_id && q.heading == p.heading && q.ordinal + 1 == p.ordinal && used + tokens[i] + 1 <= budget
+            q.note_id == p.note_id && q.heading == p.heading && q.ordinal + 1 == p.ordinal && used + tokens[i] < budget
         });
         if joins {
             out.last_mut().expect("joins implies a window").push(i);
@@ -52,7 +52,11 @@ pub fn windows(batch: &[PendingPassage], tokens: &[usize], heading: &[usize], bu
 /// A batch (in note and document order) grouped into windows of at most `window_tokens` model
 /// tokens (see [`windows`]; never more than the model reads), each with its cost in tokens: its
 /// heading once, then each passage and a separator.
-pub fn plan_windows(embedder: &Embedder, batch: &[PendingPassage], window_tokens: usize) -> Result<Vec<(Vec<usize>, usize)>, RetrievalError> {
+pub fn plan_windows(
+    embedder: &Embedder,
+    batch: &[PendingPassage],
+    window_tokens: usize,
+) -> Result<Vec<(Vec<usize>, usize)>, RetrievalError> {
     let tokens = embedder.token_counts(&batch.iter().map(|p| p.passage.as_str()).collect::<Vec<_>>())?;
     let heading = embedder.token_counts(&batch.iter().map(|p| p.heading.as_str()).collect::<Vec<_>>())?;
     let budget = window_tokens.min(embedder.max_length().saturating_sub(2)).max(1);
@@ -147,7 +151,13 @@ impl Sync {
 
     /// Embeds one round: passages of the notes at `first` before any other. Returns whether it
     /// found anything to do (`false`: every head passage has a vector).
-    pub fn round(&mut self, store: &mut Store, index: &VectorIndex, embedder: &mut Embedder, first: &[String]) -> Result<bool, RetrievalError> {
+    pub fn round(
+        &mut self,
+        store: &mut Store,
+        index: &VectorIndex,
+        embedder: &mut Embedder,
+        first: &[String],
+    ) -> Result<bool, RetrievalError> {
         let mut batch = if first.is_empty() { Vec::new() } else { store.pending_vectors_of(&self.model, first, ROUND)? };
         let backlog = batch.is_empty();
         if backlog {
@@ -214,7 +224,7 @@ impl Sync {
         self.report.embedded += members.iter().map(Vec::len).sum::<usize>();
         self.report.windows += windows.len();
         self.report.rounds += 1;
-        if self.report.rounds % COMPACT_EVERY == 0 {
+        if self.report.rounds.is_multiple_of(COMPACT_EVERY) {
             index.compact()?;
         }
         self.report.round_seconds_max = self.report.round_seconds_max.max(round_started.elapsed().as_secs_f64());
@@ -296,12 +306,12 @@ mod tests {
         let batch = [
             p(1, 1, 0, "A"),
             p(2, 1, 1, "A"),
-            p(3, 1, 2, "A"),      // budget reached before this one
-            p(4, 1, 3, "A › B"),  // another section
-            p(5, 1, 5, "A › B"),  // ordinal 4 is not pending (it has a vector): not adjacent
-            p(6, 2, 0, "A › B"),  // another note, same heading text
+            p(3, 1, 2, "A"),     // budget reached before this one
+            p(4, 1, 3, "A › B"), // another section
+            p(5, 1, 5, "A › B"), // ordinal 4 is not pending (it has a vector): not adjacent
+            p(6, 2, 0, "A › B"), // another note, same heading text
             p(7, 2, 1, "A › B"),
-            p(8, 3, 0, "C"),      // longer than the budget on its own
+            p(8, 3, 0, "C"), // longer than the budget on its own
         ];
         let tokens = [10, 10, 10, 5, 5, 5, 5, 500];
         let heading = [2, 2, 2, 4, 4, 4, 4, 1];

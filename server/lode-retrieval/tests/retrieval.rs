@@ -88,7 +88,18 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     // Interrupted: stop after the first round; the next run picks up the rest.
     s.store.reset_vectors(None).unwrap();
     let mut rounds = 0;
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || { rounds += 1; rounds == 1 }).unwrap();
+    let r = sync_vectors(
+        &mut s.store,
+        &idx,
+        &mut s.embedder,
+        WINDOW_TOKENS,
+        |_, _| {},
+        || {
+            rounds += 1;
+            rounds == 1
+        },
+    )
+    .unwrap();
     assert!(r.embedded > 0 && (r.embedded as i64) < s.store.stats().unwrap().passages);
     let r2 = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
     assert_eq!((r.embedded + r2.embedded) as i64, s.store.stats().unwrap().passages);
@@ -325,7 +336,12 @@ fn rows_added_before_a_crash_are_not_left_behind() {
     let pending = s.store.pending_vectors(&model, 0, 4).unwrap();
     let rows: Vec<lode_retrieval::VectorRow> = pending
         .iter()
-        .map(|p| lode_retrieval::VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: vec![0.1; 384] })
+        .map(|p| lode_retrieval::VectorRow {
+            passage_id: p.id,
+            note_id: p.note_id,
+            version_id: p.version_id.clone(),
+            vector: vec![0.1; 384],
+        })
         .collect();
     let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
     s.store.queue_vector_deletions(&model, &leaders).unwrap();
@@ -365,7 +381,10 @@ fn a_large_table_gets_an_approximate_index_that_finds_what_a_flat_search_finds()
     let idx = VectorIndex::open(dir.path(), "synthetic", dims).unwrap();
     let vectors = clustered(3000, dims, 7);
     let rows = |from: usize, vs: &[Vec<f32>]| -> Vec<VectorRow> {
-        vs.iter().enumerate().map(|(i, v)| VectorRow { passage_id: (from + i) as i64, note_id: 0, version_id: String::new(), vector: v.clone() }).collect()
+        vs.iter()
+            .enumerate()
+            .map(|(i, v)| VectorRow { passage_id: (from + i) as i64, note_id: 0, version_id: String::new(), vector: v.clone() })
+            .collect()
     };
     idx.add(&rows(0, &vectors)).unwrap();
     assert_eq!(idx.maintain_ann_from(5000).unwrap(), None, "below the threshold a flat search is kept");

@@ -37,7 +37,9 @@ impl StoreError {
             Some(DiskFull) => StoreError::DiskFull { free: free_bytes(&dir).unwrap_or(0), dir },
             // An I/O error while growing the shared-memory index or writing (SQLite says "disk
             // I/O error … xShmMap") is a full disk when the disk is full: say that, not the code.
-            Some(SystemIoFailure) if free_bytes(&dir).is_some_and(|f| f < FULL_BELOW) => StoreError::DiskFull { free: free_bytes(&dir).unwrap_or(0), dir },
+            Some(SystemIoFailure) if free_bytes(&dir).is_some_and(|f| f < FULL_BELOW) => {
+                StoreError::DiskFull { free: free_bytes(&dir).unwrap_or(0), dir }
+            }
             Some(DatabaseBusy | DatabaseLocked) => StoreError::Locked { path },
             Some(NotADatabase | DatabaseCorrupt) => StoreError::Corrupt { path, detail: e.to_string() },
             _ => StoreError::Sqlite { path, source: e },

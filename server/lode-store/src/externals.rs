@@ -318,7 +318,9 @@ impl Store {
                 "SELECT e.url, s.fetched_at, s.seen_at FROM snapshots s JOIN externals e ON e.id = s.external_id
                   WHERE s.version_id = ?1 ORDER BY s.seen_at DESC LIMIT 1",
             )
-            .and_then(|mut st| st.query_row([version_id], |r| Ok(SnapshotOf { url: r.get(0)?, fetched_at: r.get(1)?, seen_at: r.get(2)? })).optional())
+            .and_then(|mut st| {
+                st.query_row([version_id], |r| Ok(SnapshotOf { url: r.get(0)?, fetched_at: r.get(1)?, seen_at: r.get(2)? })).optional()
+            })
             .map_err(|e| self.err(e))
     }
 }
@@ -348,17 +350,17 @@ impl Store {
 
     /// Live notes whose frontmatter mentions `url`: `(path, head version, metadata)`. Which of
     /// them annotate it is for the caller to decide from the metadata.
-    pub fn notes_with_meta_mentioning(&self, url: &str) -> Result<Vec<(String, String, serde_json::Map<String, serde_json::Value>)>, StoreError> {
+    pub fn notes_with_meta_mentioning(
+        &self,
+        url: &str,
+    ) -> Result<Vec<(String, String, serde_json::Map<String, serde_json::Value>)>, StoreError> {
         let rows: Vec<(String, String, String)> = self.rows(
             "SELECT path, head_version, meta FROM notes
               WHERE kind = 'note' AND head_version IS NOT NULL AND instr(meta, ?1) > 0 ORDER BY path",
             [url.trim_end_matches('/')],
             |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
         )?;
-        Ok(rows
-            .into_iter()
-            .map(|(p, v, m)| (p, v, serde_json::from_str(&m).unwrap_or_default()))
-            .collect())
+        Ok(rows.into_iter().map(|(p, v, m)| (p, v, serde_json::from_str(&m).unwrap_or_default())).collect())
     }
 }
 

@@ -14,17 +14,17 @@ mod migrate;
 mod prechunk;
 mod search;
 mod store;
-mod vectors;
 pub mod vault;
+mod vectors;
 
 pub use egress::EgressRecord;
-pub use externals::{ExternalInfo, NewSnapshot, SnapshotOf, SnapshotSaved, Via};
-pub use vectors::{Freshness, PendingPassage};
 pub use error::StoreError;
+pub use externals::{ExternalInfo, NewSnapshot, SnapshotOf, SnapshotSaved, Via};
 pub use migrate::SCHEMA_VERSION;
 pub use prechunk::{Prechunked, MAX_BYTES as PRECHUNK_MAX_BYTES};
 pub use search::{Hit, MatchMode, SearchOptions, SearchResult, SharedOrigin, Source};
 pub use store::{log_frames, now_ms, DiskStat, NoteInfo, PassageRow, SaveOutcome, SaveStatus, Stats, Store, StoreOptions, Verification};
+pub use vectors::{Freshness, PendingPassage};
 
 /// Hex SHA-256 of a note's bytes: its version id.
 pub fn version_id(bytes: &[u8]) -> String {

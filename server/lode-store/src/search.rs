@@ -261,7 +261,14 @@ impl Store {
 
     /// The passage of a section that matches the question best by the full-text index (BM25 over
     /// every term), else the section's first passage (a section found by its heading alone).
-    fn best_passage_of(&self, note_id: i64, first: i64, last: i64, fts_query: &str, heading_weight: f64) -> Result<Option<Hit>, StoreError> {
+    fn best_passage_of(
+        &self,
+        note_id: i64,
+        first: i64,
+        last: i64,
+        fts_query: &str,
+        heading_weight: f64,
+    ) -> Result<Option<Hit>, StoreError> {
         let select = "p.id, p.note_id, n.path, n.title, p.version_id, p.start, p.end, p.line, p.kind, p.heading,
                       0.0, p.text, p.parent_start, p.parent_end, n.kind";
         let sql = format!(
@@ -271,7 +278,10 @@ impl Store {
              ORDER BY rank LIMIT 1"
         );
         let mut st = self.conn.prepare_cached(&sql).map_err(|e| self.err(e))?;
-        let best = st.query_row(params![fts_query, note_id, first, last], |r| hit_from_row(r, MatchMode::Any)).optional().map_err(|e| self.err(e))?;
+        let best = st
+            .query_row(params![fts_query, note_id, first, last], |r| hit_from_row(r, MatchMode::Any))
+            .optional()
+            .map_err(|e| self.err(e))?;
         if best.is_some() {
             return Ok(best);
         }
@@ -324,10 +334,7 @@ impl Store {
         if terms.len() <= k {
             return Ok(terms.to_vec());
         }
-        let mut st = self
-            .conn
-            .prepare_cached("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?1")
-            .map_err(|e| self.err(e))?;
+        let mut st = self.conn.prepare_cached("SELECT count(*) FROM passages_fts WHERE passages_fts MATCH ?1").map_err(|e| self.err(e))?;
         let mut counted = Vec::with_capacity(terms.len());
         for (i, t) in terms.iter().enumerate() {
             let Some(q) = query::and_query(std::slice::from_ref(t)) else { continue };
@@ -380,11 +387,8 @@ impl Store {
             // A passage that does not match the query (a section's first, standing for a section
             // found by its heading) gets no snippet rather than failing the search.
             for h in hits.iter_mut() {
-                h.snippet = st
-                    .query_row(params![fts_query, h.passage_id], |r| r.get(0))
-                    .optional()
-                    .map_err(|e| self.err(e))?
-                    .unwrap_or_default();
+                h.snippet =
+                    st.query_row(params![fts_query, h.passage_id], |r| r.get(0)).optional().map_err(|e| self.err(e))?.unwrap_or_default();
             }
         }
         Ok(())

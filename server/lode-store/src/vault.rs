@@ -67,9 +67,7 @@ pub struct Progress<'a> {
 }
 
 pub fn is_markdown(path: &Path) -> bool {
-    path.extension()
-        .and_then(|e| e.to_str())
-        .is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
+    path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("md") || e.eq_ignore_ascii_case("markdown"))
 }
 
 /// A file looks binary when it holds a NUL byte anywhere (not only in its first 8 KiB, as git
@@ -362,7 +360,13 @@ pub fn plan(store: &Store, root: &Path, opts: &IndexOptions, progress: impl FnMu
     plan_paged(store, root, opts, progress, HEADS_PAGE)
 }
 
-fn plan_paged(store: &Store, root: &Path, opts: &IndexOptions, mut progress: impl FnMut(Progress<'_>), page: i64) -> Result<Plan, StoreError> {
+fn plan_paged(
+    store: &Store,
+    root: &Path,
+    opts: &IndexOptions,
+    mut progress: impl FnMut(Progress<'_>),
+    page: i64,
+) -> Result<Plan, StoreError> {
     let mut report = IndexReport::default();
     let (files, problems) = walk_notes(root);
     report.skipped.extend(problems);
@@ -469,8 +473,7 @@ fn plan_paged(store: &Store, root: &Path, opts: &IndexOptions, mut progress: imp
             steps[i] = Step::Rename(Box::new(Rename { from: gone[g].0.clone(), to: std::mem::take(rel), version_id: vid }));
         }
     }
-    let mut deletes: Vec<String> =
-        gone.into_iter().zip(renamed).filter(|(_, r)| !r).map(|((path, _), _)| path).chain(rejected).collect();
+    let mut deletes: Vec<String> = gone.into_iter().zip(renamed).filter(|(_, r)| !r).map(|((path, _), _)| path).chain(rejected).collect();
     deletes.sort();
     steps.extend(deletes.into_iter().map(|rel| Step::Delete { rel }));
     Ok(Plan { steps, report, same_bytes })
@@ -666,7 +669,6 @@ pub fn finish(store: &mut Store, report: &IndexReport) -> Result<(), StoreError>
     store.end_bulk(is_bulk(report.created + report.updated + report.rechunked, report.scanned))
 }
 
-
 /// Steps committed together in a bulk scan: one commit (and one full-text segment flush) per
 /// batch instead of per note.
 pub const BATCH: usize = 64;
@@ -814,7 +816,9 @@ pub fn prepare_steps(root: &Path, opts: &IndexOptions, cfg: &lode_core::chunk::C
     steps
         .iter()
         .filter_map(|step| match step {
-            Step::Save { rel } => std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(root, rel, opts.max_file_bytes, cfg))).ok().flatten(),
+            Step::Save { rel } => {
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(root, rel, opts.max_file_bytes, cfg))).ok().flatten()
+            }
             _ => None,
         })
         .collect()
@@ -1111,8 +1115,25 @@ mod plan_tests {
         let tmp = tempfile::tempdir().unwrap();
         let root = tmp.path().join("vault");
         let names = [
-            "a.md", "a-b.md", "a/b.md", "a/b/c.md", "a0.md", "A.md", "b.md", "é.md", "e.md", "z z.md", "a.b/c.md", "ab.md",
-            "a/a.md", "zz/é/x.md", "É.md", "a b.md", "a!.md", "中.md", "~.md",
+            "a.md",
+            "a-b.md",
+            "a/b.md",
+            "a/b/c.md",
+            "a0.md",
+            "A.md",
+            "b.md",
+            "é.md",
+            "e.md",
+            "z z.md",
+            "a.b/c.md",
+            "ab.md",
+            "a/a.md",
+            "zz/é/x.md",
+            "É.md",
+            "a b.md",
+            "a!.md",
+            "中.md",
+            "~.md",
         ];
         let past = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
         let write = |rel: &str, body: &str| {
@@ -1266,7 +1287,9 @@ mod blind_scan_tests {
                 finish(&mut store, &report).unwrap();
                 let got = heads(&store);
                 if got != fresh {
-                    let only = |a: &[(String, String)], b: &[(String, String)]| a.iter().filter(|x| !b.contains(x)).map(|x| x.0.clone()).collect::<Vec<_>>();
+                    let only = |a: &[(String, String)], b: &[(String, String)]| {
+                        a.iter().filter(|x| !b.contains(x)).map(|x| x.0.clone()).collect::<Vec<_>>()
+                    };
                     failed.push(format!("{name} (page {page}): index only {:?}; folder only {:?}", only(&got, &fresh), only(&fresh, &got)));
                     continue;
                 }
@@ -1329,7 +1352,11 @@ mod ahead_tests {
         std::fs::create_dir_all(&many).unwrap();
         for i in 0..300 {
             let tag = if i % 3 == 0 { format!(" #t{i}") } else { String::new() };
-            std::fs::write(many.join(format!("n{i:03}.md")), format!("# Note {i}\n\nBody of note {i}{tag}.\n\n- item [[n{:03}]]\n", (i + 1) % 300)).unwrap();
+            std::fs::write(
+                many.join(format!("n{i:03}.md")),
+                format!("# Note {i}\n\nBody of note {i}{tag}.\n\n- item [[n{:03}]]\n", (i + 1) % 300),
+            )
+            .unwrap();
         }
         let mut bulk = Store::open(&tmp.path().join("bulk.db"), StoreOptions::default()).unwrap();
         let report = index_vault(&mut bulk, &many, &opts, |_| {}).unwrap();

@@ -227,11 +227,9 @@ impl Store {
         let passages: i64 = self.conn.query_row("SELECT count(*) FROM passages", [], |r| r.get(0)).map_err(|e| self.err(e))?;
         let (with_vectors, windows): (i64, i64) = self
             .conn
-            .query_row(
-                "SELECT count(*), count(DISTINCT window_id) FROM passage_vectors WHERE model = ?1",
-                [model],
-                |r| Ok((r.get(0)?, r.get(1)?)),
-            )
+            .query_row("SELECT count(*), count(DISTINCT window_id) FROM passage_vectors WHERE model = ?1", [model], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
             .map_err(|e| self.err(e))?;
         Ok(Freshness { passages, with_vectors, windows })
     }

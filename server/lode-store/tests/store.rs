@@ -76,10 +76,29 @@ fn hostile_queries_never_error_or_change_meaning() {
     let mut store = open(tmp.path());
     index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
     let hostile = [
-        "\"unbalanced quote", "redis*", "NEAR(redis failover)", "redis AND NOT failover", "a OR b",
-        "text:redis", "heading:runbook", "((((", ")))", "^redis", "redis + -failover", "🚀🔥 redis 🚀",
-        "", "   ", "*", "\"\"", "NOT", "AND OR NOT NEAR", "{redis failover}", "col:", "'; DROP TABLE notes; --",
-        "\u{0301}\u{0301}", "redis\u{0000}failover",
+        "\"unbalanced quote",
+        "redis*",
+        "NEAR(redis failover)",
+        "redis AND NOT failover",
+        "a OR b",
+        "text:redis",
+        "heading:runbook",
+        "((((",
+        ")))",
+        "^redis",
+        "redis + -failover",
+        "🚀🔥 redis 🚀",
+        "",
+        "   ",
+        "*",
+        "\"\"",
+        "NOT",
+        "AND OR NOT NEAR",
+        "{redis failover}",
+        "col:",
+        "'; DROP TABLE notes; --",
+        "\u{0301}\u{0301}",
+        "redis\u{0000}failover",
     ];
     for q in hostile {
         let r = store.search(q, &SearchOptions::default());
@@ -257,10 +276,7 @@ fn changed_chunk_settings_rechunk_heads_without_new_versions() {
     index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
     let before = store.stats().unwrap();
     drop(store);
-    let small = StoreOptions {
-        chunk: lode_core::ChunkConfig { max_tokens: 12, overlap_tokens: 2, max_depth: 48 },
-        ..Default::default()
-    };
+    let small = StoreOptions { chunk: lode_core::ChunkConfig { max_tokens: 12, overlap_tokens: 2, max_depth: 48 }, ..Default::default() };
     let mut store = Store::open(&db, small).unwrap();
     let r = index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
     assert_eq!(r.rechunked, 13);
@@ -311,7 +327,11 @@ fn an_older_schema_is_migrated_forward_keeping_data() {
         .unwrap();
         let body = "# A\n\n## Sub part\n\nText #topic here.\n";
         conn.execute("INSERT INTO versions VALUES ('v', ?1, 1, 0, 0)", [body.as_bytes()]).unwrap();
-        conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('a.md', 'a', 'A', 'v', 0, 0)", []).unwrap();
+        conn.execute(
+            "INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('a.md', 'a', 'A', 'v', 0, 0)",
+            [],
+        )
+        .unwrap();
         conn.execute(
             "INSERT INTO passages (note_id, version_id, ordinal, start, end, line, kind, heading, parent_id, parent_start, parent_end, text, body)
              VALUES (1, 'v', 0, 16, 33, 5, 'paragraph', 'A › Sub part', 'v:0-33', 0, 33, 'Text #topic here.', 'Text #topic here.')",
@@ -454,7 +474,8 @@ fn symbols_starting_with_the_query_come_from_the_name_index_and_substrings_fill_
     let mut store = open(tmp.path());
     store.save_note("p.md", b"# Replica plan\n\n## Replica quorum\n\ntext\n\nmore text\n\n## Replica lag\n\ntext\n").unwrap();
     store.save_note("s.md", b"# Notes\n\n## About the replica set\n\ntext\n").unwrap();
-    let names_in = |store: &Store, q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
+    let names_in =
+        |store: &Store, q: &str, limit: usize| store.symbols(q, limit).unwrap().into_iter().map(|(_, n, _, _)| n).collect::<Vec<_>>();
     // Fewer names start with it than the limit: substring matches join, each name once (a
     // section of two passages is one symbol).
     assert_eq!(names_in(&store, "replica", 10), ["Replica plan", "Replica quorum", "Replica lag", "About the replica set"]);
@@ -617,10 +638,15 @@ fn apply_batch_redoes_a_rolled_back_batch_one_step_at_a_time() {
     assert!(results[2].is_err());
     assert!(results[..2].iter().all(|r| r.is_ok()), "{results:?}");
     assert_eq!(calls, 3 + 3, "three steps in the batch, then those three again one at a time");
-    let rest = apply_batch(&mut store, &steps[3..], |store, step| {
-        let Step::Save { rel } = step else { unreachable!() };
-        store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
-    }, || false);
+    let rest = apply_batch(
+        &mut store,
+        &steps[3..],
+        |store, step| {
+            let Step::Save { rel } = step else { unreachable!() };
+            store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
+        },
+        || false,
+    );
     assert_eq!(rest.len(), 2);
     for n in ["one", "two", "three", "four"] {
         assert_eq!(paths(&store, n), [format!("{n}.md")], "{n}");
@@ -631,10 +657,18 @@ fn apply_batch_redoes_a_rolled_back_batch_one_step_at_a_time() {
     // `stop` ends a batch early, committed: the caller goes on with the rest.
     let more: Vec<Step> = ["five", "six", "seven"].iter().map(|n| Step::Save { rel: format!("{n}.md") }).collect();
     let mut asked = 0;
-    let done = apply_batch(&mut store, &more, |store, step| {
-        let Step::Save { rel } = step else { unreachable!() };
-        store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
-    }, || { asked += 1; asked == 2 });
+    let done = apply_batch(
+        &mut store,
+        &more,
+        |store, step| {
+            let Step::Save { rel } = step else { unreachable!() };
+            store.save_note(rel, format!("# {rel}\n\nbody of {rel}\n").as_bytes()).map(|o| o.passages)
+        },
+        || {
+            asked += 1;
+            asked == 2
+        },
+    );
     assert_eq!(done.len(), 2);
     assert!(!store.in_batch());
     assert_eq!(paths(&store, "six"), ["six.md"]);
@@ -659,7 +693,11 @@ fn upgrading_from_v5_fills_headings_of_existing_heads() {
         conn.pragma_update(None, "user_version", 5).unwrap();
         let body = "# Plan\n\n## Empty section\n\n## Rollout\n\nShip it.\n";
         conn.execute("INSERT INTO versions VALUES ('v', ?1, 1, 0, 0)", [body.as_bytes()]).unwrap();
-        conn.execute("INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('p.md', 'p', 'Plan', 'v', 0, 0)", []).unwrap();
+        conn.execute(
+            "INSERT INTO notes (path, stem, title, head_version, created_at, updated_at) VALUES ('p.md', 'p', 'Plan', 'v', 0, 0)",
+            [],
+        )
+        .unwrap();
     }
     let store = Store::open(&db, StoreOptions::default()).unwrap();
     let syms = store.symbols("section", 10).unwrap();
@@ -710,7 +748,7 @@ fn vector_deletions_are_kept_per_model() {
     let ids: Vec<i64> = store.passages_of("log.md").unwrap().iter().map(|p| p.id).collect();
     assert_eq!(ids.len(), 3);
     // Model a: one window of all three; model b: [first] and [second, third].
-    assert_eq!(store.mark_windows("a", &[ids.clone()]).unwrap(), 1);
+    assert_eq!(store.mark_windows("a", std::slice::from_ref(&ids)).unwrap(), 1);
     assert_eq!(store.mark_windows("b", &[vec![ids[0]], vec![ids[1], ids[2]]]).unwrap(), 2);
     // The third line changes: a's window (leader ids[0]) and b's second (leader ids[1]) go.
     store.save_note("log.md", body.replace("Third line", "Last line").as_bytes()).unwrap();
@@ -779,8 +817,8 @@ fn short_version_ids_grow_only_where_two_versions_share_a_prefix() {
     index_vault(&mut store, &vault(), &IndexOptions::default(), |_| {}).unwrap();
     let head = store.head_of("runbooks/redis-failover.md").unwrap().unwrap();
     assert_eq!(store.short_version_id(&head).unwrap(), &head[..12]);
-    assert_eq!(store.versions_with_prefix(&head[..12], 2).unwrap(), [head.clone()]);
-    assert_eq!(store.versions_with_prefix(&head[..12].to_uppercase(), 2).unwrap(), [head.clone()], "any case");
+    assert_eq!(store.versions_with_prefix(&head[..12], 2).unwrap(), std::slice::from_ref(&head));
+    assert_eq!(store.versions_with_prefix(&head[..12].to_uppercase(), 2).unwrap(), std::slice::from_ref(&head), "any case");
     assert!(store.versions_with_prefix("zz", 2).unwrap().is_empty(), "not hex");
     assert!(store.versions_with_prefix("", 2).unwrap().is_empty());
     drop(store);
@@ -797,7 +835,7 @@ fn short_version_ids_grow_only_where_two_versions_share_a_prefix() {
     // when it differs at digit 18 (else 24, 28…).
     let short = store.short_version_id(&head).unwrap();
     assert!(short.len() > 17 && head.starts_with(&short), "{short}");
-    assert_eq!(store.versions_with_prefix(&short, 2).unwrap(), [head.clone()]);
+    assert_eq!(store.versions_with_prefix(&short, 2).unwrap(), std::slice::from_ref(&head));
     assert_eq!(store.versions_with_prefix(&head[..12], 5).unwrap().len(), 3, "a 12-digit prefix is now ambiguous");
     let a = store.short_version_id(&twin_a).unwrap();
     assert!(a.len() >= 20 && store.versions_with_prefix(&a, 2).unwrap() == [twin_a.clone()], "{a}");
@@ -812,12 +850,9 @@ fn shared_versions_are_kept_only_under_their_hash_and_read_back_only_intact() {
     let body = b"# Team\n\nThe quorum is 2.\n";
     let id = lode_store::version_id(body);
     // Refused: bytes that are not the id's, and ids that are not a hash of the bytes.
-    for (bad_id, bytes) in [
-        (id.as_str(), &b"# Team\n\nThe quorum is 3.\n"[..]),
-        ("../../../etc/passwd", &body[..]),
-        (&id[..12], &body[..]),
-        ("", &body[..]),
-    ] {
+    for (bad_id, bytes) in
+        [(id.as_str(), &b"# Team\n\nThe quorum is 3.\n"[..]), ("../../../etc/passwd", &body[..]), (&id[..12], &body[..]), ("", &body[..])]
+    {
         assert!(store.cache_shared_body(bad_id, bytes).is_err(), "{bad_id:?} kept");
     }
     assert_eq!(store.version_body(&id).unwrap(), None, "nothing kept yet");
@@ -854,7 +889,8 @@ fn shared_versions_are_kept_only_under_their_hash_and_read_back_only_intact() {
         }
     });
     assert_eq!(store.version_body(&id).unwrap().as_deref(), Some(&body[..]));
-    let left: Vec<_> = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
+    let left: Vec<_> =
+        std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.file_name()).filter(|n| n.to_string_lossy().ends_with(".tmp")).collect();
     assert!(left.is_empty(), "temporary files left: {left:?}");
 }
 
@@ -1271,13 +1307,19 @@ fn full_text_rows_follow_every_mix_of_saves_deletes_and_renames() {
         for i in 0..6 {
             let term = format!("tt{i}yy");
             let want = expect(&|t: &str| t.starts_with(&format!("# {term}\n")));
-            let titles = found_tri("SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL", &term);
+            let titles = found_tri(
+                "SELECT n.path FROM titles_tri f JOIN notes n ON n.id = f.rowid WHERE titles_tri MATCH ?1 AND n.head_version IS NOT NULL",
+                &term,
+            );
             assert_eq!(titles, want, "step {step}: titles_tri for {term}");
         }
         let problems = store.verify().unwrap().problems;
         assert!(problems.is_empty(), "step {step}: {problems:?}");
     }
-    assert!(batches >= 20 && deletes >= 15 && renames >= 5, "the run wrote too little of the mix: {batches} batches, {deletes} deletes, {renames} renames");
+    assert!(
+        batches >= 20 && deletes >= 15 && renames >= 5,
+        "the run wrote too little of the mix: {batches} batches, {deletes} deletes, {renames} renames"
+    );
 }
 
 /// A note with no `# title` is titled by its file name: a rename renames it, in
@@ -1430,7 +1472,9 @@ fn blind_symbol_lookups_find_exactly_the_names_holding_the_query() {
         for step in case["steps"].as_array().unwrap() {
             let path = step["path"].as_str().unwrap();
             match step["op"].as_str().unwrap() {
-                "save" => store.save_note(path, step["text"].as_str().unwrap().as_bytes()).map(drop).unwrap_or_else(|e| panic!("{name}: {e}")),
+                "save" => {
+                    store.save_note(path, step["text"].as_str().unwrap().as_bytes()).map(drop).unwrap_or_else(|e| panic!("{name}: {e}"))
+                }
                 "delete" => drop(store.delete_note(path).unwrap()),
                 op => panic!("{name}: unknown op {op}"),
             }
@@ -1449,7 +1493,13 @@ fn blind_symbol_lookups_find_exactly_the_names_holding_the_query() {
                 let want: std::collections::BTreeSet<(String, String)> =
                     want.iter().map(|w| (w[0].as_str().unwrap().to_owned(), w[1].as_str().unwrap().to_owned())).collect();
                 let got: std::collections::BTreeSet<(String, String)> = got.iter().cloned().collect();
-                (got != want).then(|| format!("missing {:?}, extra {:?}", want.difference(&got).collect::<Vec<_>>(), got.difference(&want).collect::<Vec<_>>()))
+                (got != want).then(|| {
+                    format!(
+                        "missing {:?}, extra {:?}",
+                        want.difference(&got).collect::<Vec<_>>(),
+                        got.difference(&want).collect::<Vec<_>>()
+                    )
+                })
             } else {
                 let count = q["expect_count"].as_u64().unwrap() as usize;
                 if got.len() != count {
@@ -1510,7 +1560,12 @@ fn shared_heads_keep_the_newest_publish_and_refuse_what_is_not_a_head() {
     }
     // The file itself: damaged, a folder, or a link read as nothing learned, and are replaced.
     let cache = store.shared_cache_dir().unwrap();
-    let file = std::fs::read_dir(&cache).unwrap().flatten().map(|e| e.path()).find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("heads-"))).unwrap();
+    let file = std::fs::read_dir(&cache)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("heads-")))
+        .unwrap();
     std::fs::write(&file, b"{not json").unwrap();
     assert_eq!(store.shared_head(tier, "runbook.md"), None);
     std::fs::write(&file, br#"{"heads": {"runbook.md": {"head": "../x", "seq": 1}}}"#).unwrap();

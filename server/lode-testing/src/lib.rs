@@ -95,7 +95,8 @@ fn vector_data_files(vectors: &Path) -> Vec<std::path::PathBuf> {
 pub fn private_tmpfs(bytes: u64) -> Option<PathBuf> {
     use std::ffi::CString;
     static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!("lode-disk-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
+    let dir =
+        std::env::temp_dir().join(format!("lode-disk-{}-{}", std::process::id(), N.fetch_add(1, std::sync::atomic::Ordering::SeqCst)));
     std::fs::create_dir_all(&dir).ok()?;
     let c = |s: &str| CString::new(s).expect("no NUL");
     let (root, target, fs, opts) = (c("/"), c(dir.to_str()?), c("tmpfs"), c(&format!("size={bytes}")));

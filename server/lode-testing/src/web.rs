@@ -35,11 +35,25 @@ impl Reply {
     }
 
     pub fn typed(status: u16, content_type: &str, body: &[u8]) -> Reply {
-        Reply { status, headers: vec![("Content-Type".into(), content_type.into())], body: body.to_vec(), delay: Duration::ZERO, stream_bytes: None, cut_after: None }
+        Reply {
+            status,
+            headers: vec![("Content-Type".into(), content_type.into())],
+            body: body.to_vec(),
+            delay: Duration::ZERO,
+            stream_bytes: None,
+            cut_after: None,
+        }
     }
 
     pub fn redirect(to: &str) -> Reply {
-        Reply { status: 302, headers: vec![("Location".into(), to.into())], body: Vec::new(), delay: Duration::ZERO, stream_bytes: None, cut_after: None }
+        Reply {
+            status: 302,
+            headers: vec![("Location".into(), to.into())],
+            body: Vec::new(),
+            delay: Duration::ZERO,
+            stream_bytes: None,
+            cut_after: None,
+        }
     }
 }
 

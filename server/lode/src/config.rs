@@ -86,8 +86,15 @@ impl TrustReport {
             ));
         }
         if !self.user_only.is_empty() {
-            let user = self.user_file.clone().or_else(trust::user_config_path).map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
-            parts.push(format!("settings `lode trust` cannot approve, which only your user config ({user}) may give: {}", self.user_only.join(", ")));
+            let user = self
+                .user_file
+                .clone()
+                .or_else(trust::user_config_path)
+                .map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
+            parts.push(format!(
+                "settings `lode trust` cannot approve, which only your user config ({user}) may give: {}",
+                self.user_only.join(", ")
+            ));
         }
         (!parts.is_empty()).then(|| format!("lode: ignoring in {}: {} (docs/security.md)", self.file.display(), parts.join("; and ")))
     }
@@ -157,7 +164,8 @@ impl GateSection {
             ("footnotes", &self.footnotes),
             ("status", &self.status),
         ];
-        let extra: Vec<(String, Vec<String>)> = lists.iter().filter(|(_, w)| !w.is_empty()).map(|(n, w)| (n.to_string(), (*w).clone())).collect();
+        let extra: Vec<(String, Vec<String>)> =
+            lists.iter().filter(|(_, w)| !w.is_empty()).map(|(n, w)| (n.to_string(), (*w).clone())).collect();
         lode_core::gate::context::ContextWords::with_user(&extra).expect("every list named here is one ContextWords knows")
     }
 }
@@ -424,11 +432,7 @@ impl Config {
         // Any folder may shape its passages, within bounds that keep chunking linear.
         let max_tokens = self.chunk.max_tokens.clamp(16, 8192);
         StoreOptions {
-            chunk: ChunkConfig {
-                max_tokens,
-                overlap_tokens: self.chunk.overlap_tokens.min(max_tokens / 2),
-                ..ChunkConfig::default()
-            },
+            chunk: ChunkConfig { max_tokens, overlap_tokens: self.chunk.overlap_tokens.min(max_tokens / 2), ..ChunkConfig::default() },
             // Versions of the team's tier kept for this vault, in the user's cache: never files
             // that came with the folder (docs/security.md).
             shared_cache: lode_models::user_cache_dir()
@@ -571,7 +575,8 @@ fn canonical(v: &toml::Value) -> String {
         toml::Value::Table(t) => {
             let mut keys: Vec<&String> = t.keys().collect();
             keys.sort();
-            let inner: Vec<String> = keys.iter().map(|k| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), canonical(&t[k.as_str()]))).collect();
+            let inner: Vec<String> =
+                keys.iter().map(|k| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), canonical(&t[k.as_str()]))).collect();
             format!("{{{}}}", inner.join(","))
         }
         toml::Value::Array(a) => format!("[{}]", a.iter().map(canonical).collect::<Vec<_>>().join(",")),
@@ -597,7 +602,11 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
         let Some(t) = v.as_table() else { continue };
         for (key, value) in t {
             if matches!(class(section, key, value), Class::Guarded | Class::Lower | Class::Raise) {
-                guarded.entry(section.clone()).or_insert_with(|| toml::Value::Table(toml::Table::new())).as_table_mut().map(|s| s.insert(key.clone(), value.clone()));
+                guarded
+                    .entry(section.clone())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()))
+                    .as_table_mut()
+                    .map(|s| s.insert(key.clone(), value.clone()));
                 approval_lines(&format!("[{}] {}", printable(section), printable(key)), value, &mut guarded_lines);
             }
         }
@@ -640,7 +649,8 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             let take = match class {
                 Class::Free => Some(value.clone()),
                 Class::Union => {
-                    let mut list: Vec<toml::Value> = user_table.get(section).and_then(|s| s.get(key)).and_then(|l| l.as_array()).cloned().unwrap_or_default();
+                    let mut list: Vec<toml::Value> =
+                        user_table.get(section).and_then(|s| s.get(key)).and_then(|l| l.as_array()).cloned().unwrap_or_default();
                     match value.as_array() {
                         Some(a) => list.extend(a.iter().cloned()),
                         None => list.push(value.clone()),
@@ -662,7 +672,9 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                 }
                 Class::Lower | Class::Raise if approved => Some(value.clone()),
                 Class::Lower | Class::Raise => {
-                    let (Some(want), Some(have)) = (value.as_float().or(value.as_integer().map(|i| i as f64)), base_v.and_then(|b| b.as_f64())) else {
+                    let (Some(want), Some(have)) =
+                        (value.as_float().or(value.as_integer().map(|i| i as f64)), base_v.and_then(|b| b.as_f64()))
+                    else {
                         // Not a number: deserialization names it.
                         merged_section(&mut merged, section).insert(key.clone(), value.clone());
                         continue;
@@ -671,7 +683,13 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
                     if stricter {
                         Some(value.clone())
                     } else {
-                        ignored.push(format!("[{}] {} = {} (kept at {})", printable(section), printable(key), shown(value), base_v.map(|b| b.to_string()).unwrap_or_default()));
+                        ignored.push(format!(
+                            "[{}] {} = {} (kept at {})",
+                            printable(section),
+                            printable(key),
+                            shown(value),
+                            base_v.map(|b| b.to_string()).unwrap_or_default()
+                        ));
                         None
                     }
                 }
@@ -719,7 +737,10 @@ fn layer(vault: &Path, vault_file: &Path, user: Option<(toml::Table, PathBuf)>, 
             let users_own = user_llm.as_ref().is_some_and(|(k, e)| k.as_deref() == Some(var.as_str()) && e == &llm.endpoint);
             if !users_own && !base.trust.api_key_env.iter().any(|v| v == &var) {
                 llm.api_key_env = None;
-                user_only.push(format!("[llm] api_key_env = {} (list it under [trust] api_key_env to allow it)", printable(&serde_json::to_string(&var).unwrap_or_default())));
+                user_only.push(format!(
+                    "[llm] api_key_env = {} (list it under [trust] api_key_env to allow it)",
+                    printable(&serde_json::to_string(&var).unwrap_or_default())
+                ));
             }
         }
     }
@@ -851,7 +872,10 @@ mod tests {
             assert!(c.trust.api_key_env.is_empty(), "{folder}");
         }
         // Limits: lowered freely, raised only with approval (kept at the user's value).
-        let c = run("[index]\nmax_file_mb = 20\n", "[index]\nmax_file_mb = 500\n[externals]\nmax_mb = 1\ntimeout_secs = 5000\n[models]\nthreads = 64\n");
+        let c = run(
+            "[index]\nmax_file_mb = 20\n",
+            "[index]\nmax_file_mb = 500\n[externals]\nmax_mb = 1\ntimeout_secs = 5000\n[models]\nthreads = 64\n",
+        );
         assert_eq!(c.index.max_file_mb, 20);
         assert_eq!(c.externals.max_mb, 1.0);
         assert_eq!(c.externals.timeout_secs, Config::default().externals.timeout_secs);
@@ -878,7 +902,10 @@ mod tests {
     #[test]
     fn numbers_that_are_not_finite_are_put_back() {
         let dir = tempfile::tempdir().unwrap();
-        let f: toml::Table = "[search]\nheading_weight = nan\nsection_weight = inf\n[externals]\nstale_days = nan\n[models]\nunload_after_secs = inf\n".parse().unwrap();
+        let f: toml::Table =
+            "[search]\nheading_weight = nan\nsection_weight = inf\n[externals]\nstale_days = nan\n[models]\nunload_after_secs = inf\n"
+                .parse()
+                .unwrap();
         let c = layer(dir.path(), &dir.path().join("c.toml"), None, f).unwrap();
         let d = Config::default();
         assert_eq!(c.search.heading_weight, d.search.heading_weight);
@@ -903,9 +930,36 @@ mod tests {
         };
         let sections = ["models", "llm", "shared", "externals", "index", "search", "answer", "egress", "gate", "chunk", "trust", "x"];
         let keys = [
-            "runtime", "dir", "mirror", "embedder", "reranker", "nli", "endpoint", "model", "api_key_env", "tools", "remote", "index", "options",
-            "allow_loopback", "allow_private", "timeout_secs", "max_mb", "max_redirects", "max_file_mb", "threads", "window_tokens", "limit",
-            "context", "max_claims", "entailment_threshold", "no_egress", "no_egress_domains", "heading_weight", "max_tokens", "headings",
+            "runtime",
+            "dir",
+            "mirror",
+            "embedder",
+            "reranker",
+            "nli",
+            "endpoint",
+            "model",
+            "api_key_env",
+            "tools",
+            "remote",
+            "index",
+            "options",
+            "allow_loopback",
+            "allow_private",
+            "timeout_secs",
+            "max_mb",
+            "max_redirects",
+            "max_file_mb",
+            "threads",
+            "window_tokens",
+            "limit",
+            "context",
+            "max_claims",
+            "entailment_threshold",
+            "no_egress",
+            "no_egress_domains",
+            "heading_weight",
+            "max_tokens",
+            "headings",
         ];
         let d = Config::default();
         let mut loaded = 0;
@@ -931,19 +985,32 @@ mod tests {
                 };
                 let mut inner = toml::Table::new();
                 for _ in 0..(1 + next() % 3) {
-                    let key = if next() % 5 == 0 { keys[(next() % keys.len() as u64) as usize] } else { own[(next() % own.len() as u64) as usize] };
+                    let key = if next() % 5 == 0 {
+                        keys[(next() % keys.len() as u64) as usize]
+                    } else {
+                        own[(next() % own.len() as u64) as usize]
+                    };
                     // Mostly a value of the key's own type (so the config loads and the checks
                     // run), sometimes any.
                     let v = match (next() % 4, key) {
                         (0, _) => value(&mut next, 0),
                         (_, "allow_loopback" | "allow_private" | "tools" | "remote") => toml::Value::Boolean(true),
                         (_, "no_egress" | "no_egress_domains" | "headings") => toml::Value::Array(vec![toml::Value::String("a/".into())]),
-                        (_, "options") => toml::Value::Table(toml::Table::from_iter([("endpoint".to_owned(), toml::Value::String("http://127.0.0.1:9".into()))])),
-                        (_, "threads" | "window_tokens" | "limit" | "context" | "max_claims" | "max_file_mb" | "timeout_secs" | "max_redirects" | "max_tokens") => {
-                            toml::Value::Integer([64i64, 100_000, 1 << 40][(next() % 3) as usize])
+                        (_, "options") => toml::Value::Table(toml::Table::from_iter([(
+                            "endpoint".to_owned(),
+                            toml::Value::String("http://127.0.0.1:9".into()),
+                        )])),
+                        (
+                            _,
+                            "threads" | "window_tokens" | "limit" | "context" | "max_claims" | "max_file_mb" | "timeout_secs"
+                            | "max_redirects" | "max_tokens",
+                        ) => toml::Value::Integer([64i64, 100_000, 1 << 40][(next() % 3) as usize]),
+                        (_, "max_mb" | "heading_weight" | "entailment_threshold") => {
+                            toml::Value::Float([f64::NAN, 1e9, 0.0][(next() % 3) as usize])
                         }
-                        (_, "max_mb" | "heading_weight" | "entailment_threshold") => toml::Value::Float([f64::NAN, 1e9, 0.0][(next() % 3) as usize]),
-                        _ => toml::Value::String(["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "sub/model"][(next() % 5) as usize].into()),
+                        _ => toml::Value::String(
+                            ["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "sub/model"][(next() % 5) as usize].into(),
+                        ),
                     };
                     inner.insert(key.to_owned(), v);
                 }
@@ -975,12 +1042,17 @@ mod tests {
 
         fn value(next: &mut dyn FnMut() -> u64, depth: usize) -> toml::Value {
             match next() % if depth > 0 { 6 } else { 8 } {
-                0 => toml::Value::String(["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "", "all-MiniLM-L6-v2", "\u{1b}[2K"][(next() % 7) as usize].into()),
+                0 => toml::Value::String(
+                    ["/tmp/evil.so", "../x", "http://127.0.0.1:9/v1", "C:\\m", "", "all-MiniLM-L6-v2", "\u{1b}[2K"][(next() % 7) as usize]
+                        .into(),
+                ),
                 1 => toml::Value::Integer([0i64, 1, 3, 64, 100_000, 1 << 40][(next() % 6) as usize]),
                 2 => toml::Value::Float([f64::NAN, f64::INFINITY, 1e9, 0.0, 0.99, 1e308][(next() % 6) as usize]),
-                3 => toml::Value::Boolean(next() % 2 == 0),
+                3 => toml::Value::Boolean(next().is_multiple_of(2)),
                 4 => toml::Value::Array(vec![toml::Value::String("a/".into())]),
-                5 => toml::Value::Table(toml::Table::from_iter([("endpoint".to_owned(), toml::Value::String("http://127.0.0.1:9".into()))])),
+                5 => {
+                    toml::Value::Table(toml::Table::from_iter([("endpoint".to_owned(), toml::Value::String("http://127.0.0.1:9".into()))]))
+                }
                 6 => toml::Value::Array(vec![toml::Value::String("/tmp".into()), toml::Value::String("/tmp/evil.so".into())]),
                 _ => toml::Value::Table(toml::Table::new()),
             }

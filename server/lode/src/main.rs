@@ -78,7 +78,12 @@ fn quiet_library_panics() {
         let library = file.split("/registry/src/").nth(1).and_then(|rest| rest.split('/').nth(1)).map(str::to_owned);
         match library {
             Some(krate) if std::env::var_os("LODE_DEBUG_PANICS").is_none() => {
-                let msg = info.payload().downcast_ref::<&str>().map(|s| (*s).to_owned()).or_else(|| info.payload().downcast_ref::<String>().cloned()).unwrap_or_default();
+                let msg = info
+                    .payload()
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| info.payload().downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
                 eprintln!("lode: the library {krate} failed inside lode ({msg}); lode goes on without it where it can (LODE_DEBUG_PANICS=1 shows the full report)");
             }
             _ => default(info),

@@ -98,9 +98,7 @@ pub fn check_vector_table(dir: &std::path::Path, model: &str, windows: i64, queu
     let prefix = prefix.strip_suffix('0').unwrap_or(&prefix).to_owned();
     let tables: Vec<usize> = std::fs::read_dir(dir)
         .map(|rd| {
-            rd.flatten()
-                .filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".lance")?.parse().ok())
-                .collect()
+            rd.flatten().filter_map(|e| e.file_name().to_str()?.strip_prefix(&prefix)?.strip_suffix(".lance")?.parse().ok()).collect()
         })
         .unwrap_or_default();
     let Some(&dims) = tables.first() else {

@@ -137,7 +137,11 @@ fn token_in(db: &Path) -> std::result::Result<Option<String>, ()> {
     let conn = rusqlite::Connection::open_with_flags(db, flags).map_err(|_| ())?;
     let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
     let has_meta: bool = conn
-        .query_row("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'notes', 'versions', 'passages')", [], |r| r.get::<_, i64>(0))
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name IN ('meta', 'notes', 'versions', 'passages')",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
         .map(|n| n == 4)
         .map_err(|_| ())?;
     if !has_meta {
@@ -231,7 +235,10 @@ pub fn owner(db: &Path) -> Owner {
         Ok(_) => {}
     }
     let Ok(token) = token_in(db) else { return Owner::Unreadable };
-    let recorded = record_path("stores", &canonical_db(db)).ok().and_then(|p| read_record(&p)).and_then(|t| t.get("token")?.as_str().map(str::to_owned));
+    let recorded = record_path("stores", &canonical_db(db))
+        .ok()
+        .and_then(|p| read_record(&p))
+        .and_then(|t| t.get("token")?.as_str().map(str::to_owned));
     match (token, recorded) {
         (Some(t), Some(r)) if !t.is_empty() && t == r => Owner::Ours,
         _ => Owner::Foreign,
@@ -306,8 +313,11 @@ pub fn bind(db: &Path) -> Result<()> {
     )?;
     let conn = rusqlite::Connection::open(db).with_context(|| format!("cannot open {}", db.display()))?;
     conn.busy_timeout(std::time::Duration::from_secs(30))?;
-    conn.execute("INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value", [OWNER_KEY, &token])
-        .with_context(|| format!("cannot record the owner of {}", db.display()))?;
+    conn.execute(
+        "INSERT INTO meta (key, value) VALUES (?1, ?2) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        [OWNER_KEY, &token],
+    )
+    .with_context(|| format!("cannot record the owner of {}", db.display()))?;
     Ok(())
 }
 
@@ -324,7 +334,8 @@ pub fn move_aside(db: &Path, vectors: &Path) -> Result<PathBuf> {
     for suffix in SIDECARS {
         let side = PathBuf::from(format!("{}{suffix}", db.display()));
         if std::fs::symlink_metadata(&side).is_ok() {
-            std::fs::rename(&side, PathBuf::from(format!("{}{suffix}", moved.display()))).with_context(|| format!("cannot move {} aside", side.display()))?;
+            std::fs::rename(&side, PathBuf::from(format!("{}{suffix}", moved.display())))
+                .with_context(|| format!("cannot move {} aside", side.display()))?;
         }
     }
     if std::fs::symlink_metadata(vectors).is_ok() {

@@ -4,7 +4,6 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
 fn approve(v: &std::path::Path) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
@@ -268,11 +267,7 @@ fn crash_mid_index_leaves_no_half_indexed_note() {
         let body = format!("# Note {i}\n\nParagraph about topic{i} and shared words.\n\n- item {i} one\n- item {i} two\n");
         std::fs::write(v.join(format!("n{i:05}.md")), body).unwrap();
     }
-    let mut child = Command::new(env!("CARGO_BIN_EXE_lode"))
-        .args(["index", "-q", "--vault"])
-        .arg(&v)
-        .spawn()
-        .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--vault"]).arg(&v).spawn().unwrap();
     // Kill it once a batch of notes is committed (the schema alone writes a log of 200 KB, so
     // the count of notes is what is waited for).
     let db = v.join(".lode/lode.db");
@@ -347,7 +342,8 @@ fn ask_prints_a_verified_answer_with_exact_citations() {
     assert!(lode(&["index", "-q"], &v).status.success());
     let o = lode(&["ask", "--json", "Are staging certificates rotated every 7 days?"], &v);
     let a: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
-    let seven = a["claims"].as_array().unwrap().iter().find(|c| c["text"].as_str().unwrap().contains("7 days")).unwrap_or_else(|| panic!("{a}"));
+    let seven =
+        a["claims"].as_array().unwrap().iter().find(|c| c["text"].as_str().unwrap().contains("7 days")).unwrap_or_else(|| panic!("{a}"));
     assert_eq!(seven["rung"], "verified", "{seven}");
     assert_eq!(seven["text"], "Irrtümer: Staging certificates are rotated every 7 days.", "restated with the heading: {seven}");
     std::fs::remove_file(v.join(".lode/config.toml")).unwrap();
@@ -445,14 +441,19 @@ fn vectors_dense_search_and_clear_fallbacks() {
     }
     // A note indexed without its vectors yet (as right after a save) is found by the dense leg
     // too: embedded at query time, which `--timings` shows as its own stage.
-    std::fs::write(v.join("notes/quokka.md"), "# Quokka census
+    std::fs::write(
+        v.join("notes/quokka.md"),
+        "# Quokka census
 
 The quokka census on the island counted 412 animals.
-").unwrap();
+",
+    )
+    .unwrap();
     let o = lode(&["index", "--no-vectors", "--json"], &v);
     let r: serde_json::Value = serde_json::from_str(stdout(&o).trim()).unwrap();
     assert!(r["vectors"]["status"].as_str().unwrap().contains("--no-vectors"));
-    let o = lode(&["search", "--json", "--timings", "--mode", "hybrid", "--limit", "3", "how many quokkas did the island census count"], &v);
+    let o =
+        lode(&["search", "--json", "--timings", "--mode", "hybrid", "--limit", "3", "how many quokkas did the island census count"], &v);
     assert!(o.status.success(), "{}", stderr(&o));
     let top: serde_json::Value = serde_json::from_str(stdout(&o).lines().next().unwrap()).unwrap();
     assert_eq!(top["path"], "notes/quokka.md", "{}", stdout(&o));
@@ -528,7 +529,11 @@ fn loopback_endpoint(status: u16) -> String {
                 line.clear();
             }
             let body = r#"{"data": [{"id": "tiny"}]}"#;
-            let _ = write!(conn, "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len());
+            let _ = write!(
+                conn,
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
         }
     });
     url
@@ -576,7 +581,9 @@ fn externals_refresh_list_show_search_and_annotations() {
             // The third fetch sees a rewritten page.
             let k = n.fetch_add(1, Ordering::SeqCst);
             let second = if k < 2 { "Replicas lag by at most five seconds." } else { "Replicas lag by at most one second." };
-            Reply::html(&format!("<title>Replica guide</title><h1>Replica guide</h1><p>The osprey cluster keeps three replicas.</p><p>{second}</p>"))
+            Reply::html(&format!(
+                "<title>Replica guide</title><h1>Replica guide</h1><p>The osprey cluster keeps three replicas.</p><p>{second}</p>"
+            ))
         }
         "/moved" => Reply::redirect("/guide"),
         "/private" => Reply::html("<h1>Private</h1><p>Internal text.</p>"),
@@ -593,7 +600,11 @@ fn externals_refresh_list_show_search_and_annotations() {
     approve(&vault);
     let (guide, broken) = (site.url("/guide"), site.url("/broken"));
     let private = site.url("/private").replace("127.0.0.1", "localhost");
-    std::fs::write(vault.join("replicas.md"), format!("# Replicas\n\nSee the [guide]({guide}), the [broken page]({broken}) and [private]({private}).\n")).unwrap();
+    std::fs::write(
+        vault.join("replicas.md"),
+        format!("# Replicas\n\nSee the [guide]({guide}), the [broken page]({broken}) and [private]({private}).\n"),
+    )
+    .unwrap();
     std::fs::write(
         vault.join("guide-notes.md"),
         format!("---\nannotates: {guide}\n---\n# Notes on the guide\n\n> Replicas lag by at most five seconds.\n\nWe measured two.\n\n> The osprey cluster keeps three replicas.\n"),
@@ -630,16 +641,22 @@ fn externals_refresh_list_show_search_and_annotations() {
 
     // Search finds the snapshot, marked as one.
     let o = lode(&["search", "--json", "osprey replicas"], &vault);
-    let hit: serde_json::Value = serde_json::from_str(stdout(&o).lines().find(|l| l.contains("snapshot")).unwrap_or_else(|| panic!("{}", stdout(&o)))).unwrap();
-    assert_eq!((hit["kind"].as_str(), hit["url"].as_str(), hit["path"].as_str()), (Some("snapshot"), Some(guide.as_str()), Some(guide.as_str())));
+    let hit: serde_json::Value =
+        serde_json::from_str(stdout(&o).lines().find(|l| l.contains("snapshot")).unwrap_or_else(|| panic!("{}", stdout(&o)))).unwrap();
+    assert_eq!(
+        (hit["kind"].as_str(), hit["url"].as_str(), hit["path"].as_str()),
+        (Some("snapshot"), Some(guide.as_str()), Some(guide.as_str()))
+    );
     assert!(hit["fetched_at"].as_i64().is_some());
     // One trust order on every surface: the annotation quoting the page's sentence ranks above
     // the snapshot holding the same sentence, in `lode search` as in `lode ask`.
     let o = lode(&["search", "--json", "The osprey cluster keeps three replicas"], &vault);
-    let order: Vec<String> = stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["path"].as_str().unwrap().to_owned()).collect();
+    let order: Vec<String> =
+        stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["path"].as_str().unwrap().to_owned()).collect();
     let (note, page) = (order.iter().position(|p| p == "guide-notes.md"), order.iter().position(|p| p == guide.as_str()));
     assert!(note.is_some() && page.is_some() && note < page, "{order:?}");
-    let notes: Vec<serde_json::Value> = stdout(&lode(&["search", "--json", "measured two"], &vault)).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let notes: Vec<serde_json::Value> =
+        stdout(&lode(&["search", "--json", "measured two"], &vault)).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(notes[0]["kind"], "note");
 
     // The annotation's quotes are anchored; after the page changes, one is orphaned.
@@ -656,7 +673,8 @@ fn externals_refresh_list_show_search_and_annotations() {
     // A redirect is followed and recorded; unknown URLs are a clear error.
     let o = lode(&["externals", "refresh", &site.url("/moved")], &vault);
     assert!(o.status.success(), "{}", stderr(&o));
-    let moved: serde_json::Value = serde_json::from_str(&stdout(&lode(&["externals", "show", "--json", &site.url("/moved")], &vault))).unwrap();
+    let moved: serde_json::Value =
+        serde_json::from_str(&stdout(&lode(&["externals", "show", "--json", &site.url("/moved")], &vault))).unwrap();
     assert_eq!(moved["final_url"], guide.as_str());
     let o = lode(&["externals", "show", "https://nowhere.example/"], &vault);
     assert!(!o.status.success() && stderr(&o).contains("not an external of this vault"), "{}", stderr(&o));
@@ -677,7 +695,8 @@ fn externals_refresh_list_show_search_and_annotations() {
     let o = lode(&["externals", "list"], &vault);
     assert!(stdout(&o).contains("stale"), "{}", stdout(&o));
     let o = lode(&["externals", "list", "--json"], &vault);
-    let g: serde_json::Value = stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|e| e["url"] == guide.as_str()).unwrap();
+    let g: serde_json::Value =
+        stdout(&o).lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|e| e["url"] == guide.as_str()).unwrap();
     assert!(g["age_days"].as_f64().unwrap() > 0.000001, "{g}");
     assert!(lode(&["stats", "--check"], &vault).status.success());
 }
@@ -687,11 +706,7 @@ fn externals_refresh_list_show_search_and_annotations() {
 #[test]
 fn bench_scale_times_lode_its_parse_and_the_fts5_floor_on_the_same_notes() {
     let tmp = tempfile::tempdir().unwrap();
-    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
-        .args(["bench", "scale", "--notes", "120", "--work"])
-        .arg(tmp.path())
-        .output()
-        .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["bench", "scale", "--notes", "120", "--work"]).arg(tmp.path()).output().unwrap();
     assert!(o.status.success(), "{}", stderr(&o));
     let v: serde_json::Value = serde_json::from_str(&stdout(&o)).unwrap();
     let run = &v["runs"][0];

@@ -14,7 +14,6 @@ use serde_json::{json, Value};
 const BUDGET: &str = "# Budget\n\nThe Zq staging budget is 12000 euros.\n";
 const QUESTION: &str = "What is the Zq staging budget in euros?";
 
-
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
 fn approve(v: &std::path::Path) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
@@ -99,7 +98,9 @@ impl Server {
 
     fn open(&mut self, rel: &str, text: &str) {
         let u = uri(&self.vault.join(rel));
-        self.c.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}})).unwrap();
+        self.c
+            .notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}}))
+            .unwrap();
     }
 
     fn close(&mut self, rel: &str) {
@@ -211,9 +212,8 @@ fn near_miss_spellings_are_reported_in_the_editor_and_by_doctor() {
     let mut s = Server::start(&v);
     s.open("notes/hr.md", text);
     let u = uri(&v.join("notes/hr.md"));
-    let d = s
-        .c
-        .wait_for(|m| {
+    let d =
+        s.c.wait_for(|m| {
             m["method"] == "textDocument/publishDiagnostics"
                 && m["params"]["uri"] == u.as_str()
                 && m["params"]["diagnostics"].as_array().is_some_and(|ds| ds.iter().any(|d| d["code"] == "lode.egress-spelling"))
@@ -247,13 +247,18 @@ fn cli_and_server_send_no_secret_no_private_note_and_linked_notes() {
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
     let mut seen = std::collections::HashSet::new();
-    let picked: Vec<&Value> = rows.iter().filter(|r| !r["class"].as_str().unwrap().starts_with("benign") && seen.insert(r["class"].clone())).collect();
+    let picked: Vec<&Value> =
+        rows.iter().filter(|r| !r["class"].as_str().unwrap().starts_with("benign") && seen.insert(r["class"].clone())).collect();
     let mut note = String::from("# Zq vault settings\n\nThe Zq vault settings are below.\n\n");
     for r in &picked {
         note.push_str(&format!("{}\n\n", r["text"].as_str().unwrap()));
     }
     std::fs::write(v.join("settings.md"), &note).unwrap();
-    std::fs::write(v.join("hr.md"), "---\negress: never\n---\n# Zq vault settings for HR\n\nThe Zq vault settings for HR hold 77123 records.\n").unwrap();
+    std::fs::write(
+        v.join("hr.md"),
+        "---\negress: never\n---\n# Zq vault settings for HR\n\nThe Zq vault settings for HR hold 77123 records.\n",
+    )
+    .unwrap();
     std::fs::write(v.join("hub.md"), "# Zq rollout\n\nThe Zq rollout starts Monday; see [[Zq vendor]].\n").unwrap();
     std::fs::write(v.join("Zq vendor.md"), "# Vendor\n\nIntro words.\n\nThe vendor contract for the rollout costs 7000 euros.\n").unwrap();
     // A nested vault keeps its own rules inside this one.

@@ -61,7 +61,11 @@ fn canary(script: Arc<Mutex<Script>>) -> (String, Arc<Mutex<Vec<String>>>) {
                 } else {
                     "{}".to_owned()
                 };
-                let _ = write!(stream, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}", reply.len());
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{reply}",
+                    reply.len()
+                );
             });
         }
     });
@@ -85,7 +89,10 @@ fn snapshot(dir: &Path) -> BTreeMap<PathBuf, String> {
                 stack.push(p);
             } else {
                 let bytes = std::fs::read(&p).unwrap_or_default();
-                out.insert(rel, format!("file {} {:x}", bytes.len(), bytes.iter().fold(0u64, |h, b| h.wrapping_mul(1099511628211) ^ *b as u64)));
+                out.insert(
+                    rel,
+                    format!("file {} {:x}", bytes.len(), bytes.iter().fold(0u64, |h, b| h.wrapping_mul(1099511628211) ^ *b as u64)),
+                );
             }
         }
     }
@@ -159,17 +166,38 @@ fn check_keys(file: &Path, case: &toml::Table) {
             assert!(keys.contains(&k.as_str()), "{}: unknown key {k:?} in {what} (fixtures/hostile/README.md lists them)", file.display());
         }
     };
-    known("the case", case, &["class", "about", "user_config", "canary_chat", "canary_first_message", "native_library", "env", "step", "expect"]);
+    known(
+        "the case",
+        case,
+        &["class", "about", "user_config", "canary_chat", "canary_first_message", "native_library", "env", "step", "expect"],
+    );
     for step in case.get("step").and_then(|s| s.as_array()).into_iter().flatten() {
         let t = step.as_table().unwrap_or_else(|| panic!("{}: a step is not a table", file.display()));
         known(
             "a step",
             t,
-            &["write", "symlink", "copy", "lode", "vault", "cwd", "exit", "stdout_has", "stdout_lacks", "stderr_has", "stderr_lacks", "timeout_secs"],
+            &[
+                "write",
+                "symlink",
+                "copy",
+                "lode",
+                "vault",
+                "cwd",
+                "exit",
+                "stdout_has",
+                "stdout_lacks",
+                "stderr_has",
+                "stderr_lacks",
+                "timeout_secs",
+            ],
         );
     }
     if let Some(e) = case.get("expect").and_then(|e| e.as_table()) {
-        known("[expect]", e, &["canary_requests", "canary_requests_min", "secret_not_sent", "outside_untouched", "no_native_code", "native_code_ran"]);
+        known(
+            "[expect]",
+            e,
+            &["canary_requests", "canary_requests_min", "secret_not_sent", "outside_untouched", "no_native_code", "native_code_ran"],
+        );
     }
 }
 
@@ -206,7 +234,12 @@ fn run_case(file: &Path) -> Vec<String> {
     if case.get("native_library").and_then(|v| v.as_bool()) == Some(true) {
         let src = tmp.path().join("hostile.c");
         std::fs::write(&src, NATIVE).unwrap();
-        let o = Command::new("gcc").args(["-shared", "-fPIC", "-o"]).arg(&sb.cc_lib).arg(&src).output().expect("gcc (the test suite's C compiler)");
+        let o = Command::new("gcc")
+            .args(["-shared", "-fPIC", "-o"])
+            .arg(&sb.cc_lib)
+            .arg(&src)
+            .output()
+            .expect("gcc (the test suite's C compiler)");
         assert!(o.status.success(), "gcc: {}", String::from_utf8_lossy(&o.stderr));
     }
     let env: Vec<(String, String)> = case
@@ -300,9 +333,12 @@ fn run_case(file: &Path) -> Vec<String> {
                 problems.push(format!("{what}: crashed ({status})\nstderr: {stderr}"));
             }
             // (key, the stream's name, its text, whether each string must be in it)
-            for (key, stream, text, want) in
-                [("stdout_has", "stdout", &stdout, true), ("stdout_lacks", "stdout", &stdout, false), ("stderr_has", "stderr", &stderr, true), ("stderr_lacks", "stderr", &stderr, false)]
-            {
+            for (key, stream, text, want) in [
+                ("stdout_has", "stdout", &stdout, true),
+                ("stdout_lacks", "stdout", &stdout, false),
+                ("stderr_has", "stderr", &stderr, true),
+                ("stderr_lacks", "stderr", &stderr, false),
+            ] {
                 for s in strings(step.get(key)) {
                     if text.contains(&sb.expand(&s)) != want {
                         let verb = if want { "lacks" } else { "has" };
@@ -312,7 +348,10 @@ fn run_case(file: &Path) -> Vec<String> {
             }
             let now = snapshot(&sb.outside);
             let own = Path::new(&vault).starts_with(&sb.outside);
-            if now != baseline && !own && case.get("expect").and_then(|e| e.get("outside_untouched")).and_then(|v| v.as_bool()) != Some(false) {
+            if now != baseline
+                && !own
+                && case.get("expect").and_then(|e| e.get("outside_untouched")).and_then(|v| v.as_bool()) != Some(false)
+            {
                 let changed: Vec<String> = now
                     .iter()
                     .filter(|(k, v)| baseline.get(*k) != Some(*v))
@@ -333,7 +372,11 @@ fn run_case(file: &Path) -> Vec<String> {
     let requests = log.lock().unwrap().clone();
     if let Some(n) = expect.get("canary_requests").and_then(|v| v.as_integer()) {
         if requests.len() as i64 != n {
-            problems.push(format!("the canary got {} requests, want {n}: {:?}", requests.len(), requests.iter().map(|r| r.lines().next().unwrap_or("")).collect::<Vec<_>>()));
+            problems.push(format!(
+                "the canary got {} requests, want {n}: {:?}",
+                requests.len(),
+                requests.iter().map(|r| r.lines().next().unwrap_or("")).collect::<Vec<_>>()
+            ));
         }
     }
     if expect.get("secret_not_sent").and_then(|v| v.as_bool()) != Some(false) {

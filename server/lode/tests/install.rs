@@ -22,7 +22,8 @@ fn lode(bin: &Path, home: &Path, cwd: &Path, args: &[&str]) -> Output {
 }
 
 fn json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
 }
 
 #[test]
@@ -48,7 +49,12 @@ fn installed_binary_finds_its_models_from_any_folder() {
     assert!(problems.contains("embedder") && problems.contains("lode setup"), "{problems}");
 
     let setup = lode(&bin, &home, &elsewhere, &["setup"]);
-    assert!(setup.status.success(), "lode setup failed:\n{}\n{}", String::from_utf8_lossy(&setup.stdout), String::from_utf8_lossy(&setup.stderr));
+    assert!(
+        setup.status.success(),
+        "lode setup failed:\n{}\n{}",
+        String::from_utf8_lossy(&setup.stdout),
+        String::from_utf8_lossy(&setup.stderr)
+    );
     let data = home.join(".local/share/lode");
     assert!(data.join("models/all-MiniLM-L6-v2/model.onnx").is_file());
     // Idempotent: a second run changes nothing and says so.
@@ -70,7 +76,8 @@ fn installed_binary_finds_its_models_from_any_folder() {
 
     let index = lode(&bin, &home, &elsewhere, &["index", "--vault", v]);
     assert!(index.status.success(), "{}", String::from_utf8_lossy(&index.stderr));
-    let hits = lode(&bin, &home, &elsewhere, &["search", "--vault", v, "--mode", "dense", "--json", "how often are staging certificates rotated"]);
+    let hits =
+        lode(&bin, &home, &elsewhere, &["search", "--vault", v, "--mode", "dense", "--json", "how often are staging certificates rotated"]);
     assert!(hits.status.success(), "{}", String::from_utf8_lossy(&hits.stderr));
     let stderr = String::from_utf8_lossy(&hits.stderr);
     assert!(!stderr.contains("unavailable"), "dense retrieval must be on: {stderr}");
@@ -84,7 +91,11 @@ fn installed_binary_finds_its_models_from_any_folder() {
     assert_eq!(indexed["vault"]["pending"]["new"], 0);
 
     // A broken setting is named, and fails.
-    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"no-such-model\"\n[egress]\nno_egress = [\"private/**\", \"typo-folder/\"]\n").unwrap();
+    std::fs::write(
+        vault.join(".lode/config.toml"),
+        "[models]\nembedder = \"no-such-model\"\n[egress]\nno_egress = [\"private/**\", \"typo-folder/\"]\n",
+    )
+    .unwrap();
     let bad = lode(&bin, &home, &elsewhere, &["doctor", "--json", "--vault", v]);
     assert!(!bad.status.success());
     let d = json(&bad);

@@ -10,7 +10,6 @@ use lode_lsp::stdio_client::StdioClient;
 use lode_testing::copy_dir;
 use serde_json::{json, Value};
 
-
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
 fn approve(v: &std::path::Path) {
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--vault"]).arg(v).output().unwrap();
@@ -147,12 +146,16 @@ fn editor_round_trip_over_stdio() {
     let md = h["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
     assert!(md.contains("every 60 days") && md.contains("runbooks/rotate-staging-certs.md"), "{h}");
     assert!(md.contains("current version"), "{md}");
-    assert!(md.contains("labelled verified") && md.contains("not checked again here"), "hover names the rung, as a label of the note: {md}");
+    assert!(
+        md.contains("labelled verified") && md.contains("not checked again here"),
+        "hover names the rung, as a label of the note: {md}"
+    );
     assert!(md.contains("quoted & coupled: the quote is in the cited version word for word"), "and the gate step: {md}");
     assert!(inserted.contains("*(verified)*") && !inserted.contains("coupled"), "the note says a word a reader knows: {inserted}");
 
     // Goto resolves it to the span in the current head.
-    let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
+    let g =
+        lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
     let runbook = vault.join("runbooks/rotate-staging-certs.md");
     assert_eq!(g["result"]["uri"], uri(&runbook), "{g}");
     assert_eq!(g["result"]["range"]["start"]["line"], 4);
@@ -173,9 +176,19 @@ fn editor_round_trip_over_stdio() {
         "textDocument/codeAction",
         json!({"textDocument": {"uri": q_uri}, "range": hint["range"], "context": {"diagnostics": [hint]}}),
     );
-    let repin = fixes["result"].as_array().unwrap().iter().find(|a| a["title"].as_str().unwrap().starts_with("Re-pin")).expect("a re-pin fix").clone();
+    let repin = fixes["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"].as_str().unwrap().starts_with("Re-pin"))
+        .expect("a re-pin fix")
+        .clone();
     let new_link = repin["edit"]["changes"][q_uri.as_str()][0]["newText"].as_str().unwrap().to_owned();
-    let head_o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "--limit", "1", "Dario Fontana owner", "--vault"]).arg(&vault).output().unwrap();
+    let head_o = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["search", "--json", "--limit", "1", "Dario Fontana owner", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
     let head_hit: Value = serde_json::from_str(String::from_utf8_lossy(&head_o.stdout).lines().next().unwrap()).unwrap();
     assert!(new_link.contains(&format!("\"lode {}:", &head_hit["version_id"].as_str().unwrap()[..12])), "{new_link}");
 
@@ -201,7 +214,8 @@ fn editor_round_trip_over_stdio() {
     std::fs::write(&outside, "keep me\n").unwrap();
     std::fs::create_dir_all(vault.join(".lode/versions")).unwrap();
     std::os::unix::fs::symlink(&outside, vault.join(format!(".lode/versions/{cited}.md"))).unwrap();
-    let g = lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
+    let g =
+        lsp.request("textDocument/definition", json!({"textDocument": {"uri": q_uri}, "position": {"line": line_no, "character": col}}));
     let target = g["result"]["uri"].as_str().unwrap();
     assert!(target.contains("/lode/versions/") && !target.contains("/.lode/"), "{g}");
     assert_eq!(std::fs::read_to_string(&outside).unwrap(), "keep me\n", "goto wrote through a planted link");
@@ -261,7 +275,9 @@ fn cancel_disconnect_and_a_vanishing_vault() {
     let (_tmp, vault, mut lsp) = setup();
     // Cancel mid-ask: the answer is either the result or RequestCancelled, and serving goes on.
     let id = 900;
-    lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    lsp.send(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}),
+    );
     lsp.notify("$/cancelRequest", json!({"id": id}));
     let r = lsp.response(json!(id));
     assert!(r.get("result").is_some() || r["error"]["code"] == -32800, "{r}");
@@ -288,7 +304,10 @@ fn cancel_disconnect_and_a_vanishing_vault() {
     lsp.notify("initialized", json!({}));
     lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
     std::fs::remove_dir_all(&vault).unwrap();
-    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&vault.join("notes/incident-2026-02-14.md")), "type": 3}]}));
+    lsp.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [{"uri": uri(&vault.join("notes/incident-2026-02-14.md")), "type": 3}]}),
+    );
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&vault.join("gone.md"))}, "text": "text"}));
     let a = lsp.request("lode/ask", json!({"question": "redis failover"}));
     assert!(a.get("result").is_some() || a.get("error").is_some(), "{a}");
@@ -331,7 +350,8 @@ fn a_panic_in_any_path_breaks_nothing_else() {
     let text = "# Zebra\n\nThe zebra drill runs every 17 days.\n";
     std::fs::write(&n, text).unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
-    let failed = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("zebra.md")));
+    let failed =
+        lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("zebra.md")));
     assert!(failed["params"]["message"].as_str().unwrap().contains("panicked"), "the injected writer panic fired: {failed}");
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": n_uri}, "text": text}));
     let z = lsp.request("lode/ask", json!({"question": "How often does the zebra drill run?"}));
@@ -383,18 +403,20 @@ fn files_that_are_not_notes_are_never_indexed() {
     #[cfg(unix)]
     std::os::unix::fs::symlink(&outside, vault.join("link.md")).unwrap();
     let climbing = format!("{}/notes/../../outside.md", uri(&vault));
-    let changes: Vec<Value> = [uri(&old), uri(&draft), climbing.clone(), uri(&vault.join("link.md"))]
-        .iter()
-        .map(|u| json!({"uri": u, "type": 1}))
-        .collect();
+    let changes: Vec<Value> =
+        [uri(&old), uri(&draft), climbing.clone(), uri(&vault.join("link.md"))].iter().map(|u| json!({"uri": u, "type": 1})).collect();
     lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": changes}));
     for u in [uri(&old), uri(&draft), climbing] {
         lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}, "text": "The quokka policy allows 96 days.\n"}));
     }
     // A buffer with no file whose text (sent with didSave) is binary passes the same checks.
     let binary = uri(&vault.join("unsaved.md"));
-    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": binary}, "text": "The quokka policy allows 95 days.\n\u{0}\u{1}\u{2}"}));
-    let warned = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("unsaved.md")));
+    lsp.notify(
+        "textDocument/didSave",
+        json!({"textDocument": {"uri": binary}, "text": "The quokka policy allows 95 days.\n\u{0}\u{1}\u{2}"}),
+    );
+    let warned =
+        lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("unsaved.md")));
     assert!(warned["params"]["message"].as_str().unwrap().contains("binary"), "{warned}");
     let a = lsp.request("lode/ask", json!({"question": "How many days does the quokka policy allow?"}));
     assert_eq!(a["result"]["abstained"], true, "{a}");
@@ -452,7 +474,11 @@ fn slow_llm_counted(delay: Duration) -> (String, Counter, Counter) {
                     }
                 }
                 let content = serde_json::json!({"choices": [{"message": {"content": "{\"claims\": []}"}}]}).to_string();
-                let _ = write!(conn, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}", content.len());
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{content}",
+                    content.len()
+                );
             });
         }
     });
@@ -469,7 +495,12 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
     approve(&vault);
     index_lexical(&vault);
     // A citation to the runbook sentence, as an inserted answer would have it.
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--json", "-n", "1", "--vault"]).arg(&vault).arg("staging certificates rotated every 60 days").output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["search", "--json", "-n", "1", "--vault"])
+        .arg(&vault)
+        .arg("staging certificates rotated every 60 days")
+        .output()
+        .unwrap();
     let hit: Value = serde_json::from_str(String::from_utf8_lossy(&o.stdout).lines().next().unwrap()).unwrap();
     let link = lode_core::citation::render(
         "answers.md",
@@ -491,7 +522,9 @@ fn a_slow_llm_answer_does_not_hold_up_hovers() {
 
     // One ask waits 5 s on the model; meanwhile 20 hovers answer at once.
     let started = Instant::now();
-    lsp.send(&json!({"jsonrpc": "2.0", "id": 4242, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    lsp.send(
+        &json!({"jsonrpc": "2.0", "id": 4242, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}),
+    );
     std::thread::sleep(Duration::from_millis(300));
     for _ in 0..20 {
         let t = Instant::now();
@@ -515,7 +548,9 @@ fn cancelling_an_ask_closes_the_model_connection() {
     approve(&vault);
     index_lexical(&vault);
     let mut lsp = start_on(&vault, json!({}));
-    lsp.send(&json!({"jsonrpc": "2.0", "id": 77, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    lsp.send(
+        &json!({"jsonrpc": "2.0", "id": 77, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}),
+    );
     let t = Instant::now();
     while received.load(std::sync::atomic::Ordering::SeqCst) == 0 {
         assert!(t.elapsed() < Duration::from_secs(10), "the question never reached the model");
@@ -547,13 +582,20 @@ fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
     // loaded machine running the other tests).
     let (endpoint, closed, received) = slow_llm_counted(Duration::from_secs(12));
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
-    std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n")).unwrap();
+    std::fs::write(
+        vault.join(".lode/config.toml"),
+        format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{endpoint}\"\nmodel = \"slow\"\nretries = 0\n"),
+    )
+    .unwrap();
     approve(&vault);
     index_lexical(&vault);
     let mut lsp = start_on(&vault, json!({}));
     let doc = vault.join("scratch.md");
     let d_uri = uri(&doc);
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d_uri, "languageId": "markdown", "version": 1, "text": "# Scratch\n"}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": d_uri, "languageId": "markdown", "version": 1, "text": "# Scratch\n"}}),
+    );
 
     let started = Instant::now();
     for id in 9000..9060 {
@@ -573,8 +615,11 @@ fn a_flood_of_asks_holds_back_neither_cancels_nor_edits_nor_hovers() {
         std::thread::sleep(Duration::from_millis(10));
     }
     lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": d_uri, "version": 2}, "contentChanges": [{"text": "# Scratch\n\nHow often are staging certificates rotated?\n"}]}));
-    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": d_uri},
-        "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "context": {"diagnostics": []}}));
+    let actions = lsp.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": d_uri},
+        "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "context": {"diagnostics": []}}),
+    );
     assert!(actions["result"].as_array().is_some_and(|a| !a.is_empty()), "the edit arrived: the question line has actions: {actions}");
     let h = lsp.request("textDocument/hover", json!({"textDocument": {"uri": d_uri}, "position": {"line": 0, "character": 2}}));
     assert!(h.get("error").is_none(), "{h}");
@@ -614,17 +659,23 @@ fn a_slow_llm_answer_does_not_hold_up_embedding() {
         if let Some(m) = status["result"]["dense"]["model"].as_str() {
             break m.to_owned();
         }
-        assert!(status["result"]["dense"] == "loading the embedding model" && Instant::now() < deadline, "dense retrieval must be on: {status}");
+        assert!(
+            status["result"]["dense"] == "loading the embedding model" && Instant::now() < deadline,
+            "dense retrieval must be on: {status}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     };
-    let store = lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
+    let store =
+        lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
     while store.vector_freshness(&model).map_or(true, |f| f.passages == 0 || f.with_vectors < f.passages) {
         assert!(Instant::now() < deadline, "the example vault was never embedded");
         std::thread::sleep(Duration::from_millis(100));
     }
 
     let started = Instant::now();
-    lsp.send(&json!({"jsonrpc": "2.0", "id": 4343, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}));
+    lsp.send(
+        &json!({"jsonrpc": "2.0", "id": 4343, "method": "lode/ask", "params": {"question": "How often are staging certificates rotated?"}}),
+    );
     std::thread::sleep(Duration::from_millis(800)); // the ask is with the model
     let note = vault.join("fresh.md");
     std::fs::write(&note, "# Fresh\n\nThe heron migration starts in early March.\n").unwrap();
@@ -684,7 +735,15 @@ fn protocol_fuzz_leaves_the_server_answering() {
         (seed % k.max(1) as u64) as usize
     };
     let doc = uri(&vault.join("fuzz.md"));
-    let uris = [doc.clone(), "file:///nope.md".into(), "untitled:Untitled-1".into(), "".into(), format!("{}/../../etc/passwd", uri(&vault)), "http://example.com/x.md".into(), uri(&vault.join("runbooks/redis-failover.md"))];
+    let uris = [
+        doc.clone(),
+        "file:///nope.md".into(),
+        "untitled:Untitled-1".into(),
+        "".into(),
+        format!("{}/../../etc/passwd", uri(&vault)),
+        "http://example.com/x.md".into(),
+        uri(&vault.join("runbooks/redis-failover.md")),
+    ];
     let texts = ["", "# T\n\nHow often?\n", "a\u{2028}b\u{85}c\r\nd\re 🦓 日本", "x\n", &"long line ".repeat(20_000)];
     let numbers = [json!(-1), json!(0), json!(3), json!(4294967295u64), json!(1e20), json!("7"), json!(null), json!(2.5)];
     let mut pending = Vec::new();
@@ -694,9 +753,15 @@ fn protocol_fuzz_leaves_the_server_answering() {
         let range = json!({"start": pos, "end": {"line": numbers[rnd(numbers.len())], "character": 0}});
         let text = texts[rnd(texts.len())];
         match rnd(12) {
-            0 => lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": i, "text": text}})),
-            1 => lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": doc, "version": i}, "contentChanges": [{"range": range, "text": text}, {"text": text}]})),
-            2 => lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": if rnd(2) == 0 { json!(doc) } else { u }}, "text": text})),
+            0 => lsp
+                .notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": i, "text": text}})),
+            1 => lsp.notify(
+                "textDocument/didChange",
+                json!({"textDocument": {"uri": doc, "version": i}, "contentChanges": [{"range": range, "text": text}, {"text": text}]}),
+            ),
+            2 => {
+                lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": if rnd(2) == 0 { json!(doc) } else { u }}, "text": text}))
+            }
             3 => lsp.notify("textDocument/didClose", json!({"textDocument": {"uri": doc}})),
             4 => lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": u, "type": numbers[rnd(numbers.len())]}]})),
             5 => lsp.raw(["{not json", "[]", "{\"jsonrpc\": \"2.0\"}", "{\"jsonrpc\":\"2.0\",\"id\":{},\"method\":5}", "null"][rnd(5)]),
@@ -704,13 +769,29 @@ fn protocol_fuzz_leaves_the_server_answering() {
                 let (method, params) = match k {
                     6 => ("textDocument/hover", json!({"textDocument": {"uri": u}, "position": pos})),
                     7 => ("textDocument/definition", json!({"textDocument": {"uri": u}, "position": pos})),
-                    8 => ("lode/ask", [json!({"question": text}), json!({"question": 5}), json!({"question": "redis?", "pinned": u}), json!([1, 2]), json!({"question": "x", "limit": numbers[rnd(numbers.len())]})][rnd(5)].clone()),
+                    8 => (
+                        "lode/ask",
+                        [
+                            json!({"question": text}),
+                            json!({"question": 5}),
+                            json!({"question": "redis?", "pinned": u}),
+                            json!([1, 2]),
+                            json!({"question": "x", "limit": numbers[rnd(numbers.len())]}),
+                        ][rnd(5)]
+                        .clone(),
+                    ),
                     9 => {
                         let q = ["%", "_", "ÄÖ", "", "runbook", text][rnd(6)];
                         ("workspace/symbol", json!({"query": q}))
                     }
-                    10 => ("textDocument/codeAction", json!({"textDocument": {"uri": u}, "range": range, "context": {"diagnostics": numbers[rnd(numbers.len())]}})),
-                    _ => (["lode/status", "unknown/method", "workspace/executeCommand"][rnd(3)], [json!(null), json!({"command": "lode.ask", "arguments": [{"uri": u}]}), json!("x")][rnd(3)].clone()),
+                    10 => (
+                        "textDocument/codeAction",
+                        json!({"textDocument": {"uri": u}, "range": range, "context": {"diagnostics": numbers[rnd(numbers.len())]}}),
+                    ),
+                    _ => (
+                        ["lode/status", "unknown/method", "workspace/executeCommand"][rnd(3)],
+                        [json!(null), json!({"command": "lode.ask", "arguments": [{"uri": u}]}), json!("x")][rnd(3)].clone(),
+                    ),
                 };
                 let id = 100_000 + i;
                 let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -720,7 +801,10 @@ fn protocol_fuzz_leaves_the_server_answering() {
         }
     }
     for (id, msg) in pending {
-        let r = lsp.0.response(json!(id)).unwrap_or_else(|e| panic!("{e}: no answer to {}", &msg.to_string()[..msg.to_string().len().min(400)]));
+        let r = lsp
+            .0
+            .response(json!(id))
+            .unwrap_or_else(|e| panic!("{e}: no answer to {}", &msg.to_string()[..msg.to_string().len().min(400)]));
         assert!(r.get("result").is_some() || r.get("error").is_some(), "{r}");
     }
     // Still answering, and correctly.
@@ -782,7 +866,8 @@ fn answers_land_under_the_question_where_it_is_when_they_arrive() {
     let id = 5152;
     lsp.send(&json!({"jsonrpc": "2.0", "id": id, "method": "workspace/executeCommand",
         "params": {"command": "lode.ask", "arguments": [{"uri": crlf_uri, "range": {"start": {"line": 2, "character": 0}, "end": {"line": 2, "character": 0}}, "pinned": false}]}}));
-    let edit = lsp.wait_for(|m| m["method"] == "workspace/applyEdit" && m["params"]["edit"]["documentChanges"][0]["textDocument"]["uri"] == crlf_uri);
+    let edit = lsp
+        .wait_for(|m| m["method"] == "workspace/applyEdit" && m["params"]["edit"]["documentChanges"][0]["textDocument"]["uri"] == crlf_uri);
     let inserted = edit["params"]["edit"]["documentChanges"][0]["edits"][0]["newText"].as_str().unwrap().to_owned();
     assert!(inserted.contains("\r\n") && !inserted.replace("\r\n", "").contains('\n'), "{inserted:?}");
     let _ = lsp.response(json!(id));
@@ -794,7 +879,9 @@ fn locked_vault(dir: &Path) -> (PathBuf, rusqlite::Connection) {
     let vault = example_vault(dir);
     index_lexical(&vault);
     let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
-    holder.execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
+    holder
+        .execute_batch("PRAGMA locking_mode=EXCLUSIVE; BEGIN EXCLUSIVE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);")
+        .unwrap();
     (vault, holder)
 }
 
@@ -825,7 +912,7 @@ fn a_save_while_another_process_locks_the_database_is_kept_shown_and_lands() {
     let _ = lsp.request("lode/status", json!(null)); // the stores are open
     let holder = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
     holder.busy_timeout(Duration::from_secs(60)).unwrap(); // the vector thread may be writing
-    // A writer in another process (in WAL mode, readers go on; writers wait).
+                                                           // A writer in another process (in WAL mode, readers go on; writers wait).
     holder.execute_batch("BEGIN IMMEDIATE; CREATE TABLE IF NOT EXISTS held(x); INSERT INTO held VALUES (1);").unwrap();
     let n = vault.join("lemur.md");
     let u = uri(&n);
@@ -861,7 +948,10 @@ fn a_server_started_under_another_process_lock_waits_says_so_and_starts_once_it_
     let tmp = tempfile::tempdir().unwrap();
     let (vault, holder) = locked_vault(tmp.path());
     let mut lsp = Lsp::start();
-    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(&vault), "name": "vault"}]}));
+    lsp.request(
+        "initialize",
+        json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(&vault), "name": "vault"}]}),
+    );
     lsp.notify("initialized", json!({}));
     let locked = |m: &Value| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("locked"));
     let m = lsp.wait_for(locked);
@@ -905,7 +995,13 @@ fn a_save_on_a_full_disk_is_kept_shown_and_lands_once_space_is_freed() {
     let a = lsp.request("lode/ask", json!({"question": "How often is the okapi census taken?"}));
     assert!(a["result"]["notice"].as_str().is_some_and(|n| n.contains("okapi.md") && n.contains("not indexed yet")), "{a}");
     std::fs::remove_file(&filler).unwrap();
-    answers_within(&mut lsp, "How often is the okapi census taken?", "every 17 weeks", true, "the held save never landed after space was freed");
+    answers_within(
+        &mut lsp,
+        "How often is the okapi census taken?",
+        "every 17 weeks",
+        true,
+        "the held save never landed after space was freed",
+    );
     diagnostics_of(&mut lsp, &u, |d| !d.iter().any(|x| code(x) == "lode.save-not-indexed"));
 }
 
@@ -919,7 +1015,12 @@ fn lode_index_beside_lode_serve_fails_no_write_of_either() {
         let body = format!("# Import {i}\n\nImported paragraph about quokka{i} and shared words.\n\n- item {i}\n");
         std::fs::write(vault.join(format!("import-{i:04}.md")), body).unwrap();
     }
-    let cli = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "-q", "--no-vectors", "--vault"]).arg(&vault).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    let cli = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["index", "-q", "--no-vectors", "--vault"])
+        .arg(&vault)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     // The editor saves new notes while the import runs, some of them notes the import also
     // writes (the same path claimed by both).
     for i in 0..60 {
@@ -988,7 +1089,11 @@ fn kill_9_in_bursts_loses_no_saved_note() {
     let mut lsp = start_on(&vault, json!({}));
     let files = walk_md(&vault);
     let st = lsp.request("lode/status", json!(null));
-    assert_eq!(st["result"]["notes"].as_u64(), Some(files as u64), "every note on disk is indexed after the crashes ({written} written): {st}");
+    assert_eq!(
+        st["result"]["notes"].as_u64(),
+        Some(files as u64),
+        "every note on disk is indexed after the crashes ({written} written): {st}"
+    );
     for (burst, i) in [(0, 0), (1, 13), (2, 25), (3, 7)] {
         let q = format!("capybara{burst}x{i}");
         let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["search", "--vault"]).arg(&vault).arg(&q).output().unwrap();
@@ -1009,7 +1114,8 @@ fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
     // scores by "banana" and "cherry" only, so it puts `b.md` first. The two sentences answer
     // equally well (the same words of the question, both long), so the rank decides the order.
     std::fs::write(v.join("a.md"), "# Orchard report\n\nThe orchard report is due in May, and the orchard report lists apples.\n").unwrap();
-    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n").unwrap();
+    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n")
+        .unwrap();
     std::fs::write(v.join("fruit.md"), "# Market\n\nWe saw a banana stand and another banana.\n").unwrap();
     index_lexical(&v);
     let models = lode_testing::models();
@@ -1025,7 +1131,11 @@ fn the_server_reranks_and_runs_the_entailment_step_when_configured() {
         (200, lode_testing::llm::completion(&content))
     }));
     let config = |models: &str, llm: bool| {
-        let llm = if llm { format!("\n[llm]\nendpoint = \"{}\"\nmodel = \"scripted\"\nremote = false\nretries = 0\n", fake.endpoint) } else { String::new() };
+        let llm = if llm {
+            format!("\n[llm]\nendpoint = \"{}\"\nmodel = \"scripted\"\nremote = false\nretries = 0\n", fake.endpoint)
+        } else {
+            String::new()
+        };
         std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n{models}{llm}")).unwrap();
         approve(&v);
     };
@@ -1082,12 +1192,17 @@ fn models_unused_for_a_while_are_released_and_loaded_again_on_use() {
     let v = tmp.path().join("vault");
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     std::fs::write(v.join("a.md"), "# Orchard report\n\nThe orchard report is due in May, and the orchard report lists apples.\n").unwrap();
-    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n").unwrap();
+    std::fs::write(v.join("b.md"), "# Orchard notes\n\nThe orchard report counts the banana and cherry trees along the north wall.\n")
+        .unwrap();
     let models = lode_testing::models();
     let (embedder, rerank) = (models.join("all-MiniLM-L6-v2"), models.join("tiny-cross-encoder"));
     std::fs::write(
         v.join(".lode/config.toml"),
-        format!("[models]\nembedder = {:?}\nreranker = {:?}\nunload_after_secs = 3\n", embedder.display().to_string(), rerank.display().to_string()),
+        format!(
+            "[models]\nembedder = {:?}\nreranker = {:?}\nunload_after_secs = 3\n",
+            embedder.display().to_string(),
+            rerank.display().to_string()
+        ),
     )
     .unwrap();
     approve(&v);
@@ -1104,7 +1219,9 @@ fn models_unused_for_a_while_are_released_and_loaded_again_on_use() {
             std::thread::sleep(Duration::from_millis(100));
         }
     };
-    status_until(&mut lsp, "vectors complete", &|r| r["dense"]["with_vectors"].as_u64().is_some() && r["dense"]["with_vectors"] == r["passages"]);
+    status_until(&mut lsp, "vectors complete", &|r| {
+        r["dense"]["with_vectors"].as_u64().is_some() && r["dense"]["with_vectors"] == r["passages"]
+    });
     let first = lsp.request("lode/ask", json!({"question": orchard}));
     assert!(first["result"]["notice"].is_null(), "dense and reranked, nothing to say: {first}");
     let st = status_until(&mut lsp, "loaded", &|r| r["reranker"]["state"].as_str().is_some_and(|s| s.starts_with("loaded")));
@@ -1205,7 +1322,8 @@ fn switching_the_embedder_keeps_the_old_vectors_answering_until_the_new_ones_are
     // The swap comes first, then the pass ends and drops the old table.
     let t = Instant::now();
     loop {
-        let tables: Vec<String> = std::fs::read_dir(v.join(".lode/vectors")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+        let tables: Vec<String> =
+            std::fs::read_dir(v.join(".lode/vectors")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
         if !tables.iter().any(|t| t.contains("all_minilm")) {
             break;
         }
@@ -1268,7 +1386,8 @@ fn the_scan_never_commits_bytes_older_than_a_save() {
     let vault = tmp.path().join("vault");
     std::fs::create_dir_all(&vault).unwrap();
     for i in 0..3000 {
-        std::fs::write(vault.join(format!("n{i:04}.md")), format!("# Note {i}\n\nFiller paragraph number {i} about nothing much.\n")).unwrap();
+        std::fs::write(vault.join(format!("n{i:04}.md")), format!("# Note {i}\n\nFiller paragraph number {i} about nothing much.\n"))
+            .unwrap();
     }
     let last = vault.join("zz-last.md");
     std::fs::write(&last, "# Last\n\nThe okapi census runs every 41 days.\n").unwrap();
@@ -1276,9 +1395,7 @@ fn the_scan_never_commits_bytes_older_than_a_save() {
     lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
     lsp.notify("initialized", json!({}));
     // Once the scan writes (it has read every file, the last one's old bytes too).
-    lsp.wait_for(|m| {
-        m["method"] == "$/progress" && m["params"]["value"]["message"].as_str().is_some_and(|t| t.starts_with("indexing"))
-    });
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["message"].as_str().is_some_and(|t| t.starts_with("indexing")));
     let text = "# Last\n\nThe okapi census runs every 43 days.\n";
     std::fs::write(&last, text).unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&last)}, "text": text}));
@@ -1312,8 +1429,11 @@ fn a_buffer_chunked_ahead_never_overrides_the_saved_bytes() {
     // the prepared chunking when they are the buffer's, else their own — never the buffer's.
     let (_tmp, vault, note, mut lsp) = one_note_vault("herd.md", "# Herd\n\nThe ibex count runs every 11 days.\n");
     let u = uri(&note);
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1,
-        "text": "# Herd\n\nThe ibex count runs every 11 days.\n"}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1,
+        "text": "# Herd\n\nThe ibex count runs every 11 days.\n"}}),
+    );
     // The editor's buffer becomes `typed` (version `v`); after a pause (chunked ahead), the file
     // holds `on_disk` and is saved.
     let type_and_save = |lsp: &mut Lsp, v: i32, typed: &str, on_disk: &str| {
@@ -1358,14 +1478,21 @@ fn a_burst_of_saves_refreshes_open_diagnostics_once_it_ends() {
     let (vid, s, e) = (c["version_id"].as_str().unwrap().to_owned(), c["start"].as_u64().unwrap(), c["end"].as_u64().unwrap());
     let citing = vault.join("citing.md");
     let d = uri(&citing);
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": d, "languageId": "markdown", "version": 1,
-        "text": format!("- The tapir feeds at dawn [tapir.md:3](tapir.md#L3 \"lode {vid}:{s}-{e}\")\n")}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": d, "languageId": "markdown", "version": 1,
+        "text": format!("- The tapir feeds at dawn [tapir.md:3](tapir.md#L3 \"lode {vid}:{s}-{e}\")\n")}}),
+    );
     let first = diagnostics_of(&mut lsp, &d, |_| true);
     assert!(first.iter().all(|x| code(x) != "lode.drifted"), "{first:?}");
     lsp.0.seen.clear();
     // Ten saves back to back; the last one drops the quoted sentence.
     for i in 0..10 {
-        let text = if i < 9 { format!("# Tapir\n\nThe tapir feeds at dawn.\n\nSeen {i} times.\n") } else { "# Tapir\n\nThe tapir feeds at dusk.\n".to_owned() };
+        let text = if i < 9 {
+            format!("# Tapir\n\nThe tapir feeds at dawn.\n\nSeen {i} times.\n")
+        } else {
+            "# Tapir\n\nThe tapir feeds at dusk.\n".to_owned()
+        };
         std::fs::write(&note, text).unwrap();
         lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&note)}}));
     }
@@ -1373,7 +1500,8 @@ fn a_burst_of_saves_refreshes_open_diagnostics_once_it_ends() {
     assert_eq!(after.iter().filter(|x| code(x) == "lode.drifted").count(), 1, "{after:?}");
     std::thread::sleep(Duration::from_millis(500));
     lsp.request("lode/status", json!(null));
-    let refreshes = 1 + lsp.0.seen.iter().filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == d.as_str()).count();
+    let refreshes =
+        1 + lsp.0.seen.iter().filter(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == d.as_str()).count();
     assert!(refreshes <= 5, "{refreshes} refreshes for a burst of 10 saves");
 }
 
@@ -1439,8 +1567,11 @@ fn folder_renames_deletes_and_checkouts_reach_the_index() {
 
     // A folder renamed: the editor reports the folders only. The note keeps its history.
     std::fs::rename(vault.join("zoo"), vault.join("park")).unwrap();
-    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [
-        {"uri": uri(&vault.join("zoo")), "type": 3}, {"uri": uri(&vault.join("park")), "type": 1}]}));
+    lsp.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [
+        {"uri": uri(&vault.join("zoo")), "type": 3}, {"uri": uri(&vault.join("park")), "type": 1}]}),
+    );
     lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["token"] != "lode/scan/0" && m["params"]["value"]["kind"] == "end");
     let a = lsp.request("lode/ask", json!({"question": "How often does the tapir survey run?"}));
     assert_eq!(a["result"]["claims"][0]["citations"][0]["path"], "park/tapir.md", "{a}");
@@ -1455,8 +1586,11 @@ fn folder_renames_deletes_and_checkouts_reach_the_index() {
 
     // An open note changed on disk (a checkout): the index follows the disk, not the buffer.
     let n = vault.join("park/tapir.md");
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&n), "languageId": "markdown", "version": 1,
-        "text": "# Tapir\n\nThe tapir survey runs every 29 days.\n"}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(&n), "languageId": "markdown", "version": 1,
+        "text": "# Tapir\n\nThe tapir survey runs every 29 days.\n"}}),
+    );
     std::fs::write(&n, "# Tapir\n\nThe tapir survey runs every 37 days.\n").unwrap();
     lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [{"uri": uri(&n), "type": 2}]}));
     assert!(answers_with(&mut lsp, "How often does the tapir survey run?", "every 37 days"));
@@ -1478,9 +1612,21 @@ fn without_client_watchers_the_server_watches_the_vault_itself() {
     assert!(!lsp.0.seen.iter().any(|m| m["method"] == "client/registerCapability"));
     // Changed outside the editor, no event from the client.
     std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
-    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "the server did not pick up the new note");
+    answers_within(
+        &mut lsp,
+        "How often does the gnu migration count run?",
+        "every 53 days",
+        true,
+        "the server did not pick up the new note",
+    );
     std::fs::remove_file(vault.join("gnu.md")).unwrap();
-    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", false, "the server did not notice the deletion");
+    answers_within(
+        &mut lsp,
+        "How often does the gnu migration count run?",
+        "every 53 days",
+        false,
+        "the server did not notice the deletion",
+    );
 }
 
 /// The server's own watcher leaves lode's own folder alone: the store's log is written many
@@ -1492,13 +1638,22 @@ fn the_servers_own_watcher_ignores_the_stores_writes() {
     // Saves write the store (and its log) while the watcher runs; each is seen by the next ask.
     let buffer = vault.join("okapi.md");
     for i in 0..20 {
-        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": uri(&buffer)}, "text": format!("# Okapi\n\nThe okapi census counted {i} calves.\n")}));
+        lsp.notify(
+            "textDocument/didSave",
+            json!({"textDocument": {"uri": uri(&buffer)}, "text": format!("# Okapi\n\nThe okapi census counted {i} calves.\n")}),
+        );
         lsp.request("lode/status", json!(null));
     }
     assert!(answers_with(&mut lsp, "How many calves did the okapi census count?", "19 calves"));
     // A note written on disk still arrives through the same watcher.
     std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
-    answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "the server did not pick up the new note");
+    answers_within(
+        &mut lsp,
+        "How often does the gnu migration count run?",
+        "every 53 days",
+        true,
+        "the server did not pick up the new note",
+    );
     std::thread::sleep(Duration::from_millis(500));
     let logged = std::fs::read_to_string(&log).unwrap();
     let events: Vec<&str> = logged.lines().filter(|l| l.contains("file event: ")).collect();
@@ -1517,7 +1672,8 @@ fn without_any_watcher_the_vault_is_rescanned_and_the_user_told() {
     let mut lsp = Lsp(StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env).unwrap());
     let _ = lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}}));
     lsp.notify("initialized", json!({}));
-    let told = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("cannot watch")));
+    let told = lsp
+        .wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("cannot watch")));
     assert!(told["params"]["message"].as_str().unwrap().contains("scan every 1 s"), "{told}");
     std::fs::write(vault.join("gnu.md"), "# Gnu\n\nThe gnu migration count runs every 53 days.\n").unwrap();
     answers_within(&mut lsp, "How often does the gnu migration count run?", "every 53 days", true, "no rescan picked up the new note");
@@ -1547,7 +1703,10 @@ fn soak_concurrent_requests_saves_and_file_storms() {
     let mut version = 1;
     let head = format!("# Soak\n\n- rotated {link}\n");
     std::fs::write(&open, &head).unwrap();
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&open), "languageId": "markdown", "version": version, "text": head}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(&open), "languageId": "markdown", "version": version, "text": head}}),
+    );
     let hover_at = json!({"textDocument": {"uri": uri(&open)}, "position": {"line": 2, "character": head.lines().nth(2).unwrap().find("](").unwrap()}});
 
     let words = ["aardvark", "bison", "caracal", "dingo", "eland", "fossa", "gerenuk", "hyrax", "impala", "jerboa"];
@@ -1572,13 +1731,13 @@ fn soak_concurrent_requests_saves_and_file_storms() {
             std::fs::remove_file(&p).unwrap();
             events.push(json!({"uri": uri(&p), "type": 3}));
         }
-        if round % 4 == 0 {
+        if round.is_multiple_of(4) {
             let moved = vault.join(format!("moved-{round}"));
             std::fs::rename(&storm, &moved).unwrap();
             events.push(json!({"uri": uri(&storm), "type": 3}));
             events.push(json!({"uri": uri(&moved), "type": 1}));
         }
-        if round % 2 == 0 {
+        if round.is_multiple_of(2) {
             lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": events}));
         }
         // Edit and save the open note with this round's fact.
@@ -1609,20 +1768,23 @@ fn soak_concurrent_requests_saves_and_file_storms() {
             let r = lsp.response(json!(id));
             assert!(r.get("result").is_some(), "round {round}: {method} failed: {r}");
             match method {
-                "lode/ask" => {
-                    if !r["result"]["claims"].to_string().contains(&format!("{} units", round * 7)) {
-                        // Told apart for whoever reads the failure: an answer that comes a little
-                        // later (ordering or visibility) or never (indexing or ranking). The vault
-                        // and the server log are kept.
-                        std::thread::sleep(Duration::from_secs(3));
-                        let again = lsp.request("lode/ask", json!({"question": format!("What is the {word} tally for round {round}?")}));
-                        let later = again["result"]["claims"].to_string().contains(&format!("{} units", round * 7));
-                        let kept = _tmp.path().to_path_buf();
-                        std::mem::forget(_tmp);
-                        panic!("round {round}: the saved fact is not answerable ({} 3 s later; vault and log kept in {kept:?}): {r}", if later { "but is" } else { "nor" });
-                    }
+                "lode/ask" if !r["result"]["claims"].to_string().contains(&format!("{} units", round * 7)) => {
+                    // Told apart for whoever reads the failure: an answer that comes a little
+                    // later (ordering or visibility) or never (indexing or ranking). The vault
+                    // and the server log are kept.
+                    std::thread::sleep(Duration::from_secs(3));
+                    let again = lsp.request("lode/ask", json!({"question": format!("What is the {word} tally for round {round}?")}));
+                    let later = again["result"]["claims"].to_string().contains(&format!("{} units", round * 7));
+                    let kept = _tmp.path().to_path_buf();
+                    std::mem::forget(_tmp);
+                    panic!(
+                        "round {round}: the saved fact is not answerable ({} 3 s later; vault and log kept in {kept:?}): {r}",
+                        if later { "but is" } else { "nor" }
+                    );
                 }
-                "textDocument/hover" => assert!(r["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("every 60 days")), "{r}"),
+                "textDocument/hover" => {
+                    assert!(r["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("every 60 days")), "{r}")
+                }
                 _ => {}
             }
         }
@@ -1652,7 +1814,11 @@ fn soak_concurrent_requests_saves_and_file_storms() {
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
     assert!(o.status.success(), "{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
     // And a fresh scan finds nothing the live index missed.
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["index", "--no-vectors", "--json", "--quiet", "--vault"]).arg(&vault).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["index", "--no-vectors", "--json", "--quiet", "--vault"])
+        .arg(&vault)
+        .output()
+        .unwrap();
     let r: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&o.stderr)));
     assert_eq!((r["created"].as_u64(), r["updated"].as_u64(), r["deleted"].as_u64()), (Some(0), Some(0), Some(0)), "{r}");
     eprintln!("soak: {round} rounds in {:?}", started.elapsed());
@@ -1686,8 +1852,10 @@ fn apply_edits(text: &str, edits: &[Value]) -> String {
         }
         text.len()
     };
-    let mut spans: Vec<(usize, usize, String)> =
-        edits.iter().map(|e| (offset(&e["range"]["start"]), offset(&e["range"]["end"]), e["newText"].as_str().unwrap().to_owned())).collect();
+    let mut spans: Vec<(usize, usize, String)> = edits
+        .iter()
+        .map(|e| (offset(&e["range"]["start"]), offset(&e["range"]["end"]), e["newText"].as_str().unwrap().to_owned()))
+        .collect();
     spans.sort_by_key(|s| std::cmp::Reverse(s.0));
     let mut out = text.to_owned();
     for (s, e, t) in spans {
@@ -1705,7 +1873,8 @@ fn renames_applied_by_the_client_leave_no_broken_link() {
     for f in &files {
         // The fixture's `‸N` cursor markers are not part of the notes.
         let text = std::fs::read_to_string(f).unwrap();
-        let clean: String = text.split('‸').enumerate().map(|(i, p)| if i == 0 { p } else { p.trim_start_matches(|c: char| c.is_ascii_digit()) }).collect();
+        let clean: String =
+            text.split('‸').enumerate().map(|(i, p)| if i == 0 { p } else { p.trim_start_matches(|c: char| c.is_ascii_digit()) }).collect();
         std::fs::write(f, clean).unwrap();
     }
     let mut lsp = start_on(&vault, json!({"workspace": {"didChangeWatchedFiles": {"dynamicRegistration": true}}}));
@@ -1718,7 +1887,8 @@ fn renames_applied_by_the_client_leave_no_broken_link() {
             let text = std::fs::read_to_string(&f).unwrap();
             lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}}));
             let d = lsp.wait_for(|m| {
-                m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"].as_str().map(lode_core::nav::percent_decode) == Some(uri(&f))
+                m["method"] == "textDocument/publishDiagnostics"
+                    && m["params"]["uri"].as_str().map(lode_core::nav::percent_decode) == Some(uri(&f))
             });
             for x in d["params"]["diagnostics"].as_array().unwrap() {
                 let code = x["code"].as_str().unwrap_or("");
@@ -1748,7 +1918,10 @@ fn renames_applied_by_the_client_leave_no_broken_link() {
     // A heading renamed: the heading and every link to it.
     let garden = vault.join("garden.md");
     let text = std::fs::read_to_string(&garden).unwrap();
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&garden), "languageId": "markdown", "version": 1, "text": text}}));
+    lsp.notify(
+        "textDocument/didOpen",
+        json!({"textDocument": {"uri": uri(&garden), "languageId": "markdown", "version": 1, "text": text}}),
+    );
     let at = json!({"textDocument": {"uri": uri(&garden)}, "position": {"line": 2, "character": 5}});
     let prep = lsp.request("textDocument/prepareRename", at.clone());
     assert_eq!(prep["result"]["placeholder"], "Tomatoes", "{prep}");
@@ -1762,14 +1935,14 @@ fn renames_applied_by_the_client_leave_no_broken_link() {
 
     // A note file renamed: every link to it follows.
     let (old, new) = (vault.join("guides/Guide One.md"), vault.join("guides/Guide Two.md"));
-    let edit = lsp.request(
-        "workspace/willRenameFiles",
-        json!({"files": [{"oldUri": encoded_uri(&old), "newUri": encoded_uri(&new)}]}),
-    );
+    let edit = lsp.request("workspace/willRenameFiles", json!({"files": [{"oldUri": encoded_uri(&old), "newUri": encoded_uri(&new)}]}));
     apply(&mut lsp, &edit["result"]);
     std::fs::rename(&old, &new).unwrap();
-    lsp.notify("workspace/didChangeWatchedFiles", json!({"changes": [
-        {"uri": encoded_uri(&old), "type": 3}, {"uri": encoded_uri(&new), "type": 1}]}));
+    lsp.notify(
+        "workspace/didChangeWatchedFiles",
+        json!({"changes": [
+        {"uri": encoded_uri(&old), "type": 3}, {"uri": encoded_uri(&new), "type": 1}]}),
+    );
     let _ = lsp.request("workspace/symbol", json!({"query": "x"})); // waits for the indexing of the events
     assert_eq!(broken(&mut lsp), before, "no link broke");
     let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["stats", "--check", "--vault"]).arg(&vault).output().unwrap();
@@ -1821,7 +1994,10 @@ fn several_workspace_folders_are_several_vaults() {
     let c = tmp.path().join("kitchen");
     std::fs::create_dir_all(&c).unwrap();
     std::fs::write(c.join("bread.md"), "# Bread\n\n## Proofing\n\nProof the dough overnight.\n").unwrap();
-    lsp.notify("workspace/didChangeWorkspaceFolders", json!({"event": {"added": [{"uri": uri(&c), "name": "c"}], "removed": [{"uri": uri(&b), "name": "b"}]}}));
+    lsp.notify(
+        "workspace/didChangeWorkspaceFolders",
+        json!({"event": {"added": [{"uri": uri(&c), "name": "c"}], "removed": [{"uri": uri(&b), "name": "b"}]}}),
+    );
     lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
     let s = lsp.request("workspace/symbol", json!({"query": "proofing"}));
     assert_eq!(s["result"][0]["name"], "Proofing", "{s}");
@@ -1856,7 +2032,10 @@ fn a_missing_model_is_told_and_status_says_why() {
     // A client that prompts for `lode setup` itself (the VS Code extension, with a button) is not
     // sent the server's warning as well; `lode/status` still says why.
     let mut lsp = Lsp::start();
-    lsp.request("initialize", json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "initializationOptions": {"setupPrompt": "client"}}));
+    lsp.request(
+        "initialize",
+        json!({"processId": null, "rootUri": uri(&vault), "capabilities": {}, "initializationOptions": {"setupPrompt": "client"}}),
+    );
     lsp.notify("initialized", json!({}));
     lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end");
     let st = lsp.request("lode/status", json!({}));
@@ -1907,11 +2086,15 @@ fn a_saved_note_is_embedded_before_the_backlog() {
         if let Some(m) = status["result"]["dense"]["model"].as_str() {
             break m.to_owned();
         }
-        assert!(status["result"]["dense"] == "loading the embedding model" && loading.elapsed() < Duration::from_secs(60), "dense retrieval must be on: {status}");
+        assert!(
+            status["result"]["dense"] == "loading the embedding model" && loading.elapsed() < Duration::from_secs(60),
+            "dense retrieval must be on: {status}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     };
 
-    let store = lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
+    let store =
+        lode_store::Store::open(&vault.join(".lode/lode.db"), lode_store::StoreOptions { read_only: true, ..Default::default() }).unwrap();
     let deadline = Instant::now() + Duration::from_secs(300);
     loop {
         let mine_pending = store.pending_vectors_of(&model, &["fresh.md".to_owned()], 10).unwrap();
@@ -1965,7 +2148,8 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     let tmp = tempfile::tempdir().unwrap();
     let vault = example_vault(tmp.path());
     std::fs::create_dir_all(vault.join(".lode")).unwrap();
-    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nstale_days = 30\n").unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\nstale_days = 30\n")
+        .unwrap();
     approve(&vault);
     let (pool, old, later, gone) = (site.url("/pool"), site.url("/old"), site.url("/later"), site.url("/gone"));
     let links = format!("# Links\n\n- [pool]({pool}#limits)\n- [old]({old})\n- [later]({later})\n- [gone]({gone})\n");
@@ -1982,7 +2166,8 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     let doc = uri(&vault.join("links.md"));
     lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": doc, "languageId": "markdown", "version": 1, "text": links}}));
     let diags = diagnostics_of(&mut lsp, &doc, |d| d.len() >= 3);
-    let by_line: std::collections::BTreeMap<u64, &str> = diags.iter().map(|d| (d["range"]["start"]["line"].as_u64().unwrap(), code(d))).collect();
+    let by_line: std::collections::BTreeMap<u64, &str> =
+        diags.iter().map(|d| (d["range"]["start"]["line"].as_u64().unwrap(), code(d))).collect();
     assert_eq!(
         by_line.into_iter().collect::<Vec<_>>(),
         [(3, "lode.snapshot-stale"), (4, "lode.snapshot-missing"), (5, "lode.snapshot-failed")],
@@ -1994,13 +2179,25 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
 
     // The hint's quick fix mirrors the link; the hint goes away.
     let missing = diags.iter().find(|d| code(d) == "lode.snapshot-missing").unwrap().clone();
-    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": doc}, "range": missing["range"], "context": {"diagnostics": [missing]}}));
-    let mirror = actions["result"].as_array().unwrap().iter().find(|a| a["title"] == "Mirror this link").unwrap_or_else(|| panic!("{actions}")).clone();
+    let actions = lsp.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": doc}, "range": missing["range"], "context": {"diagnostics": [missing]}}),
+    );
+    let mirror = actions["result"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["title"] == "Mirror this link")
+        .unwrap_or_else(|| panic!("{actions}"))
+        .clone();
     let done = lsp.request("workspace/executeCommand", mirror["command"].clone());
     assert_eq!(done["result"]["ok"], true, "{done}");
     diagnostics_of(&mut lsp, &doc, |d| d.len() == 2 && d.iter().all(|x| code(x) != "lode.snapshot-missing"));
     let stale = diags.iter().find(|d| code(d) == "lode.snapshot-stale").unwrap().clone();
-    let actions = lsp.request("textDocument/codeAction", json!({"textDocument": {"uri": doc}, "range": stale["range"], "context": {"diagnostics": [stale]}}));
+    let actions = lsp.request(
+        "textDocument/codeAction",
+        json!({"textDocument": {"uri": doc}, "range": stale["range"], "context": {"diagnostics": [stale]}}),
+    );
     assert!(actions["result"].as_array().unwrap().iter().any(|a| a["title"] == "Refresh snapshot" && a["kind"] == "quickfix"), "{actions}");
 
     // Hover on the fresh link: its age and first lines.
@@ -2019,14 +2216,25 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
         .unwrap_or_else(|| panic!("no claim cites the snapshot: {a}"));
     assert_eq!((cit["kind"].as_str(), cit["url"].as_str()), (Some("snapshot"), Some(pool.as_str())), "{a}");
     assert!(cit["quoted_span"].as_str().unwrap().contains("40 server connections"));
-    let link = lode_core::citation::render("answers.md", &pool, cit["line"].as_u64().unwrap() as usize, cit["version_id"].as_str().unwrap(), cit["start"].as_u64().unwrap() as usize..cit["end"].as_u64().unwrap() as usize);
+    let link = lode_core::citation::render(
+        "answers.md",
+        &pool,
+        cit["line"].as_u64().unwrap() as usize,
+        cit["version_id"].as_str().unwrap(),
+        cit["start"].as_u64().unwrap() as usize..cit["end"].as_u64().unwrap() as usize,
+    );
     assert!(link.contains(&format!("]({pool} \"lode ")), "{link}");
     let answers = format!("- The pool allows 40 connections {link}\n");
     let a_uri = uri(&vault.join("answers.md"));
     lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": a_uri, "languageId": "markdown", "version": 1, "text": answers}}));
     let at = json!({"textDocument": {"uri": a_uri}, "position": {"line": 0, "character": answers.find("](").unwrap()}});
     let h = lsp.request("textDocument/hover", at.clone());
-    assert!(h["result"]["contents"]["value"].as_str().is_some_and(|v| v.contains("40 server connections") && v.contains("snapshot's current version")), "{h}");
+    assert!(
+        h["result"]["contents"]["value"]
+            .as_str()
+            .is_some_and(|v| v.contains("40 server connections") && v.contains("snapshot's current version")),
+        "{h}"
+    );
     let g = lsp.request("textDocument/definition", at.clone());
     let target = g["result"]["uri"].as_str().unwrap_or_default().to_owned();
     assert!(target.contains("/lode/versions/") && !target.contains("/.lode/"), "a snapshot opens materialized, read-only: {g}");
@@ -2035,7 +2243,10 @@ fn external_links_get_snapshot_diagnostics_a_mirror_action_hover_and_cited_answe
     changes.store(1, Ordering::SeqCst);
     let (out, ok) = lode_cli(&vault, &["externals", "refresh", &pool]);
     assert!(ok && out.contains("new snapshot"), "{out}");
-    lsp.notify("textDocument/didChange", json!({"textDocument": {"uri": a_uri, "version": 2}, "contentChanges": [{"text": answers.clone()}]}));
+    lsp.notify(
+        "textDocument/didChange",
+        json!({"textDocument": {"uri": a_uri, "version": 2}, "contentChanges": [{"text": answers.clone()}]}),
+    );
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": a_uri}, "text": answers}));
     let d = diagnostics_of(&mut lsp, &a_uri, |d| d.iter().any(|x| code(x) == "lode.drifted"));
     assert!(d[0]["message"].as_str().unwrap().contains(&pool), "{d:?}");
@@ -2068,7 +2279,8 @@ fn a_damaged_vector_table_is_told_moved_aside_and_rebuilt() {
         assert!(t.elapsed() < Duration::from_secs(120), "the vectors were not rebuilt: {st}");
         std::thread::sleep(Duration::from_millis(200));
     }
-    let aside = std::fs::read_dir(vault.join(".lode/vectors")).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".broken-"));
+    let aside =
+        std::fs::read_dir(vault.join(".lode/vectors")).unwrap().flatten().any(|e| e.file_name().to_string_lossy().contains(".broken-"));
     assert!(aside, "the damaged table was kept aside, not deleted");
 }
 
@@ -2131,17 +2343,26 @@ fn a_vector_table_lost_under_a_running_server_is_found_told_and_rebuilt() {
             let notice = a["result"]["notice"].as_str().unwrap_or_default();
             assert!(notice.contains("lexical search only"), "{loss}: the answer says it is lexical: {a}");
         }
-        let m = lsp.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table")));
+        let m = lsp.wait_for(|m| {
+            m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table"))
+        });
         let text = m["params"]["message"].as_str().unwrap_or_default();
         assert_eq!(m["params"]["type"], 2, "a warning: {m}");
         assert!(text.contains("rebuilt"), "{loss}: {text}");
         wait_complete(&mut lsp, &format!("{loss}: the vectors were not rebuilt"));
         // Complete is not over: the pass that rebuilt the table compacts it before it ends, and
         // a table damaged meanwhile would be rewritten whole (nothing to find).
-        lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["message"].as_str().is_some_and(|t| t.contains("vectors up to date")));
+        lsp.wait_for(|m| {
+            m["method"] == "$/progress" && m["params"]["value"]["message"].as_str().is_some_and(|t| t.contains("vectors up to date"))
+        });
         let a = lsp.request("lode/ask", json!({"question": question}));
         assert!(a["result"]["notice"].as_str().is_none_or(|n| !n.contains("lexical")), "{loss}: dense again once rebuilt: {a}");
-        let again = lsp.0.seen.iter().filter(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table"))).count();
+        let again = lsp
+            .0
+            .seen
+            .iter()
+            .filter(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("vector table")))
+            .count();
         assert_eq!(again, 0, "{loss}: told once: {:?}", lsp.0.seen);
     }
     drop(lsp);

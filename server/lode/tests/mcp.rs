@@ -179,7 +179,9 @@ fn an_agent_searches_asks_verifies_and_reads_with_checked_citations() {
     assert!(status["client"].as_str().unwrap().starts_with("remote"), "{status}");
 
     // Bad input: a clear tool error the agent can act on, and the session goes on.
-    for (i, says) in [(10, "`query` is required"), (11, "no note no/such.md"), (12, "unknown argument `bogus`"), (13, "no tool \"teleport\"")] {
+    for (i, says) in
+        [(10, "`query` is required"), (11, "no note no/such.md"), (12, "unknown argument `bogus`"), (13, "no tool \"teleport\"")]
+    {
         assert_eq!(out[i]["is_error"], json!(true), "{}", out[i]);
         assert!(out[i]["text"].as_str().unwrap().contains(says), "{}: {}", says, out[i]);
     }
@@ -202,7 +204,10 @@ fn an_mcp_client_is_a_reader_off_the_machine_unless_the_user_says_otherwise() {
         tool("search", json!({"query": "Zorblax salary", "mode": "lexical"})),
         tool("ask", json!({"question": "What is my Zorblax salary?"})),
         tool("verify", json!({"claim": "My Zorblax salary is 91,000 a year.", "quotes": ["My Zorblax salary is 91,000 a year."]})),
-        tool("verify", json!({"claim": "My Zorblax salary is 91,000 a year.", "quotes": ["My Zorblax salary is 91,000 a year."], "paths": ["private/salary.md"]})),
+        tool(
+            "verify",
+            json!({"claim": "My Zorblax salary is 91,000 a year.", "quotes": ["My Zorblax salary is 91,000 a year."], "paths": ["private/salary.md"]}),
+        ),
         tool("read", json!({"path": "private/salary.md"})),
         json!({"op": "read_resource", "uri": "lode://note/private/salary.md"}),
         json!({"op": "list_resources"}),
@@ -284,13 +289,18 @@ fn the_mcp_server_answers_while_lode_serve_writes_the_same_vault() {
     let env = user_env(&home);
     let mut lsp = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
     let uri = format!("file://{}", v.display());
-    lsp.request("initialize", json!({"processId": null, "rootUri": uri, "capabilities": {}, "workspaceFolders": [{"uri": uri, "name": "v"}]})).unwrap();
+    lsp.request(
+        "initialize",
+        json!({"processId": null, "rootUri": uri, "capabilities": {}, "workspaceFolders": [{"uri": uri, "name": "v"}]}),
+    )
+    .unwrap();
     lsp.notify("initialized", json!({})).unwrap();
     let note = v.join("notes/kitchen.md");
     let text = "# Kitchen\n\nThe Brambleworth espresso machine descales every 30 days.\n";
     std::fs::write(&note, text).unwrap();
     let doc = format!("file://{}", note.display());
-    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": doc, "languageId": "markdown", "version": 1, "text": text}})).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": doc, "languageId": "markdown", "version": 1, "text": text}}))
+        .unwrap();
     lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": doc}, "text": text})).unwrap();
     // Answered after the save is committed (reads wait for the saves before them).
     let status = lsp.request("lode/status", json!({})).unwrap();

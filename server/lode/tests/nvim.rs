@@ -91,9 +91,17 @@ fn neovim_asks_before_starting_on_an_unapproved_folder() {
         let vault = tmp.path().join("vault");
         copy_dir(&root.join("fixtures/vault"), &vault);
         std::fs::create_dir_all(vault.join(".lode")).unwrap();
-        std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n").unwrap();
+        std::fs::write(
+            vault.join(".lode/config.toml"),
+            "[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n",
+        )
+        .unwrap();
         let (note, note2) = (vault.join("runbooks/rotate-staging-certs.md"), vault.join("notes/reading-list.md"));
-        let v = run_spec("trust_spec.lua", tmp.path(), &[("LODE_NOTE", note.as_os_str()), ("LODE_NOTE2", note2.as_os_str()), ("LODE_CHOICE", choice.as_ref())]);
+        let v = run_spec(
+            "trust_spec.lua",
+            tmp.path(),
+            &[("LODE_NOTE", note.as_os_str()), ("LODE_NOTE2", note2.as_os_str()), ("LODE_CHOICE", choice.as_ref())],
+        );
         assert!(v["error"].is_null(), "{choice}: {}", v["error"]);
         let asked = v["asked"].as_array().unwrap();
         assert_eq!(asked.len(), 1, "{choice}: asked once per folder: {v}");
@@ -101,7 +109,15 @@ fn neovim_asks_before_starting_on_an_unapproved_folder() {
         assert!(prompt.contains("lode trust") && prompt.contains("[llm]"), "{v}");
         assert!(prompt.contains("http://127.0.0.1:9/v1"), "the prompt shows what is approved, values included: {prompt}");
         assert_eq!(asked[0]["running"], 0, "lode ran before the user answered: {v}");
-        let trust = Command::new(env!("CARGO_BIN_EXE_lode")).args(["trust", "--status", "--vault"]).arg(&vault).env("HOME", tmp.path()).env_remove("XDG_DATA_HOME").env_remove("XDG_CONFIG_HOME").output().unwrap().status;
+        let trust = Command::new(env!("CARGO_BIN_EXE_lode"))
+            .args(["trust", "--status", "--vault"])
+            .arg(&vault)
+            .env("HOME", tmp.path())
+            .env_remove("XDG_DATA_HOME")
+            .env_remove("XDG_CONFIG_HOME")
+            .output()
+            .unwrap()
+            .status;
         if choice.starts_with("Approve") {
             assert!(v["running"].as_u64().unwrap() >= 1, "{v}");
             assert_eq!(trust.code(), Some(0), "approved by the plugin");

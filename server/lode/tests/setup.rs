@@ -43,7 +43,6 @@ fn sha256_hex(b: &[u8]) -> String {
     sha2::Sha256::digest(b).iter().map(|x| format!("{x:02x}")).collect()
 }
 
-
 /// A hub holding `lode-tests/tiny-nli` at [`COMMIT`]: `onnx/model.onnx` (LFS) and
 /// `tokenizer.json` (a plain git blob), the tiny NLI model's files.
 fn start_hub() -> Hub {
@@ -203,7 +202,12 @@ fn a_model_is_fetched_checked_recorded_and_installed_whole() {
     assert!(t.contains("tiny-nli from") && t.contains(&format!("lode-tests/tiny-nli@{}", &COMMIT[..12])), "{t}");
     assert!(t.contains("installed in") && t.contains("tiny-nli-hub"), "{t}");
     // `--list` says it is installed.
-    let o = Command::new(env!("CARGO_BIN_EXE_lode")).args(["setup", "--list", "--catalogue"]).arg(&cat).env("LODE_MODELS", &models).output().unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_lode"))
+        .args(["setup", "--list", "--catalogue"])
+        .arg(&cat)
+        .env("LODE_MODELS", &models)
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).lines().any(|l| l.starts_with("tiny-nli-hub") && l.contains("yes")), "{}", text(&o));
 }
 
@@ -243,7 +247,10 @@ fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothin
     assert!(!o.status.success() && text(&o).contains("SHA-256") && text(&o).contains("nothing was installed"), "{}", text(&o));
     assert!(!models.join("tiny-nli-hub").exists());
     assert!(!models.join(".partial-tiny-nli-hub").exists(), "a failed install leaves no staging folder");
-    assert!(std::fs::read_dir(tmp.path().join("cache/lode/downloads")).map_or(true, |d| d.count() == 0), "a bad download is not kept to resume");
+    assert!(
+        std::fs::read_dir(tmp.path().join("cache/lode/downloads")).map_or(true, |d| d.count() == 0),
+        "a bad download is not kept to resume"
+    );
     hub.faults.lock().unwrap().tamper = false;
     // A file the repository lacks: named.
     let missing = catalogue(tmp.path(), "onnx/model_quantized.onnx");
@@ -265,7 +272,9 @@ fn wrong_checksums_missing_files_refusals_and_no_hub_are_said_and_install_nothin
     std::fs::write(vault.join(".lode/config.toml"), format!("[models]\nmirror = \"{}\"\n", hub.endpoint)).unwrap();
     let run = |extra: &[&str]| {
         let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
-        c.args(extra).arg("--vault").arg(&vault)
+        c.args(extra)
+            .arg("--vault")
+            .arg(&vault)
             .env("LODE_MODELS", &models)
             .env("XDG_CACHE_HOME", tmp.path().join("cache"))
             .env("XDG_CONFIG_HOME", tmp.path().join("config"))

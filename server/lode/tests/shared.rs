@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use lode_lsp::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
-
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
 fn approve(v: &std::path::Path) {
     // These tests run lode with HOME at the vault (`lode` below): the approval is kept there.
@@ -207,7 +206,11 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     let changed = runbook.replace("Since 2026-02-27 the quorum is 2", "Since 2026-03-09 the quorum is 4");
     std::fs::write(team.join(RUNBOOK), &changed).unwrap();
     let r = published(&publish(&team, &s3, &[]));
-    assert_eq!((r["seq"].as_i64(), r["changed"].as_u64(), r["unchanged"].as_u64(), r["versions_added"].as_u64()), (Some(3), Some(1), Some(12), Some(1)), "{r}");
+    assert_eq!(
+        (r["seq"].as_i64(), r["changed"].as_u64(), r["unchanged"].as_u64(), r["versions_added"].as_u64()),
+        (Some(3), Some(1), Some(12), Some(1)),
+        "{r}"
+    );
     // Members see the new publish within the refresh interval (each CLI run opens it afresh).
     let a = ask(&m, "What has the Sentinel quorum been since 2026-03-09?");
     assert!(assert_quotes(&a, RUNBOOK, &changed) > 0, "{a}");
@@ -217,7 +220,13 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     // the real language server, with nothing of the tier kept locally.
     // Kept in the member's cache (HOME is the vault in these tests), never in the vault.
     let _ = std::fs::remove_dir_all(m.join(".cache/lode/shared-versions"));
-    let link = lode_core::citation::render("answers.md", first_cite["path"].as_str().unwrap(), first_cite["line"].as_u64().unwrap() as usize, first_cite["short_id"].as_str().unwrap(), first_cite["start"].as_u64().unwrap() as usize..first_cite["end"].as_u64().unwrap() as usize);
+    let link = lode_core::citation::render(
+        "answers.md",
+        first_cite["path"].as_str().unwrap(),
+        first_cite["line"].as_u64().unwrap() as usize,
+        first_cite["short_id"].as_str().unwrap(),
+        first_cite["start"].as_u64().unwrap() as usize..first_cite["end"].as_u64().unwrap() as usize,
+    );
     // And two citations of the runbook as published before the change: of the line that changed
     // (drifted since) and of one that did not (moved to a newer version: re-pin).
     let old_id = lode_store::version_id(runbook.as_bytes());
@@ -226,7 +235,12 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
         let line = runbook[..at].matches('\n').count() + 1;
         lode_core::citation::render("answers.md", &format!("s3://team-docs/handbook/{RUNBOOK}"), line, &old_id[..12], at..at + needle.len())
     };
-    let kept_line = runbook.lines().find(|l| l.len() > 30 && !l.contains("quorum") && changed.contains(*l)).expect("an unchanged line").trim().to_owned();
+    let kept_line = runbook
+        .lines()
+        .find(|l| l.len() > 30 && !l.contains("quorum") && changed.contains(*l))
+        .expect("an unchanged line")
+        .trim()
+        .to_owned();
     let (drifted_link, moved_link) = (cite_runbook("Since 2026-02-27 the quorum is 2"), cite_runbook(&kept_line));
     let note = format!("# Answers\n\nThe quorum {link}\n\nThe runbook said {drifted_link}\n\nIt also says {moved_link}\n");
     std::fs::write(m.join("answers.md"), &note).unwrap();
@@ -242,15 +256,27 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": note}})).unwrap();
     // Not kept here yet, the citation is said to be unchecked (diagnostics never reach the
     // network), not unknown.
-    let diags = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["diagnostics"].as_array().is_some_and(|d| !d.is_empty())).unwrap();
+    let diags = c
+        .wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri
+                && m["params"]["diagnostics"].as_array().is_some_and(|d| !d.is_empty())
+        })
+        .unwrap();
     let codes: Vec<&str> = diags["params"]["diagnostics"].as_array().unwrap().iter().filter_map(|d| d["code"].as_str()).collect();
     assert_eq!(codes, ["lode.shared-unchecked"; 3], "{diags}");
     let col = note.lines().nth(2).unwrap().find("lode ").unwrap();
     let hover = c.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": 2, "character": col}})).unwrap();
     let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default().to_owned();
     let quote = first_cite["quoted_span"].as_str().unwrap();
-    assert!(shown.contains(quote.split_whitespace().take(6).collect::<Vec<_>>().join(" ").as_str()), "hover shows the pinned quote {quote:?}: {hover}");
-    let kept = std::fs::read_dir(m.join(".cache/lode/shared-versions")).unwrap().flatten().any(|d| d.path().join(first_cite["version_id"].as_str().unwrap()).is_file());
+    assert!(
+        shown.contains(quote.split_whitespace().take(6).collect::<Vec<_>>().join(" ").as_str()),
+        "hover shows the pinned quote {quote:?}: {hover}"
+    );
+    let kept = std::fs::read_dir(m.join(".cache/lode/shared-versions"))
+        .unwrap()
+        .flatten()
+        .any(|d| d.path().join(first_cite["version_id"].as_str().unwrap()).is_file());
     assert!(kept && !m.join(".lode/shared-versions").exists(), "the cited bytes are kept, in the user's cache");
     assert!(shown.contains("`s3://team-docs/handbook/"), "hover names the tier: {shown}");
     assert!(!shown.contains("deleted"), "{shown}");
@@ -258,32 +284,61 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     // (publish 3, the quorum changed): each is checked against it as a local citation is against
     // its note's head, in the hover and in diagnostics published right after it — and again after
     // the note is closed and reopened (what the tier held is remembered: no request on that path).
-    let code_of = |m: &Value| m["params"]["diagnostics"].as_array().into_iter().flatten().filter_map(|d| d["code"].as_str().map(str::to_owned)).collect::<Vec<_>>();
+    let code_of = |m: &Value| {
+        m["params"]["diagnostics"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| d["code"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>()
+    };
     let address = format!("s3://team-docs/handbook/{RUNBOOK}");
-    for (line, want) in [(4, format!("**drifted**: no longer in the current version of {address}")), (6, format!("still in the current version of {address}"))] {
+    for (line, want) in [
+        (4, format!("**drifted**: no longer in the current version of {address}")),
+        (6, format!("still in the current version of {address}")),
+    ] {
         let col = note.lines().nth(line).unwrap().find("lode ").unwrap();
-        let hover = c.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": col}})).unwrap();
+        let hover =
+            c.request("textDocument/hover", json!({"textDocument": {"uri": uri}, "position": {"line": line, "character": col}})).unwrap();
         let shown = hover["result"]["contents"]["value"].as_str().unwrap_or_default();
         assert!(shown.contains(&want), "hover checks the tier's current version ({want}): {shown}");
     }
-    let after = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && code_of(m).contains(&"lode.drifted".to_owned()) && code_of(m).contains(&"lode.older-version".to_owned())).unwrap();
+    let after = c
+        .wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics"
+                && m["params"]["uri"] == uri
+                && code_of(m).contains(&"lode.drifted".to_owned())
+                && code_of(m).contains(&"lode.older-version".to_owned())
+        })
+        .unwrap();
     let hint = after["params"]["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "lode.older-version").unwrap().clone();
     assert_eq!(hint["data"]["path"].as_str(), Some(address.as_str()), "{hint}");
     c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri}})).unwrap();
     c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 2, "text": note}})).unwrap();
-    let reopened = c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["version"] == 2).unwrap();
+    let reopened = c
+        .wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri && m["params"]["version"] == 2)
+        .unwrap();
     let mut codes = code_of(&reopened);
     codes.sort();
     assert_eq!(codes, ["lode.drifted", "lode.older-version"], "after a reopen: {reopened}");
     // The hint offers to re-pin the citation to the tier's current version.
     let hint = reopened["params"]["diagnostics"].as_array().unwrap().iter().find(|d| d["code"] == "lode.older-version").unwrap().clone();
-    let actions = c.request("textDocument/codeAction", json!({"textDocument": {"uri": uri}, "range": hint["range"], "context": {"diagnostics": [hint]}})).unwrap();
+    let actions = c
+        .request(
+            "textDocument/codeAction",
+            json!({"textDocument": {"uri": uri}, "range": hint["range"], "context": {"diagnostics": [hint]}}),
+        )
+        .unwrap();
     let titles: Vec<&str> = actions["result"].as_array().into_iter().flatten().filter_map(|a| a["title"].as_str()).collect();
     assert!(titles.iter().any(|t| t.starts_with("Re-pin")), "{actions}");
     // The editor's status shows the tier the hover opened: its newest publish.
     let status = c.request("lode/status", json!({})).unwrap();
     let shared = &status["result"]["shared"];
-    assert_eq!((shared["state"].as_str(), shared["publish"]["seq"].as_i64(), shared["publish"]["notes"].as_i64()), (Some("open"), Some(3), Some(13)), "{status}");
+    assert_eq!(
+        (shared["state"].as_str(), shared["publish"]["seq"].as_i64(), shared["publish"]["notes"].as_i64()),
+        (Some("open"), Some(3), Some(13)),
+        "{status}"
+    );
     assert!(shared["index"].as_str().unwrap().starts_with("s3://"), "{status}");
     let _ = c.stop();
 
@@ -306,9 +361,15 @@ fn a_team_index_on_loopback_s3_answers_with_citations_that_verify() {
     // Once the publisher's copy differs from what was published (an edit not yet published),
     // the published version is the team's again, not theirs.
     let local = std::fs::read_to_string(team.join(RUNBOOK)).unwrap();
-    std::fs::write(team.join(RUNBOOK), format!("{local}
+    std::fs::write(
+        team.join(RUNBOOK),
+        format!(
+            "{local}
 Draft: the Sentinel quorum is under review.
-")).unwrap();
+"
+        ),
+    )
+    .unwrap();
     let o = lode(&["index"], &team, &env);
     assert!(o.status.success(), "{}", text(&o.stderr));
     let o = lode(&["search", "--json", "--timings", "--mode", "hybrid", "Sentinel quorum"], &team, &env);
@@ -386,7 +447,11 @@ fn the_bucket_gone_a_publish_killed_and_a_reader_mid_publish() {
     assert_eq!(citations(&a)[0]["path"], "tea.md", "{a}");
     assert!(t.elapsed() < Duration::from_secs(30), "an unreachable bucket costs seconds, not minutes: {:?}", t.elapsed());
     // A publish to it fails with a clear error and no stack of library layers.
-    let o = lode(&["publish", "--to", "s3://team-docs/handbook", "--option", "endpoint=http://127.0.0.1:9", "--option", "allow_http=true"], &team, &[]);
+    let o = lode(
+        &["publish", "--to", "s3://team-docs/handbook", "--option", "endpoint=http://127.0.0.1:9", "--option", "allow_http=true"],
+        &team,
+        &[],
+    );
     assert!(!o.status.success());
     let e = text(&o.stderr);
     assert!(e.contains("cannot connect to 127.0.0.1:9") && e.lines().count() <= 3, "{e}");
@@ -399,7 +464,8 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     std::fs::create_dir_all(team.join(".lode")).unwrap();
     std::fs::write(team.join(".lode/config.toml"), "[models]\nembedder = \"\"\n[egress]\nno_egress = [\"people/**\"]\n").unwrap();
     approve(&team);
-    std::fs::write(team.join("notes/private.md"), "---\negress: local\n---\n# Private\n\nThe vault passphrase hint is heliotrope.\n").unwrap();
+    std::fs::write(team.join("notes/private.md"), "---\negress: local\n---\n# Private\n\nThe vault passphrase hint is heliotrope.\n")
+        .unwrap();
     // A folder tier: the same code, no server.
     let tier = tmp.path().join("tier");
     let o = lode(&["publish", "--json", "--to", tier.to_str().unwrap()], &team, &[]);
@@ -409,7 +475,8 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     let m = tmp.path().join("member");
     std::fs::create_dir_all(m.join(".lode")).unwrap();
     std::fs::write(m.join("x.md"), "# X\n\nNothing.\n").unwrap();
-    std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = {:?}\n", tier.to_str().unwrap())).unwrap();
+    std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = {:?}\n", tier.to_str().unwrap()))
+        .unwrap();
     approve(&m);
     assert!(lode(&["index", "-q"], &m, &[]).status.success());
     let o = lode(&["search", "--json", "vault passphrase hint heliotrope"], &m, &[]);
@@ -433,7 +500,10 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
         let o = lode(&["search", "--json", q], &m, &[]);
         text(&o.stdout).lines().map(|l| serde_json::from_str::<Value>(l).unwrap()).filter(|h| h["kind"] == "shared").collect()
     };
-    assert!(found("zanzibar lighthouse keeper").iter().all(|h| !h["text"].as_str().unwrap().contains("zanzibar")), "old passages were left behind");
+    assert!(
+        found("zanzibar lighthouse keeper").iter().all(|h| !h["text"].as_str().unwrap().contains("zanzibar")),
+        "old passages were left behind"
+    );
     let now = found("kestrel lighthouse keeper");
     assert_eq!(now.iter().filter(|h| h["text"].as_str().unwrap().contains("kestrel lighthouse")).count(), 1, "{now:?}");
     assert!(now[0]["path"].as_str().unwrap().ends_with("notes/it's ünïcode.md"), "{now:?}");
@@ -445,7 +515,11 @@ fn notes_the_publisher_keeps_local_are_not_published_and_secrets_stay_out_of_the
     assert!(line.starts_with("ok") && line.contains("publish 3") && line.contains("full text only"), "{line}");
 
     // A secret in [shared] options is refused by name, before anything is sent.
-    std::fs::write(m.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n[shared]\nindex = \"s3://b/p\"\noptions = {{ aws_secret_access_key = \"x\" }}\n")).unwrap();
+    std::fs::write(
+        m.join(".lode/config.toml"),
+        "[models]\nembedder = \"\"\n[shared]\nindex = \"s3://b/p\"\noptions = { aws_secret_access_key = \"x\" }\n",
+    )
+    .unwrap();
     approve(&m);
     let a = ask(&m, "Nothing?");
     assert!(a["notice"].as_str().unwrap_or_default().contains("must not hold aws_secret_access_key"), "{a}");

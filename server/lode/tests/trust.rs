@@ -47,7 +47,11 @@ fn example_vault(dir: &Path, name: &str) -> PathBuf {
 fn serve(vault: &Path, home: &Path) -> StdioClient {
     let env: Vec<(String, String)> = user_env(home);
     let mut c = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env.iter().map(|(k, v)| (k.as_str(), v.as_str()))).unwrap();
-    c.request("initialize", json!({"processId": null, "rootUri": uri(vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(vault), "name": "v"}]})).unwrap();
+    c.request(
+        "initialize",
+        json!({"processId": null, "rootUri": uri(vault), "capabilities": {}, "workspaceFolders": [{"uri": uri(vault), "name": "v"}]}),
+    )
+    .unwrap();
     c.notify("initialized", json!({})).unwrap();
     c
 }
@@ -74,12 +78,19 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     .unwrap();
     let mut c = serve(&v, &home);
     // Said once, when the vault starts, with the command that approves it.
-    let m = c.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("lode trust"))).unwrap();
+    let m = c
+        .wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("lode trust")))
+        .unwrap();
     let said = m["params"]["message"].as_str().unwrap();
     assert!(said.contains("[llm]") && said.contains("[models] runtime"), "{said}");
     c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
     let status = c.request("lode/status", json!({})).unwrap();
-    assert!(status["result"]["trust"].as_str().is_some_and(|t| t.contains(&format!("lode trust --vault {}", v.canonicalize().unwrap().display()))), "{status}");
+    assert!(
+        status["result"]["trust"]
+            .as_str()
+            .is_some_and(|t| t.contains(&format!("lode trust --vault {}", v.canonicalize().unwrap().display()))),
+        "{status}"
+    );
     // Served on defaults: an extractive answer, nothing sent to the folder's host.
     let a = ask(&mut c, "How often are staging certificates rotated?");
     assert_eq!(a["result"]["synthesizer"], "extractive", "{a}");
@@ -109,7 +120,11 @@ fn an_unapproved_folder_is_served_on_defaults_says_so_and_gets_its_llm_only_once
     // A pull that changes the endpoint asks again: nothing more reaches the old host's model.
     let n = fake.requests.lock().unwrap().len();
     let other = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
-    std::fs::write(v.join(".lode/config.toml"), format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nretries = 0\n", other.endpoint)).unwrap();
+    std::fs::write(
+        v.join(".lode/config.toml"),
+        format!("[models]\nembedder = \"\"\n\n[llm]\nendpoint = \"{}\"\nmodel = \"m\"\nretries = 0\n", other.endpoint),
+    )
+    .unwrap();
     std::thread::sleep(std::time::Duration::from_millis(100));
     let a = ask(&mut c, "How often are staging certificates rotated?");
     assert_eq!(a["result"]["synthesizer"], "extractive", "{a}");
@@ -139,12 +154,14 @@ fn a_store_that_came_with_the_folder_is_moved_aside_and_the_server_answers_from_
     assert!(String::from_utf8_lossy(&o.stderr).contains("lode index"), "{}", String::from_utf8_lossy(&o.stderr));
     // The server moves it aside, says so, and answers from the notes.
     let mut c = serve(&v, &home);
-    c.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("moved it aside"))).unwrap();
+    c.wait_for(|m| m["method"] == "window/showMessage" && m["params"]["message"].as_str().is_some_and(|t| t.contains("moved it aside")))
+        .unwrap();
     c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
     let a = ask(&mut c, "How often are staging certificates rotated?");
     assert!(a.to_string().contains("60 days") && !a.to_string().contains("999"), "{a}");
     let _ = c.stop();
-    let aside: Vec<String> = std::fs::read_dir(v.join(".lode")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+    let aside: Vec<String> =
+        std::fs::read_dir(v.join(".lode")).unwrap().flatten().map(|e| e.file_name().to_string_lossy().into_owned()).collect();
     assert!(aside.iter().any(|n| n.starts_with("lode.db.foreign-")), "every byte kept, aside: {aside:?}");
     // The store lode made keeps itself out of version control, the config excepted.
     let ignore = std::fs::read_to_string(v.join(".lode/.gitignore")).unwrap();
@@ -159,7 +176,9 @@ fn a_store_that_came_with_the_folder_is_moved_aside_and_the_server_answers_from_
 /// moves them aside and rebuilds.
 #[test]
 fn a_store_whose_owner_cannot_be_read_is_not_the_users() {
-    for forge_it in ["DROP TABLE meta", "UPDATE meta SET value = x'00ff' WHERE key = 'owner_token'", "DELETE FROM meta WHERE key = 'owner_token'"] {
+    for forge_it in
+        ["DROP TABLE meta", "UPDATE meta SET value = x'00ff' WHERE key = 'owner_token'", "DELETE FROM meta WHERE key = 'owner_token'"]
+    {
         let tmp = tempfile::tempdir().unwrap();
         let home = tmp.path().join("home");
         let forge = example_vault(tmp.path(), "forge");
@@ -176,9 +195,17 @@ fn a_store_whose_owner_cannot_be_read_is_not_the_users() {
         }
         // Bound to the victim's path as if lode had made it there: only the token's form is off.
         let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
-        assert!(!o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("999"), "{forge_it}: {}", String::from_utf8_lossy(&o.stdout));
+        assert!(
+            !o.status.success() && !String::from_utf8_lossy(&o.stdout).contains("999"),
+            "{forge_it}: {}",
+            String::from_utf8_lossy(&o.stdout)
+        );
         let o = lode(&["index", "--no-vectors"], &v, &home);
-        assert!(o.status.success() && String::from_utf8_lossy(&o.stderr).contains("moved it aside"), "{forge_it}: {}", String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success() && String::from_utf8_lossy(&o.stderr).contains("moved it aside"),
+            "{forge_it}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
         let o = lode(&["ask", "How often are staging certificates rotated?"], &v, &home);
         let out = String::from_utf8_lossy(&o.stdout);
         assert!(o.status.success() && out.contains("60 days") && !out.contains("999"), "{forge_it}: {out}");
@@ -259,7 +286,11 @@ fn the_models_fetch_never_reaches_loopback_and_is_not_offered_beside_withheld_no
         let v: Value = serde_json::from_str(body).unwrap();
         let has_tools = v.get("tools").is_some();
         seen.lock().unwrap().push(has_tools);
-        if has_tools { (200, call.clone()) } else { (200, completion("{\"claims\": []}")) }
+        if has_tools {
+            (200, call.clone())
+        } else {
+            (200, completion("{\"claims\": []}"))
+        }
     }));
     std::fs::create_dir_all(v.join(".lode")).unwrap();
     std::fs::write(
@@ -275,7 +306,11 @@ fn the_models_fetch_never_reaches_loopback_and_is_not_offered_beside_withheld_no
     c.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
     // The model asks for the loopback page it was shown: refused, nothing fetched.
     let _ = ask(&mut c, "Where is the kestrel admin console?");
-    assert!(offered.lock().unwrap().first() == Some(&true), "the tool was offered for a context with nothing withheld: {:?}", offered.lock().unwrap());
+    assert!(
+        offered.lock().unwrap().first() == Some(&true),
+        "the tool was offered for a context with nothing withheld: {:?}",
+        offered.lock().unwrap()
+    );
     assert_eq!(site.hits("/internal/admin"), 0, "the model's fetch reached loopback");
     // The door note may not leave the machine: the local model that reads it gets no tool.
     offered.lock().unwrap().clear();

@@ -61,8 +61,20 @@ const NO_EGRESS: &str = "noegress";
 const EGRESS: &str = "egress";
 /// Other words users write for the same intent, read as `no_egress` when their value is true.
 const PRIVACY_KEYS: &[&str] = &[
-    "private", "confidential", "sensitive", "secret", "personal", "localonly", "keeplocal", "isprivate", "noai", "nollm", "donotshare",
-    "noshare", "nocloud", "offline",
+    "private",
+    "confidential",
+    "sensitive",
+    "secret",
+    "personal",
+    "localonly",
+    "keeplocal",
+    "isprivate",
+    "noai",
+    "nollm",
+    "donotshare",
+    "noshare",
+    "nocloud",
+    "offline",
 ];
 /// Keys whose value is a level, read as local when it names a private one.
 const LEVEL_KEYS: &[&str] = &["visibility", "classification", "access", "sharing"];
@@ -70,7 +82,8 @@ const PRIVATE_LEVELS: &[&str] =
     &["private", "confidential", "secret", "restricted", "personal", "localonly", "local", "sensitive", "internal", "internalonly"];
 /// Values of `egress` that keep a note local: documented, then read with a note.
 const EGRESS_LOCAL: &[&str] = &["local", "none", "no", "false", "off"];
-const EGRESS_LOCAL_ALIASES: &[&str] = &["never", "private", "deny", "denied", "localonly", "offline", "disabled", "block", "blocked", "0", "n"];
+const EGRESS_LOCAL_ALIASES: &[&str] =
+    &["never", "private", "deny", "denied", "localonly", "offline", "disabled", "block", "blocked", "0", "n"];
 /// Values of `egress` that let a note go to a remote model.
 const EGRESS_REMOTE: &[&str] = &["remote", "yes", "true", "on", "allow", "allowed", "any", "1"];
 /// Tag spellings (normalised) that keep a note local.
@@ -146,8 +159,12 @@ fn norm(s: &str) -> String {
 /// How a flag value reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Flag {
-    On { documented: bool },
-    Off { documented: bool },
+    On {
+        documented: bool,
+    },
+    Off {
+        documented: bool,
+    },
     /// No value (`no_egress:` or `null`).
     Empty,
     Unknown,
@@ -231,7 +248,8 @@ fn judge(e: &Entry, marks: &mut Marks) {
         for t in items {
             let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
             if is_egress_tag(t) {
-                let near = place_note.as_ref().map(|p| format!("`{shown}` keeps this note on this machine, though {p}: lode reads it anyway"));
+                let near =
+                    place_note.as_ref().map(|p| format!("`{shown}` keeps this note on this machine, though {p}: lode reads it anyway"));
                 local(marks, format!("frontmatter tag `{t}`"), near);
             } else if is_private_tag(t) {
                 local(
@@ -257,7 +275,11 @@ fn judge(e: &Entry, marks: &mut Marks) {
     let documented_key = !nested && matches!(last.trim().to_lowercase().as_str(), "no_egress" | "no-egress" | "noegress" | "egress");
     let spelled = if lode_key.is_some() && !documented_key {
         let want = if lode_key == Some(NO_EGRESS) { "no_egress" } else { "egress" };
-        Some(if nested { format!("a nested key, read as `{want}`") } else { format!("`{last}` is not a lode setting; did you mean `{want}`?") })
+        Some(if nested {
+            format!("a nested key, read as `{want}`")
+        } else {
+            format!("`{last}` is not a lode setting; did you mean `{want}`?")
+        })
     } else {
         None
     };
@@ -269,7 +291,9 @@ fn judge(e: &Entry, marks: &mut Marks) {
                 if !documented {
                     d.push(format!("`{}` is read as true", e.value.as_deref().unwrap_or_default()));
                 }
-                let near = (!d.is_empty()).then(|| format!("`{shown}` keeps this note on this machine ({}); write `no_egress: true` in the frontmatter", d.join("; ")));
+                let near = (!d.is_empty()).then(|| {
+                    format!("`{shown}` keeps this note on this machine ({}); write `no_egress: true` in the frontmatter", d.join("; "))
+                });
                 let why = if d.is_empty() { format!("frontmatter `{last}: true`") } else { format!("`{shown}`") };
                 local(marks, why, near);
             }
@@ -283,13 +307,20 @@ fn judge(e: &Entry, marks: &mut Marks) {
                 }
             }
             Flag::Empty | Flag::Unknown => {
-                let what = if flag(e.value.as_deref()) == Flag::Empty { "has no value".to_owned() } else { format!("`{}` is not true or false", e.value.as_deref().unwrap_or_default()) };
+                let what = if flag(e.value.as_deref()) == Flag::Empty {
+                    "has no value".to_owned()
+                } else {
+                    format!("`{}` is not true or false", e.value.as_deref().unwrap_or_default())
+                };
                 let mut d = doubts.clone();
                 d.insert(0, what);
                 local(
                     marks,
                     format!("`{shown}` (unreadable, so kept local)"),
-                    Some(format!("`{shown}` keeps this note on this machine until it reads `no_egress: true` or `no_egress: false` ({})", d.join("; "))),
+                    Some(format!(
+                        "`{shown}` keeps this note on this machine until it reads `no_egress: true` or `no_egress: false` ({})",
+                        d.join("; ")
+                    )),
                 );
             }
         },
@@ -300,7 +331,8 @@ fn judge(e: &Entry, marks: &mut Marks) {
                 if !EGRESS_LOCAL.contains(&v.as_str()) {
                     d.push(format!("`{}` is read as `local`", e.value.as_deref().unwrap_or_default()));
                 }
-                let near = (!d.is_empty()).then(|| format!("`{shown}` keeps this note on this machine ({}); write `egress: local`", d.join("; ")));
+                let near =
+                    (!d.is_empty()).then(|| format!("`{shown}` keeps this note on this machine ({}); write `egress: local`", d.join("; ")));
                 let why = if d.is_empty() { format!("frontmatter `{last}: {v}`") } else { format!("`{shown}`") };
                 local(marks, why, near);
             } else if EGRESS_REMOTE.contains(&v.as_str()) {
@@ -312,13 +344,20 @@ fn judge(e: &Entry, marks: &mut Marks) {
                     });
                 }
             } else {
-                let what = if v.is_empty() { "has no value".to_owned() } else { format!("`{}` is not `local` or `remote`", e.value.as_deref().unwrap_or_default()) };
+                let what = if v.is_empty() {
+                    "has no value".to_owned()
+                } else {
+                    format!("`{}` is not `local` or `remote`", e.value.as_deref().unwrap_or_default())
+                };
                 let mut d = doubts.clone();
                 d.insert(0, what);
                 local(
                     marks,
                     format!("`{shown}` (unreadable, so kept local)"),
-                    Some(format!("`{shown}` keeps this note on this machine until it reads `egress: local` or `egress: remote` ({})", d.join("; "))),
+                    Some(format!(
+                        "`{shown}` keeps this note on this machine until it reads `egress: local` or `egress: remote` ({})",
+                        d.join("; ")
+                    )),
                 );
             }
         }
@@ -365,7 +404,9 @@ fn frontmatter(text: &str, entries: &mut Vec<Entry>) -> usize {
         return bom;
     }
     let fence = ["---", "+++", ";;;"].into_iter().find(|f| {
-        rest.starts_with(f) && rest[3..].chars().next().is_none_or(|c| c == '\n' || c == '\r') && !rest[3..].starts_with(f.chars().next().unwrap_or('-'))
+        rest.starts_with(f)
+            && rest[3..].chars().next().is_none_or(|c| c == '\n' || c == '\r')
+            && !rest[3..].starts_with(f.chars().next().unwrap_or('-'))
     });
     let Some(fence) = fence else { return bom };
     let open_end = at + rest.find('\n').map_or(rest.len(), |n| n + 1);
@@ -381,7 +422,9 @@ fn frontmatter(text: &str, entries: &mut Vec<Entry>) -> usize {
         pos += line.len();
     }
     let (inner_end, body_start, place) = match close {
-        Some((s, e)) => (s, e, if blank_lead { Place::Misplaced("the frontmatter does not start on the first line") } else { Place::Frontmatter }),
+        Some((s, e)) => {
+            (s, e, if blank_lead { Place::Misplaced("the frontmatter does not start on the first line") } else { Place::Frontmatter })
+        }
         None => {
             let end = text[open_end..].find("\n\n").map_or(text.len(), |n| open_end + n + 1);
             (end, end, Place::Misplaced("the frontmatter has no closing fence"))
@@ -421,7 +464,9 @@ fn json_entries(map: &serde_json::Map<String, serde_json::Value>, prefix: &mut V
                 range: range.clone(),
                 place: Place::Json,
             }),
-            serde_json::Value::Null => entries.push(Entry { path: prefix.clone(), value: None, items: Vec::new(), range: range.clone(), place: Place::Json }),
+            serde_json::Value::Null => {
+                entries.push(Entry { path: prefix.clone(), value: None, items: Vec::new(), range: range.clone(), place: Place::Json })
+            }
             other => entries.push(Entry {
                 path: prefix.clone(),
                 value: Some(other.as_str().map_or_else(|| other.to_string(), str::to_owned)),
@@ -578,9 +623,10 @@ fn yaml_entries(inner: &str, offset: usize, place: Place, entries: &mut Vec<Entr
             Some(p) => (Some(p), place),
             // `no-egress:true`: no space after the colon, so YAML reads it as text.
             None => match t.split_once(':') {
-                Some((k, raw)) if is_lode_key(&norm(k)) => {
-                    (Some((k.trim().to_owned(), raw)), Place::Misplaced("there is no space after the colon, so YAML reads the line as text"))
-                }
+                Some((k, raw)) if is_lode_key(&norm(k)) => (
+                    Some((k.trim().to_owned(), raw)),
+                    Place::Misplaced("there is no space after the colon, so YAML reads the line as text"),
+                ),
                 _ => (None, place),
             },
         };
@@ -656,7 +702,8 @@ fn code_ranges(text: &str) -> Vec<Range<usize>> {
                 } else if line.starts_with("    ") || line.starts_with('\t') {
                     // A nested list item after a blank line is a list, not code.
                     let item = t.starts_with(['-', '*', '+']) && t[1..].starts_with([' ', '\t'])
-                        || t.split_once(['.', ')']).is_some_and(|(n, rest)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with(' '));
+                        || t.split_once(['.', ')'])
+                            .is_some_and(|(n, rest)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && rest.starts_with(' '));
                     if prev_blank && !t.trim().is_empty() && !item {
                         out.push(start..pos);
                         continue;
@@ -810,7 +857,20 @@ mod tests {
 
     #[test]
     fn never_panics_on_odd_text() {
-        for text in ["", "---", "---\n", "+++\n+++", "{", "{}", "\u{feff}---\nno_egress: true\n---", "---\n: x\n---", "#", "#no-egress", "é#no-egress", "---\n\"\n---"] {
+        for text in [
+            "",
+            "---",
+            "---\n",
+            "+++\n+++",
+            "{",
+            "{}",
+            "\u{feff}---\nno_egress: true\n---",
+            "---\n: x\n---",
+            "#",
+            "#no-egress",
+            "é#no-egress",
+            "---\n\"\n---",
+        ] {
             let _ = read(text);
         }
         assert!(local("\u{feff}---\nno_egress: true\n---").is_some());

@@ -160,7 +160,7 @@ fn fold(s: &str) -> String {
     if lower.is_ascii() {
         return lower;
     }
-    lower.replace('ß', "ss").replace('ẞ', "ss").replace('ς', "σ").replace('ſ', "s")
+    lower.replace(['ß', 'ẞ'], "ss").replace('ς', "σ").replace('ſ', "s")
 }
 
 /// A gitignore-style pattern as a glob for [`GlobSet`], and whether it names directories only.
@@ -209,9 +209,7 @@ pub fn is_loopback(endpoint: &str) -> bool {
         dest.rsplit_once(':').map_or(dest.as_str(), |(h, p)| if p.bytes().all(|b| b.is_ascii_digit()) { h } else { dest.as_str() })
     };
     let host = host.to_ascii_lowercase();
-    host == "localhost"
-        || host.ends_with(".localhost")
-        || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
+    host == "localhost" || host.ends_with(".localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 #[cfg(test)]
@@ -228,7 +226,9 @@ mod tests {
 
     #[test]
     fn loopback_detection() {
-        for local in ["http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:9/v1", "http://127.5.5.5", "https://user@localhost/x"] {
+        for local in
+            ["http://127.0.0.1:8080/v1", "http://localhost:11434/v1", "http://[::1]:9/v1", "http://127.5.5.5", "https://user@localhost/x"]
+        {
             assert!(is_loopback(local), "{local}");
         }
         for remote in [

@@ -61,17 +61,80 @@ fn patterns() -> &'static [SecretPattern] {
 
 /// Words that name a secret inside a key (`DB_PASSWORD`, `apiKey`, `x-auth-token`).
 const KEYWORDS: &[&str] = &[
-    "passwort", "kennwort", "wachtwoord", "senha", "salasana", "password", "passwd", "pwd", "passphrase", "secret", "secretkey", "token", "apikey", "api_key", "api-key", "privatekey",
-    "private_key", "private-key", "accesskey", "access_key", "access-key", "credential",
+    "passwort",
+    "kennwort",
+    "wachtwoord",
+    "senha",
+    "salasana",
+    "password",
+    "passwd",
+    "pwd",
+    "passphrase",
+    "secret",
+    "secretkey",
+    "token",
+    "apikey",
+    "api_key",
+    "api-key",
+    "privatekey",
+    "private_key",
+    "private-key",
+    "accesskey",
+    "access_key",
+    "access-key",
+    "credential",
 ];
 
 /// Last words of a key that describe a secret rather than hold one (`password_policy`,
 /// `token_url`, `api_key_env`, `secret_rotation_days`).
 const DESCRIPTORS: &[&str] = &[
-    "policy", "policies", "hint", "length", "len", "min", "max", "minimum", "maximum", "count", "limit", "limits", "budget",
-    "size", "ttl", "expiry", "expires", "expiration", "lifetime", "timeout", "age", "days", "hours", "minutes", "seconds",
-    "secs", "rotation", "reset", "url", "uri", "endpoint", "file", "path", "dir", "env", "var", "type", "kind", "name",
-    "header", "manager", "store", "format", "required", "enabled", "strength", "prompt",
+    "policy",
+    "policies",
+    "hint",
+    "length",
+    "len",
+    "min",
+    "max",
+    "minimum",
+    "maximum",
+    "count",
+    "limit",
+    "limits",
+    "budget",
+    "size",
+    "ttl",
+    "expiry",
+    "expires",
+    "expiration",
+    "lifetime",
+    "timeout",
+    "age",
+    "days",
+    "hours",
+    "minutes",
+    "seconds",
+    "secs",
+    "rotation",
+    "reset",
+    "url",
+    "uri",
+    "endpoint",
+    "file",
+    "path",
+    "dir",
+    "env",
+    "var",
+    "type",
+    "kind",
+    "name",
+    "header",
+    "manager",
+    "store",
+    "format",
+    "required",
+    "enabled",
+    "strength",
+    "prompt",
 ];
 
 /// `key: value` and `KEY=value` assignments (also `"key": "value"`, `**Key:** value`,
@@ -139,7 +202,23 @@ fn is_placeholder(v: &str) -> bool {
         || v.starts_with("{{")
         || (v.starts_with('$') && v.len() > 1 && v[1..].bytes().all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_'))
         || (v.len() >= 3 && v.chars().all(|c| matches!(c, 'x' | 'X' | '*' | '.' | '•')))
-        || matches!(lower.as_str(), "changeme" | "placeholder" | "redacted" | "your-api-key" | "your_api_key" | "yourpassword" | "your-password" | "secret" | "password" | "example" | "todo" | "tbd" | "none" | "null")
+        || matches!(
+            lower.as_str(),
+            "changeme"
+                | "placeholder"
+                | "redacted"
+                | "your-api-key"
+                | "your_api_key"
+                | "yourpassword"
+                | "your-password"
+                | "secret"
+                | "password"
+                | "example"
+                | "todo"
+                | "tbd"
+                | "none"
+                | "null"
+        )
 }
 
 /// A token that looks generated (a password, key or token rather than a word or a name): at
@@ -152,7 +231,8 @@ fn looks_generated(v: &str) -> bool {
     if v.chars().count() < 8 || v.contains("://") || v.starts_with('[') {
         return false;
     }
-    let email = v.contains('@') && v.rsplit('@').next().is_some_and(|d| d.contains('.') && d.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+    let email = v.contains('@')
+        && v.rsplit('@').next().is_some_and(|d| d.contains('.') && d.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
     if email {
         return false;
     }
@@ -456,7 +536,10 @@ fn aws_secrets(text: &str, rank: usize, hits: &mut Vec<Hit>) {
             continue;
         }
         let has = |f: fn(&char) -> bool| v.chars().any(|c| f(&c));
-        if !(has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase) && has(char::is_ascii_digit)) || v.contains("//") || v.matches('/').count() > 4 {
+        if !(has(char::is_ascii_uppercase) && has(char::is_ascii_lowercase) && has(char::is_ascii_digit))
+            || v.contains("//")
+            || v.matches('/').count() > 4
+        {
             continue;
         }
         if entropy(v) >= 4.2 {
@@ -474,7 +557,10 @@ fn card_numbers(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         let v = m.as_str();
         // One separator throughout, and not glued into a longer number or a version.
         let seps: std::collections::HashSet<char> = v.chars().filter(|c| !c.is_ascii_digit()).collect();
-        if seps.len() > 1 || text[..m.start()].ends_with(['.', ',', '/']) || text[m.end()..].starts_with(|c: char| c == '.' && text[m.end() + 1..].starts_with(|d: char| d.is_ascii_digit())) {
+        if seps.len() > 1
+            || text[..m.start()].ends_with(['.', ',', '/'])
+            || text[m.end()..].starts_with(|c: char| c == '.' && text[m.end() + 1..].starts_with(|d: char| d.is_ascii_digit()))
+        {
             continue;
         }
         let digits: Vec<u32> = v.chars().filter_map(|c| c.to_digit(10)).collect();
@@ -485,8 +571,23 @@ fn card_numbers(text: &str, rank: usize, hits: &mut Vec<Hit>) {
 }
 
 fn luhn(digits: &[u32]) -> bool {
-    let sum: u32 = digits.iter().rev().enumerate().map(|(i, &d)| if i % 2 == 1 { if d * 2 > 9 { d * 2 - 9 } else { d * 2 } } else { d }).sum();
-    sum % 10 == 0
+    let sum: u32 = digits
+        .iter()
+        .rev()
+        .enumerate()
+        .map(|(i, &d)| {
+            if i % 2 == 1 {
+                if d * 2 > 9 {
+                    d * 2 - 9
+                } else {
+                    d * 2
+                }
+            } else {
+                d
+            }
+        })
+        .sum();
+    sum.is_multiple_of(10)
 }
 
 /// Whether the number starts as Visa, Mastercard, American Express, Discover, JCB, Diners Club
@@ -498,7 +599,11 @@ fn card_prefix(d: &[u32]) -> bool {
         4 => matches!(len, 13 | 16 | 19),
         5 => (51..=55).contains(&n(2)) && len == 16,
         2 => (2221..=2720).contains(&n(4)) && len == 16,
-        3 => (matches!(n(2), 34 | 37) && len == 15) || (n(2) == 35 && (16..=19).contains(&len)) || (matches!(n(2), 30 | 36 | 38 | 39) && (14..=19).contains(&len)),
+        3 => {
+            (matches!(n(2), 34 | 37) && len == 15)
+                || (n(2) == 35 && (16..=19).contains(&len))
+                || (matches!(n(2), 30 | 36 | 38 | 39) && (14..=19).contains(&len))
+        }
         6 => (n(4) == 6011 || n(2) == 65 || (644..=649).contains(&n(3)) || n(2) == 62) && (16..=19).contains(&len),
         _ => false,
     }
@@ -517,7 +622,8 @@ fn webhooks(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         let (Some(whole), Some(m)) = (c.get(0), c.name("secret")) else { continue };
         let host_slack = whole.as_str().to_ascii_lowercase().contains("hooks.slack.com/");
         let secret = m.as_str().trim_end_matches(['.', ',', ';', ':', '!', '?', '*', '_']);
-        let tokenish = |seg: &str| seg.len() >= 16 && seg.chars().any(|c| c.is_ascii_digit()) && seg.chars().any(|c| c.is_ascii_alphabetic());
+        let tokenish =
+            |seg: &str| seg.len() >= 16 && seg.chars().any(|c| c.is_ascii_digit()) && seg.chars().any(|c| c.is_ascii_alphabetic());
         let discord = whole.as_str().to_ascii_lowercase().contains("discord");
         // Up to the last token-like segment: a trailing `/trigger` is the endpoint's, not its secret.
         let segs: Vec<&str> = secret.split('/').collect();
@@ -542,7 +648,12 @@ fn netrc(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         // list marker or a code mark) and every other word is one.
         let first = words.iter().map(|(_, w)| w.trim_start_matches('`')).find(|w| !matches!(*w, "-" | "*" | ">" | ""));
         let shaped = first.is_some_and(|f| TOKENS.contains(&f))
-            && words.iter().map(|(_, w)| w.trim_start_matches('`')).skip_while(|w| matches!(*w, "-" | "*" | ">")).step_by(2).all(|w| TOKENS.contains(&w));
+            && words
+                .iter()
+                .map(|(_, w)| w.trim_start_matches('`'))
+                .skip_while(|w| matches!(*w, "-" | "*" | ">"))
+                .step_by(2)
+                .all(|w| TOKENS.contains(&w));
         let entry = shaped && first.is_some_and(|f| matches!(f, "machine" | "default"));
         if shaped && (entry || context > 0) {
             for pair in words.windows(2) {
@@ -555,7 +666,13 @@ fn netrc(text: &str, rank: usize, hits: &mut Vec<Hit>) {
                 }
             }
         }
-        context = if entry { 3 } else if shaped { context } else { context.saturating_sub(1) };
+        context = if entry {
+            3
+        } else if shaped {
+            context
+        } else {
+            context.saturating_sub(1)
+        };
         if line.trim().is_empty() {
             context = 0;
         }
@@ -569,15 +686,18 @@ fn sql_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
     let re = R.get_or_init(|| {
         Regex::new(r#"(?i)(?-u:\b)(?:password|identified\s+by)\s+(?:'(?P<sq>(?:''|\\.|[^'\\\r\n])+)'|"(?P<dq>(?:\\.|[^"\\\r\n])+)"|(?P<bare>[^\s'";]+))"#).expect("a valid pattern")
     });
+    static SQL: OnceLock<Regex> = OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        Regex::new(r"(?i)(?-u:\b)(?:create|alter|grant)(?-u:\b).*(?-u:\b)(?:user|role|login|to)(?-u:\b)").expect("a valid pattern")
+    });
     for c in re.captures_iter(text) {
         if let Some(m) = c.name("sq").or_else(|| c.name("dq")) {
             hits.push(Hit { range: m.range(), kind: "credential", rank });
         } else if let Some(m) = c.name("bare") {
             // Unquoted (`IDENTIFIED BY tiger`): only in a statement, and not a word of prose.
-            static SQL: OnceLock<Regex> = OnceLock::new();
-            let sql = SQL.get_or_init(|| Regex::new(r"(?i)(?-u:\b)(?:create|alter|grant)(?-u:\b).*(?-u:\b)(?:user|role|login|to)(?-u:\b)").expect("a valid pattern"));
             let line_start = text[..m.start()].rfind('\n').map_or(0, |i| i + 1);
-            let statement = c.get(0).is_some_and(|w| w.as_str().to_ascii_lowercase().starts_with("identified")) && sql.is_match(&text[line_start..m.start()]);
+            let statement = c.get(0).is_some_and(|w| w.as_str().to_ascii_lowercase().starts_with("identified"))
+                && sql.is_match(&text[line_start..m.start()]);
             let v = &text[bare_token(text, m.range())];
             if statement && !is_placeholder(v) && !NOT_A_PASSWORD.contains(&v.to_lowercase().as_str()) {
                 hits.push(Hit { range: bare_token(text, m.range()), kind: "credential", rank });
@@ -588,14 +708,118 @@ fn sql_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
 
 /// Words that follow "the password is" without being one (`on the fridge`, `changed monthly`).
 const NOT_A_PASSWORD: &[&str] = &[
-    "a", "an", "the", "on", "in", "at", "of", "for", "to", "by", "with", "from", "under", "behind", "inside", "written", "stored", "kept",
-    "saved", "set", "not", "no", "never", "always", "still", "now", "same", "different", "required", "needed", "optional", "empty", "blank",
-    "unknown", "missing", "wrong", "correct", "right", "expired", "changed", "reset", "rotated", "managed", "shared", "printed", "taped",
-    "available", "located", "listed", "also", "too", "very", "long", "short", "weak", "strong", "secret", "private", "hidden",
-    "lost", "forgotten", "case", "usually", "probably", "somewhere", "there", "here", "what", "whatever", "given", "sent", "emailed",
-    "it", "this", "that", "mine", "yours", "his", "her", "their", "our", "my", "your", "default", "defaults", "generated",
-    "random", "unique", "per", "only", "just", "and", "or", "but", "if", "because", "so", "easy", "hard", "simple", "complex",
-    "characters", "chars", "digits", "letters", "see", "check", "ask", "call", "contact", "pinned", "posted",
+    "a",
+    "an",
+    "the",
+    "on",
+    "in",
+    "at",
+    "of",
+    "for",
+    "to",
+    "by",
+    "with",
+    "from",
+    "under",
+    "behind",
+    "inside",
+    "written",
+    "stored",
+    "kept",
+    "saved",
+    "set",
+    "not",
+    "no",
+    "never",
+    "always",
+    "still",
+    "now",
+    "same",
+    "different",
+    "required",
+    "needed",
+    "optional",
+    "empty",
+    "blank",
+    "unknown",
+    "missing",
+    "wrong",
+    "correct",
+    "right",
+    "expired",
+    "changed",
+    "reset",
+    "rotated",
+    "managed",
+    "shared",
+    "printed",
+    "taped",
+    "available",
+    "located",
+    "listed",
+    "also",
+    "too",
+    "very",
+    "long",
+    "short",
+    "weak",
+    "strong",
+    "secret",
+    "private",
+    "hidden",
+    "lost",
+    "forgotten",
+    "case",
+    "usually",
+    "probably",
+    "somewhere",
+    "there",
+    "here",
+    "what",
+    "whatever",
+    "given",
+    "sent",
+    "emailed",
+    "it",
+    "this",
+    "that",
+    "mine",
+    "yours",
+    "his",
+    "her",
+    "their",
+    "our",
+    "my",
+    "your",
+    "default",
+    "defaults",
+    "generated",
+    "random",
+    "unique",
+    "per",
+    "only",
+    "just",
+    "and",
+    "or",
+    "but",
+    "if",
+    "because",
+    "so",
+    "easy",
+    "hard",
+    "simple",
+    "complex",
+    "characters",
+    "chars",
+    "digits",
+    "letters",
+    "see",
+    "check",
+    "ask",
+    "call",
+    "contact",
+    "pinned",
+    "posted",
 ];
 
 /// A secret continued on the next line of a shell command (`"abc\` + `def"`, a header split with
@@ -607,13 +831,21 @@ fn continued(text: &str, hits: &mut [Hit]) {
         let line_start = text[..h.range.start].rfind('\n').map_or(0, |i| i + 1);
         let before = &text[line_start..h.range.start];
         let lead = before.trim_start().trim_start_matches(['$', '>', ' ']);
-        let shell = ["export ", "set ", "curl ", "-H ", "-e ", "--env", "--header", "wget ", "http ", "env ", "setx "].iter().any(|p| lead.starts_with(p))
+        let shell = ["export ", "set ", "curl ", "-H ", "-e ", "--env", "--header", "wget ", "http ", "env ", "setx "]
+            .iter()
+            .any(|p| lead.starts_with(p))
             || before.contains(" -H ")
             || before.matches('"').count() % 2 == 1
             || before.matches('\'').count() % 2 == 1;
         loop {
             let rest = &text[h.range.end..];
-            let after = if text[..h.range.end].ends_with('\\') { rest } else if let Some(r) = rest.strip_prefix('\\') { r } else { break };
+            let after = if text[..h.range.end].ends_with('\\') {
+                rest
+            } else if let Some(r) = rest.strip_prefix('\\') {
+                r
+            } else {
+                break;
+            };
             let Some(next) = after.strip_prefix("\r\n").or_else(|| after.strip_prefix('\n')) else { break };
             let indent = next.len() - next.trim_start_matches([' ', '\t']).len();
             let len = next[indent..].find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '`')).unwrap_or(next.len() - indent);
@@ -688,7 +920,11 @@ fn prose_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         let v = &text[r.clone()];
         let pin = k.as_str().eq_ignore_ascii_case("pin");
         let lower = v.to_lowercase();
-        if !v.chars().any(char::is_alphanumeric) || is_placeholder(v) || (pin && !v.chars().any(|c| c.is_ascii_digit())) || (quoted.is_none() && NOT_A_PASSWORD.contains(&lower.as_str())) {
+        if !v.chars().any(char::is_alphanumeric)
+            || is_placeholder(v)
+            || (pin && !v.chars().any(|c| c.is_ascii_digit()))
+            || (quoted.is_none() && NOT_A_PASSWORD.contains(&lower.as_str()))
+        {
             continue;
         }
         let said = c.name("verb").is_some() || c.name("colon").is_some() || quoted.is_some();
@@ -696,12 +932,17 @@ fn prose_passwords(text: &str, rank: usize, hits: &mut Vec<Hit>) {
         if !said && !looks_generated(v) && !pin_number {
             continue; // "password reset", "password manager"
         }
-        if v.chars().all(char::is_alphabetic) && v.chars().all(char::is_lowercase) && (v.ends_with("ed") || v.ends_with("ing") || v.ends_with("ly")) {
+        if v.chars().all(char::is_alphabetic)
+            && v.chars().all(char::is_lowercase)
+            && (v.ends_with("ed") || v.ends_with("ing") || v.ends_with("ly"))
+        {
             continue;
         }
         // A length, not a password: "is 12 characters long".
         let next = text[m.end()..].split_whitespace().next().unwrap_or("").to_lowercase();
-        if v.chars().all(|c| c.is_ascii_digit()) && ["characters", "chars", "digits", "letters", "symbols", "long"].iter().any(|u| next.starts_with(u)) {
+        if v.chars().all(|c| c.is_ascii_digit())
+            && ["characters", "chars", "digits", "letters", "symbols", "long"].iter().any(|u| next.starts_with(u))
+        {
             continue;
         }
         hits.push(Hit { range: r, kind: "credential", rank });
@@ -738,7 +979,12 @@ fn secret_sentences(text: &str, rank: usize, hits: &mut Vec<Hit>) {
             let v = &text[r.clone()];
             // Links and markdown around the token are other rules' business.
             // An assignment (`DB_PASSWORD=x`) is the assignment rule's: its key stays.
-            if looks_generated(v) && !v.trim_end_matches('=').contains(['=', ':', '(', ')', '{', '}', '"', '<', '>', '|']) && !is_placeholder(v) && !v.starts_with(['#', '/']) && !v.contains("[REDACTED") {
+            if looks_generated(v)
+                && !v.trim_end_matches('=').contains(['=', ':', '(', ')', '{', '}', '"', '<', '>', '|'])
+                && !is_placeholder(v)
+                && !v.starts_with(['#', '/'])
+                && !v.contains("[REDACTED")
+            {
                 hits.push(Hit { range: r, kind: "credential", rank });
             }
         }
@@ -832,7 +1078,8 @@ fn is_delimiter_row(line: &str) -> bool {
 fn cell_name(cell: &str) -> Option<String> {
     let c = cell.trim_matches(['*', '`', '_', ' ']).trim_end_matches(':').trim();
     let plain = c.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b' ' | b'_' | b'.' | b'-'));
-    (!c.is_empty() && c.len() <= 40 && plain && c.split_whitespace().count() <= 3).then(|| c.split_whitespace().collect::<Vec<_>>().join("_"))
+    (!c.is_empty() && c.len() <= 40 && plain && c.split_whitespace().count() <= 3)
+        .then(|| c.split_whitespace().collect::<Vec<_>>().join("_"))
 }
 
 /// Secret cells of markdown tables: the cell after one naming a secret (`| prod db | password |
@@ -1004,7 +1251,10 @@ mod tests {
         let text = "db:\n  password: |\n    line one\n    line two\n\n  user: app\n";
         assert_eq!(red(text), ("db:\n  password: |\n    [REDACTED:credential]\n    [REDACTED:credential]\n\n  user: app\n".to_owned(), 2));
         let text = "private_key: >-  # pem\r\n  MIIEabc\r\n  def\r\nnext: 1\r\n";
-        assert_eq!(red(text), ("private_key: >-  # pem\r\n  [REDACTED:credential]\r\n  [REDACTED:credential]\r\nnext: 1\r\n".to_owned(), 2));
+        assert_eq!(
+            red(text),
+            ("private_key: >-  # pem\r\n  [REDACTED:credential]\r\n  [REDACTED:credential]\r\nnext: 1\r\n".to_owned(), 2)
+        );
         let text = "- token: |+\n    abc\nnotes: |\n  plain text stays\n";
         assert_eq!(red(text), ("- token: |+\n    [REDACTED:credential]\nnotes: |\n  plain text stays\n".to_owned(), 1));
         let text = "password_policy: |\n  at least 12 characters\n";
@@ -1020,7 +1270,11 @@ mod tests {
         let text = "| service | Token | owner |\n|---|:---:|---|\n| ci | abc123 | ops |\n| deploy |  | dev |\n\n| x | y |";
         assert_eq!(
             red(text),
-            ("| service | Token | owner |\n|---|:---:|---|\n| ci | [REDACTED:credential] | ops |\n| deploy |  | dev |\n\n| x | y |".to_owned(), 1)
+            (
+                "| service | Token | owner |\n|---|:---:|---|\n| ci | [REDACTED:credential] | ops |\n| deploy |  | dev |\n\n| x | y |"
+                    .to_owned(),
+                1
+            )
         );
         let text = "Name | Key\n--- | ---\nstripe | abc\\|def\ngitlab | g1";
         assert_eq!(red(text), ("Name | Key\n--- | ---\nstripe | [REDACTED:credential]\ngitlab | [REDACTED:credential]".to_owned(), 2));
@@ -1067,7 +1321,19 @@ mod tests {
             assert_eq!(out, want, "{text}");
         }
         // Whatever the bytes, no panic and a second pass finds nothing.
-        for text in ["", "|", "||", "\\|", "| |\n|-|", "password:", "password: |", "-----BEGIN  PRIVATE KEY-----", "🎉|🎉\n|---|\n|日|", "a://:@", "token=\u{3000}x"] {
+        for text in [
+            "",
+            "|",
+            "||",
+            "\\|",
+            "| |\n|-|",
+            "password:",
+            "password: |",
+            "-----BEGIN  PRIVATE KEY-----",
+            "🎉|🎉\n|---|\n|日|",
+            "a://:@",
+            "token=\u{3000}x",
+        ] {
             red(text);
         }
     }
@@ -1075,9 +1341,42 @@ mod tests {
     #[test]
     fn any_mix_of_fragments_is_safe_and_idempotent() {
         const FRAGMENTS: &[&str] = &[
-            "password", "DB_TOKEN", "tokens", ": ", "=", " ", "|", "\n", "\r\n", "  ", "🎉", "日本", "é", "AKIAIOSFODNN7EXAMPLE", "https://",
-            "u:p@h", "@", "/", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----", "MIIEpAIBAAKCAQEA0Z3VS5JJ", "|---|",
-            "\"", "'", "`", "[REDACTED:x]", "\\", "key", "|-", ">", "-", "#", "**", "4096", "Bearer ", "sk_live_abcdefghij12",
+            "password",
+            "DB_TOKEN",
+            "tokens",
+            ": ",
+            "=",
+            " ",
+            "|",
+            "\n",
+            "\r\n",
+            "  ",
+            "🎉",
+            "日本",
+            "é",
+            "AKIAIOSFODNN7EXAMPLE",
+            "https://",
+            "u:p@h",
+            "@",
+            "/",
+            "-----BEGIN RSA PRIVATE KEY-----",
+            "-----END RSA PRIVATE KEY-----",
+            "MIIEpAIBAAKCAQEA0Z3VS5JJ",
+            "|---|",
+            "\"",
+            "'",
+            "`",
+            "[REDACTED:x]",
+            "\\",
+            "key",
+            "|-",
+            ">",
+            "-",
+            "#",
+            "**",
+            "4096",
+            "Bearer ",
+            "sk_live_abcdefghij12",
         ];
         const ROUNDS: usize = 3000;
         // A fixed xorshift sequence: the same mixes on every run.
@@ -1103,4 +1402,3 @@ mod tests {
         assert_eq!(redact_question("how many tokens does the budget allow?"), ("how many tokens does the budget allow?".to_owned(), 0));
     }
 }
-

@@ -195,7 +195,18 @@ mod tests {
         let visible: Vec<&ContextItem> = items.iter().collect();
         let bodies = BTreeMap::from([("v1".to_owned(), NOTE.to_owned())]);
         let s = Synthesized { claims, problems: Vec::new(), fetched: Vec::new(), notice: None, synthesizer: "test".into() };
-        gate_and_ladder("what keeps you warm?", &AskConfig::default(), &items, &visible, bodies, Vec::new(), false, s, &mut ScorerSlot::None).unwrap()
+        gate_and_ladder(
+            "what keeps you warm?",
+            &AskConfig::default(),
+            &items,
+            &visible,
+            bodies,
+            Vec::new(),
+            false,
+            s,
+            &mut ScorerSlot::None,
+        )
+        .unwrap()
     }
 
     #[test]
@@ -206,7 +217,10 @@ mod tests {
             claim("Silk keeps you warm", "Silk keeps you warm"),
         ]);
         let rungs: Vec<(Rung, &str)> = a.claims.iter().map(|c| (c.rung, c.text.as_str())).collect();
-        assert_eq!(rungs, [(Rung::Verified, "Merino wool keeps you warm when wet"), (Rung::EvidenceOnly, "Cotton keeps you warm when wet.")]);
+        assert_eq!(
+            rungs,
+            [(Rung::Verified, "Merino wool keeps you warm when wet"), (Rung::EvidenceOnly, "Cotton keeps you warm when wet.")]
+        );
         assert_eq!(a.claims[1].why.as_deref(), Some("listed under “Myths”"));
         assert_eq!(a.claims[0].citations[0].context, "Kit › Layers");
         assert_eq!(a.dropped.len(), 1, "the fabricated quote is dropped at the span check");

@@ -14,8 +14,8 @@ use lode_store::Store;
 use crate::egress::{self, EgressRules};
 use crate::llm::{self, LlmError};
 use crate::{
-    fetch_tool_schema, is_cancelled, merge_blocks, parent_window, run_tool, urls_in, window, AskConfig, AskError, ContextItem, DroppedClaim,
-    FetchedSnapshot, Synthesizer, MAX_TOOL_ROUNDS, SYSTEM_PROMPT, TOOL_PROMPT, TOOL_TEXT,
+    fetch_tool_schema, is_cancelled, merge_blocks, parent_window, run_tool, urls_in, window, AskConfig, AskError, ContextItem,
+    DroppedClaim, FetchedSnapshot, Synthesizer, MAX_TOOL_ROUNDS, SYSTEM_PROMPT, TOOL_PROMPT, TOOL_TEXT,
 };
 
 pub(crate) struct Synthesized {
@@ -103,14 +103,19 @@ pub(crate) fn synthesize(
                     redactions += redacted.count;
                 }
                 let it = its[0];
-                let (title, r1) = if remote { egress::redact(&format!("{} › {}", it.path, it.heading)) } else { (format!("{} › {}", it.path, it.heading), 0) };
+                let (title, r1) = if remote {
+                    egress::redact(&format!("{} › {}", it.path, it.heading))
+                } else {
+                    (format!("{} › {}", it.path, it.heading), 0)
+                };
                 redactions += r1;
                 user.push_str(&format!("\n[{label}] {title}\n{text}\n"));
                 sent.extend(its.iter().map(|i| i.passage_id));
             }
             let tools = cfg.fetcher.as_ref().filter(|_| llm.tools && !holds_withheld);
             if llm.tools && cfg.fetcher.is_some() && holds_withheld {
-                let why = "the model was offered no web tool: its context holds text withheld from remote models (a no-egress note or a secret)";
+                let why =
+                    "the model was offered no web tool: its context holds text withheld from remote models (a no-egress note or a secret)";
                 notice = Some(match notice.take() {
                     Some(n) => format!("{n}; {why}"),
                     None => why.to_owned(),
@@ -120,10 +125,8 @@ pub(crate) fn synthesize(
                 Vec::new()
             } else {
                 let system = if tools.is_some() { format!("{SYSTEM_PROMPT} {TOOL_PROMPT}") } else { SYSTEM_PROMPT.to_owned() };
-                let mut messages = vec![
-                    serde_json::json!({"role": "system", "content": system}),
-                    serde_json::json!({"role": "user", "content": user}),
-                ];
+                let mut messages =
+                    vec![serde_json::json!({"role": "system", "content": system}), serde_json::json!({"role": "user", "content": user})];
                 let mut next_label = blocks.len() + 1;
                 // The model may fetch only URLs it was shown: in the question, in sources that
                 // may leave the machine, or in pages it fetched. A URL it composes itself could
@@ -146,7 +149,13 @@ pub(crate) fn synthesize(
                     };
                     if remote {
                         let passages: &[i64] = if logged_synthesis { &[] } else { &sent };
-                        store.log_egress(&egress::destination(&llm.endpoint), "synthesis", passages, body.len() as u64, if logged_synthesis { 0 } else { redactions as u64 })?;
+                        store.log_egress(
+                            &egress::destination(&llm.endpoint),
+                            "synthesis",
+                            passages,
+                            body.len() as u64,
+                            if logged_synthesis { 0 } else { redactions as u64 },
+                        )?;
                         logged_synthesis = true;
                     }
                     let turn = match llm.turn_cancellable(&body, cfg.cancel.as_deref()) {
@@ -157,7 +166,8 @@ pub(crate) fn synthesize(
                         }
                     };
                     let (Some(fetcher), Some(_), false) = (tools, &offer, turn.tool_calls.is_empty()) else {
-                        final_content = turn.content.ok_or_else(|| LlmError::Malformed("the model called a tool after its last turn".into()));
+                        final_content =
+                            turn.content.ok_or_else(|| LlmError::Malformed("the model called a tool after its last turn".into()));
                         break;
                     };
                     messages.push(turn.message.clone());

@@ -94,7 +94,13 @@ pub(crate) fn withhold<'s>(
                 let shared = it.source == lode_store::Source::Shared;
                 // A page reached only through links in notes that may not leave the machine:
                 // its URL (and text) would carry those notes' words out.
-                let w = w.or_else(|| if it.path.contains("://") && !shared { linked_only_from_withheld(store, &mut live, &it.path) } else { None });
+                let w = w.or_else(|| {
+                    if it.path.contains("://") && !shared {
+                        linked_only_from_withheld(store, &mut live, &it.path)
+                    } else {
+                        None
+                    }
+                });
                 fresh.insert(key.clone(), w);
             }
             it.withheld = fresh[&key].clone();
@@ -103,9 +109,7 @@ pub(crate) fn withhold<'s>(
     let withheld: Vec<Withheld> = if judge {
         items
             .iter()
-            .filter_map(|i| {
-                i.withheld.as_ref().map(|r| Withheld { path: i.path.clone(), passage_id: i.passage_id, reason: r.clone() })
-            })
+            .filter_map(|i| i.withheld.as_ref().map(|r| Withheld { path: i.path.clone(), passage_id: i.passage_id, reason: r.clone() }))
             .collect()
     } else {
         Vec::new()

@@ -2,10 +2,9 @@
 //! an LLM synthesizer against a scripted OpenAI-compatible server on loopback — the four failure
 //! modes, egress rules, redaction, retries and malformed answers.
 
-
-
 use std::path::{Path, PathBuf};
 
+use crate::support::{completion, label_of, user_message, FakeLlm};
 use lode_answer::egress::EgressRules;
 use lode_answer::llm::LlmConfig;
 use lode_answer::{ask, Answer, AskConfig, AskError, Rung, Synthesizer};
@@ -13,7 +12,6 @@ use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
-use crate::support::{completion, label_of, user_message, FakeLlm};
 
 const ROTATION: &str = "Let's Encrypt certificates are valid for 90 days, but staging certificates are rotated every 60 days so that we always have a 30-day safety margin.";
 const LAST: &str = "The last rotation was done on 2026-02-19.";
@@ -142,7 +140,15 @@ fn pinned_note_comes_first_and_whole() {
     let a = extractive(&v, "What does the rollback step say?", Some("runbooks/rotate-staging-certs.md"));
     assert!(a.claims.iter().all(|c| c.citations[0].path == "runbooks/rotate-staging-certs.md"), "{a:?}");
     let rules = EgressRules::default();
-    let items = lode_answer::gather(&v.store, "anything at all", Some("runbooks/rotate-staging-certs.md"), &AskConfig::default(), &rules, Models::default()).unwrap();
+    let items = lode_answer::gather(
+        &v.store,
+        "anything at all",
+        Some("runbooks/rotate-staging-certs.md"),
+        &AskConfig::default(),
+        &rules,
+        Models::default(),
+    )
+    .unwrap();
     let pinned = v.store.passages_of("runbooks/rotate-staging-certs.md").unwrap().len();
     assert!(pinned > 8, "more passages than the retrieval limit");
     assert!(items[..pinned].iter().all(|i| i.pinned), "every passage of the pinned note, first");
@@ -197,16 +203,7 @@ fn the_four_failure_modes_are_dropped_and_valid_claims_pass() {
     assert_eq!(evidence.len(), 5);
     assert!(a.claims[..2].iter().all(|c| c.rung == Rung::Verified), "verified first");
     let shown: Vec<&str> = evidence.iter().map(|c| c.text.as_str()).collect();
-    assert_eq!(
-        shown,
-        [
-            FAILOVER,
-            ROTATION,
-            LAST,
-            ROTATION,
-            &format!("{LAST} … {FAILOVER}")[..],
-        ]
-    );
+    assert_eq!(shown, [FAILOVER, ROTATION, LAST, ROTATION, &format!("{LAST} … {FAILOVER}")[..],]);
     for c in &evidence {
         let model = c.unverified_text.as_deref().unwrap();
         assert_ne!(c.text, model);
@@ -236,7 +233,10 @@ fn model_that_only_hallucinates_makes_the_answer_abstain() {
 #[test]
 fn no_egress_notes_are_withheld_logged_and_uncitable() {
     let secret_note = "---\ntitle: Salary review\nno_egress: true\n---\n# Salary review\n\nThe staging certificates budget for Mei Lin is 12000 euros per year.\n";
-    let v = vault(&[("private/salary.md", secret_note), ("people/vendor.md", "# Vendor\n\nThe staging certificates vendor contact is in the vault.\n")]);
+    let v = vault(&[
+        ("private/salary.md", secret_note),
+        ("people/vendor.md", "# Vendor\n\nThe staging certificates vendor contact is in the vault.\n"),
+    ]);
     let rules = EgressRules::new(&["people/vendor.md".to_owned()]).unwrap();
     let (a, requests) = ask_llm(&v, "staging certificates budget vendor", None, true, &rules, |body| {
         // The adversarial model cites withheld text under a label it was given for another note.
@@ -282,7 +282,10 @@ fn local_endpoint_sees_everything_and_logs_nothing() {
 
 #[test]
 fn secrets_are_redacted_before_leaving() {
-    let v = vault(&[("notes/keys.md", "# Deploy keys\n\nThe staging deploy key is AKIAIOSFODNN7EXAMPLE and the token: supersecretvalue123.\n")]);
+    let v = vault(&[(
+        "notes/keys.md",
+        "# Deploy keys\n\nThe staging deploy key is AKIAIOSFODNN7EXAMPLE and the token: supersecretvalue123.\n",
+    )]);
     let (a, requests) = ask_llm(&v, "staging deploy key", None, true, &EgressRules::default(), |_| claims_json(&[]));
     assert!(a.unwrap().abstained);
     assert!(!requests[0].contains("AKIAIOSFODNN7EXAMPLE") && !requests[0].contains("supersecretvalue123"));
@@ -293,7 +296,8 @@ fn secrets_are_redacted_before_leaving() {
 #[test]
 fn passages_sharing_a_parent_send_it_once() {
     let v = vault(&[]);
-    let (_, requests) = ask_llm(&v, "rotate", Some("runbooks/rotate-staging-certs.md"), false, &EgressRules::default(), |_| claims_json(&[]));
+    let (_, requests) =
+        ask_llm(&v, "rotate", Some("runbooks/rotate-staging-certs.md"), false, &EgressRules::default(), |_| claims_json(&[]));
     let prompt = user_message(&requests[0]);
     let step_blocks = prompt.matches("3. Announce the rotation").count();
     assert_eq!(step_blocks, 1, "the steps list is one parent block for nine passages:\n{prompt}");
@@ -313,20 +317,27 @@ fn broken_endpoints_give_clear_errors() {
     assert!(a.claims.iter().any(|c| c.text.contains("every 60 days")));
     // Not JSON at all, with HTTP 200: the same.
     let fake = FakeLlm::start(Box::new(|_| (200, "<html>502 Bad Gateway</html>".to_owned())));
-    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None)
+        .unwrap();
     assert!(a.notice.as_deref().unwrap().contains("not JSON"), "{:?}", a.notice);
     // 401: no retry, the body is shown.
     let fake = FakeLlm::start(Box::new(|_| (401, "{\"error\":\"invalid api key\"}".to_owned())));
-    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap_err();
+    let e = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None)
+        .unwrap_err();
     assert!(e.to_string().contains("401") && e.to_string().contains("invalid api key"), "{e}");
     assert_eq!(fake.requests.lock().unwrap().len(), 1);
     // 503 twice, then an answer: retried with backoff.
     let mut n = 0;
     let fake = FakeLlm::start(Box::new(move |_| {
         n += 1;
-        if n < 3 { (503, "busy".to_owned()) } else { (200, completion("{\"claims\": []}")) }
+        if n < 3 {
+            (503, "busy".to_owned())
+        } else {
+            (200, completion("{\"claims\": []}"))
+        }
     }));
-    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask(&v.store, q, None, &AskConfig::default(), &rules, &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None)
+        .unwrap();
     assert!(a.abstained);
     assert_eq!(fake.requests.lock().unwrap().len(), 3);
     // Nothing listening.
@@ -342,8 +353,15 @@ fn a_question_from_a_no_egress_note_never_reaches_a_remote_model() {
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
     let q = "How often are staging certificates rotated, and what is Mei's salary?";
     let a = lode_answer::ask_from(
-        &v.store, q, Some("private/diary.md"), None, &AskConfig::default(), &EgressRules::default(),
-        &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None,
+        &v.store,
+        q,
+        Some("private/diary.md"),
+        None,
+        &AskConfig::default(),
+        &EgressRules::default(),
+        &llm(&fake.endpoint, true),
+        Models::default(),
+        &mut ScorerSlot::None,
     )
     .unwrap();
     assert!(fake.requests.lock().unwrap().is_empty(), "the question left the machine");
@@ -356,10 +374,24 @@ fn a_question_from_a_no_egress_note_never_reaches_a_remote_model() {
 fn frontmatter_changed_on_disk_since_indexing_withholds_the_note() {
     let v = vault(&[("notes/budget.md", "# Budget\n\nThe staging certificates budget is 12000 euros.\n")]);
     // The user marks the note private; the index has not seen the change yet.
-    std::fs::write(v.root.join("notes/budget.md"), "---\nno-egress: yes # changed today\n---\n# Budget\n\nThe staging certificates budget is 12000 euros.\n").unwrap();
+    std::fs::write(
+        v.root.join("notes/budget.md"),
+        "---\nno-egress: yes # changed today\n---\n# Budget\n\nThe staging certificates budget is 12000 euros.\n",
+    )
+    .unwrap();
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
     let cfg = AskConfig { vault_root: Some(v.root.clone()), ..AskConfig::default() };
-    let a = ask(&v.store, "staging certificates budget", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask(
+        &v.store,
+        "staging certificates budget",
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &llm(&fake.endpoint, true),
+        Models::default(),
+        &mut ScorerSlot::None,
+    )
+    .unwrap();
     let sent = fake.requests.lock().unwrap().concat();
     assert!(!sent.contains("12000"), "stale metadata let a private note leave");
     assert!(a.withheld.iter().any(|w| w.path == "notes/budget.md"), "{:?}", a.withheld);
@@ -373,7 +405,16 @@ fn secrets_split_by_the_window_and_in_the_question_are_redacted() {
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
     // A small window cuts the key in half around the passage.
     let cfg = AskConfig { parent_window: 120, ..AskConfig::default() };
-    let a = ask(&v.store, "deploy key rotation? my password: hunter2x", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None);
+    let a = ask(
+        &v.store,
+        "deploy key rotation? my password: hunter2x",
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &llm(&fake.endpoint, true),
+        Models::default(),
+        &mut ScorerSlot::None,
+    );
     assert!(a.is_ok(), "{a:?}");
     let sent = fake.requests.lock().unwrap().concat();
     assert!(!sent.is_empty());
@@ -397,11 +438,30 @@ fn every_secret_class_is_redacted_in_the_bytes_sent() {
     let v = vault(&[("notes/deploy-secrets.md", note)]);
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
     let cfg = AskConfig { context_limit: 40, ..AskConfig::default() };
-    let a = ask(&v.store, "staging deploy settings", Some("notes/deploy-secrets.md"), &cfg, &EgressRules::default(), &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None);
+    let a = ask(
+        &v.store,
+        "staging deploy settings",
+        Some("notes/deploy-secrets.md"),
+        &cfg,
+        &EgressRules::default(),
+        &llm(&fake.endpoint, true),
+        Models::default(),
+        &mut ScorerSlot::None,
+    );
     assert!(a.is_ok(), "{a:?}");
     let sent = fake.requests.lock().unwrap().concat();
     assert!(sent.contains("staging deploy"), "the note was sent: {sent}");
-    for secret in ["hunter2", "wJalrXUtnFEMI", "abc123xyz", "s3cr3tpw", "MIIEvQIBADANBgkqhkiG9w0", "BKcwggSjAgEAAoIBAQC7", "Tr0ub4dor", "sk_live_51HxQ", "password: abc"] {
+    for secret in [
+        "hunter2",
+        "wJalrXUtnFEMI",
+        "abc123xyz",
+        "s3cr3tpw",
+        "MIIEvQIBADANBgkqhkiG9w0",
+        "BKcwggSjAgEAAoIBAQC7",
+        "Tr0ub4dor",
+        "sk_live_51HxQ",
+        "password: abc",
+    ] {
         assert!(!sent.contains(secret), "{secret} left the machine:\n{sent}");
     }
     assert!(sent.contains("db.internal"), "the host is kept, only the password goes");
@@ -422,13 +482,31 @@ fn cancelling_stops_waiting_for_a_slow_model() {
         flag.store(true, std::sync::atomic::Ordering::SeqCst);
     });
     let t = std::time::Instant::now();
-    let r = ask(&v.store, "How often are staging certificates rotated?", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None);
+    let r = ask(
+        &v.store,
+        "How often are staging certificates rotated?",
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &llm(&fake.endpoint, false),
+        Models::default(),
+        &mut ScorerSlot::None,
+    );
     assert!(matches!(r, Err(AskError::Cancelled)), "{r:?}");
     assert!(t.elapsed() < std::time::Duration::from_secs(2), "returned {:?} after the cancel, not when the model answered", t.elapsed());
     assert_eq!(fake.requests.lock().unwrap().len(), 1, "the request had been sent");
     // A flag set before the ask starts: nothing is retrieved or sent.
     let cfg = AskConfig { cancel: Some(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true))), ..AskConfig::default() };
-    let r = ask(&v.store, "How often?", None, &cfg, &EgressRules::default(), &llm(&fake.endpoint, false), Models::default(), &mut ScorerSlot::None);
+    let r = ask(
+        &v.store,
+        "How often?",
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &llm(&fake.endpoint, false),
+        Models::default(),
+        &mut ScorerSlot::None,
+    );
     assert!(matches!(r, Err(AskError::Cancelled)));
     assert_eq!(fake.requests.lock().unwrap().len(), 1);
 }
@@ -443,7 +521,17 @@ fn gitignore_style_patterns_withhold_in_the_bytes_sent() {
         let rules = EgressRules::new(&[pattern.to_owned(), "**/journal-*.md".to_owned()]).unwrap();
         let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
         let cfg = AskConfig { context_limit: 40, ..AskConfig::default() };
-        let a = ask(&v.store, "staging certificates budget euros", None, &cfg, &rules, &llm(&fake.endpoint, true), Models::default(), &mut ScorerSlot::None).unwrap();
+        let a = ask(
+            &v.store,
+            "staging certificates budget euros",
+            None,
+            &cfg,
+            &rules,
+            &llm(&fake.endpoint, true),
+            Models::default(),
+            &mut ScorerSlot::None,
+        )
+        .unwrap();
         let sent = fake.requests.lock().unwrap().concat();
         assert!(!sent.contains("12000") && !sent.contains("11000"), "{pattern}: withheld text left the machine");
         for path in ["private/x/salary.md", "journal/journal-2026.md"] {
@@ -466,11 +554,15 @@ fn structure_decides_what_a_quote_asserts_and_is_shown_with_it() {
         claims_json(&[
             ("Cotton keeps you warm when wet", &[(&s, "Cotton keeps you warm when wet.")]),
             ("Replace the tent poles", &[(&s, "Replace the tent poles")]),
-            ("If the forecast says rain above 10 mm: pack the heavy shell", &[(&s, "If the forecast says rain above 10 mm:"), (&s, "pack the heavy shell")]),
+            (
+                "If the forecast says rain above 10 mm: pack the heavy shell",
+                &[(&s, "If the forecast says rain above 10 mm:"), (&s, "pack the heavy shell")],
+            ),
         ])
     });
     let a = a.unwrap();
-    let by_text = |t: &str| a.claims.iter().find(|c| c.unverified_text.as_deref() == Some(t) || c.text == t).unwrap_or_else(|| panic!("{t}: {a:#?}"));
+    let by_text =
+        |t: &str| a.claims.iter().find(|c| c.unverified_text.as_deref() == Some(t) || c.text == t).unwrap_or_else(|| panic!("{t}: {a:#?}"));
     let myth = by_text("Cotton keeps you warm when wet");
     assert_eq!(myth.rung, Rung::EvidenceOnly);
     assert_eq!(myth.why.as_deref(), Some("listed under “Myths”"));
@@ -502,8 +594,8 @@ fn structure_decides_what_a_quote_asserts_and_is_shown_with_it() {
 /// a real vault (in a vault of one note, every word of it is in every note).
 fn filler_notes(dir: &Path, n: usize) {
     const WORDS: &[&str] = &[
-        "heron", "river", "basalt", "violin", "lantern", "orchard", "glacier", "meadow", "compass", "harbor", "quartz",
-        "falcon", "canyon", "pebble", "willow", "ember", "tundra", "coral", "saffron", "marble", "otter", "fern", "dune",
+        "heron", "river", "basalt", "violin", "lantern", "orchard", "glacier", "meadow", "compass", "harbor", "quartz", "falcon", "canyon",
+        "pebble", "willow", "ember", "tundra", "coral", "saffron", "marble", "otter", "fern", "dune",
     ];
     std::fs::create_dir_all(dir).unwrap();
     let mut x: usize = 7;
@@ -568,8 +660,14 @@ fn labels_headings_and_restatements_are_not_answers() {
     // answering wrongly). Each needs a word the sentence does not hold ("230 °C" for
     // "temperature", "LIS" for "Lisbon", "factory settings" for a reset step).
     const KNOWN_MISSES: &[&str] = &["not-an-answer-blind.jsonl:47 ", "not-an-answer-blind.jsonl:53 ", "not-an-answer-blind.jsonl:70 "];
-    let (missed, failed): (Vec<&String>, Vec<&String>) = failures.iter().partition(|f| KNOWN_MISSES.iter().any(|k| f.starts_with(k)) && f.contains("no quote holds"));
+    let (missed, failed): (Vec<&String>, Vec<&String>) =
+        failures.iter().partition(|f| KNOWN_MISSES.iter().any(|k| f.starts_with(k)) && f.contains("no quote holds"));
     assert!(count >= 100, "{count} cases");
-    assert!(failed.is_empty(), "{} of {count} cases fail:\n{}", failed.len(), failed.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n"));
+    assert!(
+        failed.is_empty(),
+        "{} of {count} cases fail:\n{}",
+        failed.len(),
+        failed.iter().map(|f| f.as_str()).collect::<Vec<_>>().join("\n")
+    );
     assert_eq!(missed.len(), KNOWN_MISSES.len(), "a known miss now answers: take it off the list: {missed:?}");
 }

@@ -4,10 +4,9 @@
 //! decides before the index does — unsaved buffers, moves, nested vaults, unreadable rules.
 //! The `*-heldout.jsonl` sets were written blind, by someone who saw neither code nor our cases.
 
-
-
 use std::path::PathBuf;
 
+use crate::support::{completion, FakeLlm};
 use lode_answer::egress::{marks, EgressRules};
 use lode_answer::llm::LlmConfig;
 use lode_answer::{ask, ask_from, Answer, AskConfig, Synthesizer};
@@ -16,7 +15,6 @@ use lode_retrieval::Models;
 use lode_store::vault::{index_vault, IndexOptions};
 use lode_store::{Store, StoreOptions};
 use serde_json::Value;
-use crate::support::{completion, FakeLlm};
 
 fn fixture(name: &str) -> Vec<Value> {
     let path = lode_testing::repo().join("fixtures/egress").join(name);
@@ -25,7 +23,14 @@ fn fixture(name: &str) -> Vec<Value> {
 }
 
 fn remote(endpoint: &str) -> Synthesizer {
-    Synthesizer::Llm(LlmConfig { endpoint: endpoint.to_owned(), model: "recorder".into(), remote: Some(true), retries: 0, timeout_secs: 10, ..Default::default() })
+    Synthesizer::Llm(LlmConfig {
+        endpoint: endpoint.to_owned(),
+        model: "recorder".into(),
+        remote: Some(true),
+        retries: 0,
+        timeout_secs: 10,
+        ..Default::default()
+    })
 }
 
 struct Vault {
@@ -75,7 +80,9 @@ fn base64(s: &str) -> String {
 }
 
 fn url_encoded(s: &str) -> String {
-    s.bytes().map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") }).collect()
+    s.bytes()
+        .map(|b| if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) { (b as char).to_string() } else { format!("%{b:02X}") })
+        .collect()
 }
 
 /// `s` as it reads inside a JSON string (the request body is JSON).
@@ -103,12 +110,21 @@ fn secret_rows(file: &str) -> (usize, Vec<String>, Vec<String>) {
     let notes: Vec<(String, String)> = rows
         .iter()
         .enumerate()
-        .map(|(i, r)| (format!("rows/row-{i}.md"), format!("# Probe {i}\n\nProbe row {i} of the egress check.\n\n{}\n", r["text"].as_str().unwrap())))
+        .map(|(i, r)| {
+            (format!("rows/row-{i}.md"), format!("# Probe {i}\n\nProbe row {i} of the egress check.\n\n{}\n", r["text"].as_str().unwrap()))
+        })
         .collect();
     let v = vault(&notes);
     let (mut leaks, mut lost) = (Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
-        let (_, bytes) = sent(&v, &AskConfig::default(), &EgressRules::default(), &format!("What does probe row {i} say?"), None, Some(&format!("rows/row-{i}.md")));
+        let (_, bytes) = sent(
+            &v,
+            &AskConfig::default(),
+            &EgressRules::default(),
+            &format!("What does probe row {i} say?"),
+            None,
+            Some(&format!("rows/row-{i}.md")),
+        );
         assert!(bytes.contains(&format!("Probe row {i} of the egress check")), "row {i} was not sent at all");
         let class = r["class"].as_str().unwrap();
         for s in r["secrets"].as_array().unwrap().iter().filter_map(Value::as_str) {
@@ -157,14 +173,19 @@ fn spelling_rows(file: &str) -> (usize, Vec<String>, Vec<String>) {
     let (mut wrong, mut unsaid) = (Vec::new(), Vec::new());
     for (i, r) in rows.iter().enumerate() {
         let (class, private, canonical) = (r["class"].as_str().unwrap(), r["intent"] == "private", r["canonical"] == true);
-        let (_, bytes) = sent(&v, &AskConfig::default(), &EgressRules::default(), &format!("Zqprobe{i} marker"), None, Some(&format!("sp/row-{i}.md")));
+        let (_, bytes) =
+            sent(&v, &AskConfig::default(), &EgressRules::default(), &format!("Zqprobe{i} marker"), None, Some(&format!("sp/row-{i}.md")));
         let left = bytes.contains(&format!("Zqprobe{i} marker line"));
         let m = marks::read(&notes[i].1);
         if private && left {
             wrong.push(format!("{file} row {i} ({class}): a private note was sent: {:?}", r["note"].as_str().unwrap()));
         }
         if !private && !left && m.near_misses.is_empty() {
-            wrong.push(format!("{file} row {i} ({class}): a shareable note was withheld without a word: {:?} ({:?})", r["note"].as_str().unwrap(), m.local));
+            wrong.push(format!(
+                "{file} row {i} ({class}): a shareable note was withheld without a word: {:?} ({:?})",
+                r["note"].as_str().unwrap(),
+                m.local
+            ));
         }
         if private && !canonical && m.near_misses.is_empty() {
             unsaid.push(format!("{file} row {i} ({class}): a near-miss spelling is not reported: {:?}", r["note"].as_str().unwrap()));
@@ -219,7 +240,18 @@ fn unsaved_buffers_decide_for_their_notes() {
     buffers.insert("file:///tmp/Untitled-1.md".to_owned(), "---\nno_egress: true\n---\nIs the Zq staging budget 12000 euros?\n".to_owned());
     let cfg = AskConfig { buffers: std::sync::Arc::new(buffers), ..AskConfig::default() };
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
-    let a = ask_from(&v.store, q, Some("file:///tmp/Untitled-1.md"), None, &cfg, &EgressRules::default(), &remote(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask_from(
+        &v.store,
+        q,
+        Some("file:///tmp/Untitled-1.md"),
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &remote(&fake.endpoint),
+        Models::default(),
+        &mut ScorerSlot::None,
+    )
+    .unwrap();
     assert!(fake.requests.lock().unwrap().is_empty(), "the question of a no-egress buffer reached the model");
     assert!(a.notice.as_deref().is_some_and(|n| n.contains("answered locally")), "{:?}", a.notice);
 }
@@ -268,8 +300,22 @@ fn a_nested_vault_keeps_its_rules_inside_the_outer_one() {
 fn rules_that_cannot_be_read_keep_everything_local() {
     let v = vault(&[("notes/budget.md".into(), BUDGET.into())]);
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
-    let cfg = AskConfig { egress_blocked: Some(".lode/config.toml no longer reads".into()), vault_root: Some(v.root.clone()), ..AskConfig::default() };
-    let a = ask(&v.store, "Zq staging budget euros", None, &cfg, &EgressRules::default(), &remote(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let cfg = AskConfig {
+        egress_blocked: Some(".lode/config.toml no longer reads".into()),
+        vault_root: Some(v.root.clone()),
+        ..AskConfig::default()
+    };
+    let a = ask(
+        &v.store,
+        "Zq staging budget euros",
+        None,
+        &cfg,
+        &EgressRules::default(),
+        &remote(&fake.endpoint),
+        Models::default(),
+        &mut ScorerSlot::None,
+    )
+    .unwrap();
     assert!(fake.requests.lock().unwrap().is_empty());
     assert!(a.notice.as_deref().is_some_and(|n| n.contains("no longer reads")), "{:?}", a.notice);
     assert!(!a.claims.is_empty(), "answered locally instead: {a:?}");
@@ -304,13 +350,25 @@ fn linked_notes_join_in_every_mode_and_egress_applies_to_them() {
     ]);
     let rules = EgressRules::default();
     let cfg = AskConfig { vault_root: Some(v.root.clone()), context_limit: 1, ..AskConfig::default() };
-    let items = lode_answer::gather(&v.store, "When does the Zq rollout start and what does it cost?", None, &cfg, &rules, Models::default()).unwrap();
+    let items =
+        lode_answer::gather(&v.store, "When does the Zq rollout start and what does it cost?", None, &cfg, &rules, Models::default())
+            .unwrap();
     let paths: Vec<&str> = items.iter().map(|i| i.path.as_str()).collect();
     assert_eq!(paths.first(), Some(&"hub.md"), "{paths:?}");
     let vendor = items.iter().find(|i| i.path == "Zq vendor.md").unwrap_or_else(|| panic!("the linked note did not join: {paths:?}"));
     assert!(vendor.text.contains("7000"), "its best passage for the question, not its first: {:?}", vendor.text);
     let fake = FakeLlm::start(Box::new(|_| (200, completion("{\"claims\": []}"))));
-    let a = ask(&v.store, "When does the Zq rollout start and what does it cost?", None, &cfg, &rules, &remote(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask(
+        &v.store,
+        "When does the Zq rollout start and what does it cost?",
+        None,
+        &cfg,
+        &rules,
+        &remote(&fake.endpoint),
+        Models::default(),
+        &mut ScorerSlot::None,
+    )
+    .unwrap();
     let bytes = fake.requests.lock().unwrap().concat();
     assert!(bytes.contains("7000"), "the linked note was sent");
     assert!(!bytes.contains("99000"), "a no-egress linked note left the machine");
@@ -362,7 +420,9 @@ fn ordinary_prose_is_not_redacted() {
 #[test]
 fn a_snapshot_linked_only_from_a_private_note_is_withheld() {
     use lode_testing::web::{Reply, Site};
-    let site = Site::start(Box::new(|_: &str| Reply::html("<h1>Results</h1><p>The Zq staging budget result for patient 4711 is 88000 euros.</p>")));
+    let site = Site::start(Box::new(|_: &str| {
+        Reply::html("<h1>Results</h1><p>The Zq staging budget result for patient 4711 is 88000 euros.</p>")
+    }));
     let url = site.url("/results?patient=4711");
     let v = vault(&[("diary.md".into(), format!("---\nno_egress: true\n---\n# Diary\n\nSee [my results]({url}).\n"))]);
     let mut store = Store::open(&v._tmp.path().join("lode.db"), StoreOptions::default()).unwrap();

@@ -3,12 +3,11 @@
 //! models cite what the page never said, fetch no-egress domains, smuggle secrets into URLs,
 //! call unknown tools and never stop calling.
 
-
-
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
+use crate::support::FakeLlm;
 use lode_answer::egress::EgressRules;
 use lode_answer::llm::LlmConfig;
 use lode_answer::{ask, Answer, AskConfig, AskError, Fetcher, StoredPage, Synthesizer};
@@ -16,7 +15,6 @@ use lode_core::gate::{ScorerSlot, Step};
 use lode_retrieval::Models;
 use lode_store::{Source, Store, StoreOptions};
 use lode_testing::web::{Reply, Site};
-use crate::support::FakeLlm;
 
 const PAGE: &str = "<html><head><title>Pool limits</title></head><body><h1>Pool limits</h1><p>The shared pool allows 40 server connections.</p><p>Bursts are capped at 60.</p></body></html>";
 
@@ -63,7 +61,15 @@ fn setup() -> Setup {
 }
 
 fn llm(endpoint: &str) -> Synthesizer {
-    Synthesizer::Llm(LlmConfig { endpoint: endpoint.to_owned(), model: "scripted".into(), remote: Some(true), tools: true, retries: 0, timeout_secs: 10, ..Default::default() })
+    Synthesizer::Llm(LlmConfig {
+        endpoint: endpoint.to_owned(),
+        model: "scripted".into(),
+        remote: Some(true),
+        tools: true,
+        retries: 0,
+        timeout_secs: 10,
+        ..Default::default()
+    })
 }
 
 fn tool_call(url: &str) -> String {
@@ -94,7 +100,17 @@ fn tool_reply(body: &str) -> Option<String> {
 
 fn run(s: &Setup, rules: &EgressRules, respond: impl Fn(&str) -> String + Send + 'static) -> (Answer, Vec<String>) {
     let fake = FakeLlm::start(Box::new(move |body| (200, respond(body))));
-    let a = ask(&s.store, "What is the upstream pool limit?", None, &s.cfg, rules, &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let a = ask(
+        &s.store,
+        "What is the upstream pool limit?",
+        None,
+        &s.cfg,
+        rules,
+        &llm(&fake.endpoint),
+        Models::default(),
+        &mut ScorerSlot::None,
+    )
+    .unwrap();
     let reqs = fake.requests.lock().unwrap().clone();
     (a, reqs)
 }
@@ -110,7 +126,9 @@ fn a_fetched_page_is_stored_first_then_cited_and_checked() {
     let u = url.clone();
     let (a, reqs) = run(&s, &EgressRules::default(), move |body| match tool_label(body) {
         None => tool_call(&u),
-        Some(label) => answer(&claims(&label, "The shared pool allows 40 server connections.", "The shared pool allows 40 server connections")),
+        Some(label) => {
+            answer(&claims(&label, "The shared pool allows 40 server connections.", "The shared pool allows 40 server connections"))
+        }
     });
     assert_eq!(a.claims.len(), 1, "{a:#?}");
     let c = &a.claims[0].citations[0];
@@ -169,7 +187,9 @@ fn a_quote_the_page_never_contained_is_dropped() {
     let u = s.site.url("/limits");
     let (a, _) = run(&s, &EgressRules::default(), move |body| match tool_label(body) {
         None => tool_call(&u),
-        Some(label) => answer(&claims(&label, "The shared pool allows 400 server connections.", "The shared pool allows 400 server connections")),
+        Some(label) => {
+            answer(&claims(&label, "The shared pool allows 400 server connections.", "The shared pool allows 400 server connections"))
+        }
     });
     assert!(a.claims.is_empty() && a.abstained, "{a:#?}");
     assert_eq!(a.dropped[0].step, Step::SpanCheck);
@@ -236,9 +256,10 @@ fn snapshots_of_no_egress_domains_never_reach_a_remote_model() {
     assert!(matches!(lode_externals::mirror(&mut w, &url, lode_store::Via::Link, &opts).unwrap(), lode_externals::Recorded::Saved(_)));
     let rules = EgressRules::default().with_domains(&["localhost".to_owned()]).unwrap();
     let fake = FakeLlm::start(Box::new(|_| (200, answer("{\"claims\": []}"))));
-    let mut cfg = AskConfig::default();
-    cfg.fetcher = None;
-    let a = ask(&s.store, "shared pool server connections", None, &cfg, &rules, &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None).unwrap();
+    let cfg = AskConfig { fetcher: None, ..Default::default() };
+    let a =
+        ask(&s.store, "shared pool server connections", None, &cfg, &rules, &llm(&fake.endpoint), Models::default(), &mut ScorerSlot::None)
+            .unwrap();
     assert!(a.withheld.iter().any(|w| w.path == url && w.reason.contains("no-egress domain")), "{:?}", a.withheld);
     let sent = fake.requests.lock().unwrap().clone();
     assert!(sent.iter().all(|b| !b.contains("40 server connections")), "the snapshot's text left the machine");

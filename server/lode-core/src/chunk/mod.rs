@@ -172,14 +172,7 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
     let text = decoded.text.as_str();
     let cfg = ChunkConfig { max_tokens: cfg.max_tokens.max(8), ..*cfg };
 
-    let mut walker = Walker {
-        text,
-        cfg,
-        roles: roles_by_kind(),
-        passages: Vec::new(),
-        headings: Vec::new(),
-        frontmatter: None,
-    };
+    let mut walker = Walker { text, cfg, roles: roles_by_kind(), passages: Vec::new(), headings: Vec::new(), frontmatter: None };
     let mut links = Vec::new();
     let mut tags = None;
     match parse_blocks(text) {
@@ -212,11 +205,7 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
         None => walker.leaf(0..text.len(), PassageKind::Paragraph, &[], 0..text.len(), true),
     }
 
-    let meta = walker
-        .frontmatter
-        .clone()
-        .map(|r| frontmatter::parse(&text[r]))
-        .unwrap_or_default();
+    let meta = walker.frontmatter.clone().map(|r| frontmatter::parse(&text[r])).unwrap_or_default();
     let title = meta
         .iter()
         .find(|(k, _)| k == "title")
@@ -229,16 +218,8 @@ pub fn chunk_note(raw: &[u8], cfg: &ChunkConfig) -> ChunkedNote {
         title,
         frontmatter: walker.frontmatter.map(to_raw),
         meta,
-        headings: walker
-            .headings
-            .into_iter()
-            .map(|h| Heading { range: to_raw(h.range), ..h })
-            .collect(),
-        passages: walker
-            .passages
-            .into_iter()
-            .map(|p| Passage { range: to_raw(p.range), parent: to_raw(p.parent), ..p })
-            .collect(),
+        headings: walker.headings.into_iter().map(|h| Heading { range: to_raw(h.range), ..h }).collect(),
+        passages: walker.passages.into_iter().map(|p| Passage { range: to_raw(p.range), parent: to_raw(p.parent), ..p }).collect(),
         links: links.into_iter().map(|l| Link { range: to_raw(l.range), ..l }).collect(),
         lossy: decoded.is_lossy(),
         tags,
@@ -326,10 +307,7 @@ impl<'t> Walker<'t> {
         let own = trim(self.text, node.byte_range());
         let mut cursor = node.walk();
         let kids: Vec<Node> = node.children(&mut cursor).collect();
-        let heading = kids
-            .first()
-            .filter(|k| self.role(**k) == Some(Role::Heading))
-            .and_then(|k| self.heading(*k));
+        let heading = kids.first().filter(|k| self.role(**k) == Some(Role::Heading)).and_then(|k| self.heading(*k));
         let pushed = heading.is_some();
         if let Some(h) = &heading {
             path.push(h.text.clone());
@@ -347,13 +325,7 @@ impl<'t> Walker<'t> {
             if !h.text.is_empty() {
                 self.passages.insert(
                     before,
-                    Passage {
-                        range: h.range,
-                        kind: PassageKind::Heading,
-                        heading_path: path.clone(),
-                        parent: own,
-                        split: false,
-                    },
+                    Passage { range: h.range, kind: PassageKind::Heading, heading_path: path.clone(), parent: own, split: false },
                 );
             }
         }
@@ -387,14 +359,7 @@ impl<'t> Walker<'t> {
     }
 
     /// Emits `range` as one passage, or as overlapping pieces when it is over budget.
-    fn leaf(
-        &mut self,
-        range: Range<usize>,
-        kind: PassageKind,
-        path: &[String],
-        parent: Range<usize>,
-        by_lines: bool,
-    ) {
+    fn leaf(&mut self, range: Range<usize>, kind: PassageKind, path: &[String], parent: Range<usize>, by_lines: bool) {
         let range = trim(self.text, range);
         if range.is_empty() {
             return;
@@ -406,11 +371,7 @@ impl<'t> Walker<'t> {
             push(self, range, parent, false);
             return;
         }
-        let units = if by_lines {
-            line_units(self.text, range.clone())
-        } else {
-            sentence_units(self.text, range.clone())
-        };
+        let units = if by_lines { line_units(self.text, range.clone()) } else { sentence_units(self.text, range.clone()) };
         for piece in pack(self.text, &units, &self.cfg) {
             let piece = trim(self.text, piece);
             if !piece.is_empty() {
@@ -444,9 +405,7 @@ pub(crate) fn sentence_units(text: &str, range: Range<usize>) -> Vec<Range<usize
     let mut chars = s.char_indices().peekable();
     while let Some((i, c)) = chars.next() {
         let end_here = match c {
-            '.' | '!' | '?' => {
-                chars.peek().is_some_and(|&(_, n)| n.is_whitespace()) && !(c == '.' && not_a_stop(s, i, ABBREVIATIONS))
-            }
+            '.' | '!' | '?' => chars.peek().is_some_and(|&(_, n)| n.is_whitespace()) && !(c == '.' && not_a_stop(s, i, ABBREVIATIONS)),
             '。' | '！' | '？' => true,
             '\n' => chars.peek().is_some_and(|&(_, n)| n == '\n' || n == '\r'),
             _ => false,

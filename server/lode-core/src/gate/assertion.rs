@@ -83,40 +83,232 @@ const YES_MARKS: &[&str] = &["✅", "✔", "☑", "👍", "🟢"];
 
 /// Headings of sections that state background a rejected or outdated note still asserts.
 const BACKGROUND: &[&str] = &[
-    "background", "context", "motivation", "problem", "problem statement", "facts", "references", "prior art", "current state",
-    "status", "history", "glossary", "definitions", "context and problem statement",
+    "background",
+    "context",
+    "motivation",
+    "problem",
+    "problem statement",
+    "facts",
+    "references",
+    "prior art",
+    "current state",
+    "status",
+    "history",
+    "glossary",
+    "definitions",
+    "context and problem statement",
 ];
 
 /// Roles a speaker's label may end with ("Defense counsel", "Support agent").
 const ROLES: &[&str] = &[
-    "counsel", "attorney", "lawyer", "judge", "witness", "expert", "rep", "representative", "engineer", "doctor", "nurse", "officer",
-    "agent", "host", "guest", "interviewer", "interviewee", "caller", "customer", "speaker", "moderator", "chair", "claimant",
-    "respondent", "defendant", "plaintiff", "mediator", "landlord", "tenant", "contractor", "vendor", "coach", "teacher", "parent",
+    "counsel",
+    "attorney",
+    "lawyer",
+    "judge",
+    "witness",
+    "expert",
+    "rep",
+    "representative",
+    "engineer",
+    "doctor",
+    "nurse",
+    "officer",
+    "agent",
+    "host",
+    "guest",
+    "interviewer",
+    "interviewee",
+    "caller",
+    "customer",
+    "speaker",
+    "moderator",
+    "chair",
+    "claimant",
+    "respondent",
+    "defendant",
+    "plaintiff",
+    "mediator",
+    "landlord",
+    "tenant",
+    "contractor",
+    "vendor",
+    "coach",
+    "teacher",
+    "parent",
 ];
 
 /// Labels in a meeting that are the note's own voice, not a speaker's.
 const OWN_LABELS: &[&str] = &[
-    "decision", "decisions", "decided", "agreed", "agreement", "action", "actions", "action item", "action items", "ai", "outcome",
-    "result", "results", "conclusion", "conclusions", "summary", "resolution", "resolved", "next steps", "next step", "owner",
-    "owners", "due", "date", "time", "when", "where", "location", "attendees", "present", "absent", "apologies", "agenda",
-    "notes", "note", "todo", "to do", "update", "edit", "status", "tldr", "tl dr", "context", "background", "goal", "goals",
-    "problem", "fix", "cause", "root cause", "answer", "question", "q", "a", "re", "subject", "topic", "minutes", "follow up",
-    "setup", "set up", "result", "finding", "findings", "plan", "budget", "cost", "costs", "price", "total", "step", "steps", "tip",
-    "tips", "warning", "example", "hypothesis", "observation", "observations", "method", "methods", "verdict", "score", "rating",
-    "pros", "cons", "why", "how", "what", "who", "effect", "impact", "symptom", "symptoms", "dose", "rent", "deadline", "scope",
-    "follow-up", "followup", "follow ups", "blockers", "risks", "risk", "links", "link", "source", "sources", "ps", "nb",
+    "decision",
+    "decisions",
+    "decided",
+    "agreed",
+    "agreement",
+    "action",
+    "actions",
+    "action item",
+    "action items",
+    "ai",
+    "outcome",
+    "result",
+    "results",
+    "conclusion",
+    "conclusions",
+    "summary",
+    "resolution",
+    "resolved",
+    "next steps",
+    "next step",
+    "owner",
+    "owners",
+    "due",
+    "date",
+    "time",
+    "when",
+    "where",
+    "location",
+    "attendees",
+    "present",
+    "absent",
+    "apologies",
+    "agenda",
+    "notes",
+    "note",
+    "todo",
+    "to do",
+    "update",
+    "edit",
+    "status",
+    "tldr",
+    "tl dr",
+    "context",
+    "background",
+    "goal",
+    "goals",
+    "problem",
+    "fix",
+    "cause",
+    "root cause",
+    "answer",
+    "question",
+    "q",
+    "a",
+    "re",
+    "subject",
+    "topic",
+    "minutes",
+    "follow up",
+    "setup",
+    "set up",
+    "result",
+    "finding",
+    "findings",
+    "plan",
+    "budget",
+    "cost",
+    "costs",
+    "price",
+    "total",
+    "step",
+    "steps",
+    "tip",
+    "tips",
+    "warning",
+    "example",
+    "hypothesis",
+    "observation",
+    "observations",
+    "method",
+    "methods",
+    "verdict",
+    "score",
+    "rating",
+    "pros",
+    "cons",
+    "why",
+    "how",
+    "what",
+    "who",
+    "effect",
+    "impact",
+    "symptom",
+    "symptoms",
+    "dose",
+    "rent",
+    "deadline",
+    "scope",
+    "follow-up",
+    "followup",
+    "follow ups",
+    "blockers",
+    "risks",
+    "risk",
+    "links",
+    "link",
+    "source",
+    "sources",
+    "ps",
+    "nb",
 ];
 
 const WEEKDAYS: &[&str] = &[
-    "mon", "tue", "tues", "wed", "thu", "thur", "thurs", "fri", "sat", "sun", "monday", "tuesday", "wednesday", "thursday", "friday",
-    "saturday", "sunday", "today", "yesterday", "tomorrow", "morning", "afternoon", "evening", "night", "weekend", "week", "day",
+    "mon",
+    "tue",
+    "tues",
+    "wed",
+    "thu",
+    "thur",
+    "thurs",
+    "fri",
+    "sat",
+    "sun",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "today",
+    "yesterday",
+    "tomorrow",
+    "morning",
+    "afternoon",
+    "evening",
+    "night",
+    "weekend",
+    "week",
+    "day",
 ];
 
 /// Words that make a meeting of a note: its title, a heading, a frontmatter type or tag.
 const MEETING: &[&str] = &[
-    "meeting", "meetings", "minutes", "transcript", "interview", "standup", "stand-up", "retro", "retrospective", "1:1", "1-1",
-    "one-on-one", "conversation", "debate", "podcast", "kickoff", "kick-off", "workshop", "huddle", "townhall", "all-hands",
-    "hearing", "deposition", "testimony", "mediation", "trial",
+    "meeting",
+    "meetings",
+    "minutes",
+    "transcript",
+    "interview",
+    "standup",
+    "stand-up",
+    "retro",
+    "retrospective",
+    "1:1",
+    "1-1",
+    "one-on-one",
+    "conversation",
+    "debate",
+    "podcast",
+    "kickoff",
+    "kick-off",
+    "workshop",
+    "huddle",
+    "townhall",
+    "all-hands",
+    "hearing",
+    "deposition",
+    "testimony",
+    "mediation",
+    "trial",
 ];
 
 /// Words that make a meeting of a note only in its title or frontmatter ("Release sync",
@@ -125,60 +317,444 @@ const MEETING_TITLE: &[&str] = &["sync", "call", "chat", "discussion", "review",
 
 /// Line openers that announce a later correction of what came before.
 const CORRECTION_OPENERS: &[&str] = &[
-    "update", "updated", "updates", "upd", "edit", "edited", "edit2", "correction", "corrected", "corrections", "erratum", "errata",
-    "addendum", "revision", "revised", "retraction", "later", "followup", "follow-up", "ps", "p.s", "amendment", "amended",
+    "update",
+    "updated",
+    "updates",
+    "upd",
+    "edit",
+    "edited",
+    "edit2",
+    "correction",
+    "corrected",
+    "corrections",
+    "erratum",
+    "errata",
+    "addendum",
+    "revision",
+    "revised",
+    "retraction",
+    "later",
+    "followup",
+    "follow-up",
+    "ps",
+    "p.s",
+    "amendment",
+    "amended",
 ];
 
 /// Phrases by which a later line says an earlier line of the note was wrong: about the note's
 /// own words, not a change in the world ("cells that no longer express CD19" corrects nothing).
 const STRONG_CORRECTIONS: &[&[&str]] = &[
-    &["was", "wrong"], &["were", "wrong"], &["is", "wrong"], &["was", "incorrect"], &["is", "incorrect"], &["not", "true"], &["was", "false"],
-    &["scratch", "that"], &["never", "mind"], &["should", "read"], &["misread"], &["typo"], &["disregard"], &["misheard"], &["misremembered"],
-    &["was", "mistaken"], &["were", "mistaken"], &["my", "mistake"], &["i", "was", "wrong"], &["ignore", "the", "above"], &["reverted"],
-    &["rolled", "back"], &["turned", "out", "to", "be", "wrong"], &["turned", "out", "to", "be", "false"], &["turns", "out", "that"],
-    &["turned", "out", "that"], &["was", "faulty"], &["were", "faulty"], &["superseded"], &["retracted"],
+    &["was", "wrong"],
+    &["were", "wrong"],
+    &["is", "wrong"],
+    &["was", "incorrect"],
+    &["is", "incorrect"],
+    &["not", "true"],
+    &["was", "false"],
+    &["scratch", "that"],
+    &["never", "mind"],
+    &["should", "read"],
+    &["misread"],
+    &["typo"],
+    &["disregard"],
+    &["misheard"],
+    &["misremembered"],
+    &["was", "mistaken"],
+    &["were", "mistaken"],
+    &["my", "mistake"],
+    &["i", "was", "wrong"],
+    &["ignore", "the", "above"],
+    &["reverted"],
+    &["rolled", "back"],
+    &["turned", "out", "to", "be", "wrong"],
+    &["turned", "out", "to", "be", "false"],
+    &["turns", "out", "that"],
+    &["turned", "out", "that"],
+    &["was", "faulty"],
+    &["were", "faulty"],
+    &["superseded"],
+    &["retracted"],
 ];
 
 /// Words by which a later line changes a value ("raised to", "now", "instead").
 const CHANGES: &[&str] = &[
-    "now", "changed", "increased", "decreased", "raised", "lowered", "reduced", "reduce", "increase", "decrease", "cut", "moved",
-    "switched", "stopped", "stop", "went", "bumped", "adjusted", "revised", "renegotiated", "upped", "halved", "doubled", "dropped",
-    "cancelled", "canceled", "postponed", "rescheduled", "instead", "became", "becomes", "replaced", "longer", "anymore", "gone",
+    "now",
+    "changed",
+    "increased",
+    "decreased",
+    "raised",
+    "lowered",
+    "reduced",
+    "reduce",
+    "increase",
+    "decrease",
+    "cut",
+    "moved",
+    "switched",
+    "stopped",
+    "stop",
+    "went",
+    "bumped",
+    "adjusted",
+    "revised",
+    "renegotiated",
+    "upped",
+    "halved",
+    "doubled",
+    "dropped",
+    "cancelled",
+    "canceled",
+    "postponed",
+    "rescheduled",
+    "instead",
+    "became",
+    "becomes",
+    "replaced",
+    "longer",
+    "anymore",
+    "gone",
 ];
 
 /// Headings whose section corrects what came before.
-const UPDATE_HEADINGS: &[&str] = &["changelog", "changes", "corrections", "errata", "retest", "recheck", "revisited", "follow-up", "followup", "later", "amendments"];
+const UPDATE_HEADINGS: &[&str] =
+    &["changelog", "changes", "corrections", "errata", "retest", "recheck", "revisited", "follow-up", "followup", "later", "amendments"];
 
 /// Words too common to name what a line is about.
 const NOT_A_SUBJECT: &[&str] = &[
-    "the", "and", "for", "with", "this", "that", "these", "those", "was", "were", "has", "have", "had", "been", "being", "from",
-    "now", "not", "but", "are", "our", "its", "they", "them", "then", "than", "also", "just", "very", "still", "will", "would",
-    "should", "could", "can", "may", "might", "must", "into", "onto", "over", "under", "about", "after", "before", "again",
-    "more", "less", "most", "all", "any", "some", "each", "every", "per", "via", "out", "off", "too", "only", "yet", "new",
-    "old", "turned", "turns", "wrong", "update", "updated", "edit", "edited", "correction", "actually", "previously", "instead",
-    "changed", "change", "went", "set", "get", "got", "use", "used", "using", "make", "made", "one", "two", "day", "days",
-    "week", "weeks", "month", "months", "year", "years", "today", "yesterday", "tomorrow", "time", "times", "thing", "things",
-    "did", "does", "done", "dont", "doesnt", "didnt", "isnt", "wasnt", "what", "which", "who", "whom", "when", "where", "why",
-    "how", "there", "here", "you", "your", "yours", "we", "us", "my", "mine", "his", "her", "him", "she", "he", "it", "i",
-    "is", "be", "a", "an", "of", "to", "in", "on", "at", "by", "or", "as", "if", "so", "no", "do", "up", "down", "true",
-    "me", "am", "go", "oh", "ok", "vs", "re", "ie", "eg", "et", "al", "yes", "per", "via", "mr", "ms", "dr", "st",
-    "false", "wrong", "right", "fine", "good", "bad", "better", "worse", "really", "much", "many", "lot", "lots", "bit",
-    "january", "february", "march", "april", "june", "july", "august", "september", "october", "november", "december", "jan",
-    "feb", "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "monday", "tuesday", "wednesday",
-    "thursday", "friday", "saturday", "sunday", "note", "notes", "line", "above", "below", "later", "earlier", "first",
-    "last", "next", "previous", "same", "other", "another", "like", "think", "thought", "see", "seems", "seemed", "said",
-    "says", "going", "gone", "come", "came", "take", "took", "taken", "give", "gave", "need", "needs", "needed", "want",
-    "wanted", "work", "works", "worked", "working", "keep", "kept", "per", "everything", "nothing", "something", "anything",
-    "ever", "never", "always", "sometimes", "often", "instead", "rather", "anymore", "longer", "actually", "fact", "reverted",
-    "increased", "decreased", "raised", "lowered", "reduced", "moved", "switched", "stopped", "bumped", "adjusted", "revised",
-    "now", "currently", "current", "since", "until", "till", "back", "rolled", "true", "correct", "incorrect", "mistake",
+    "the",
+    "and",
+    "for",
+    "with",
+    "this",
+    "that",
+    "these",
+    "those",
+    "was",
+    "were",
+    "has",
+    "have",
+    "had",
+    "been",
+    "being",
+    "from",
+    "now",
+    "not",
+    "but",
+    "are",
+    "our",
+    "its",
+    "they",
+    "them",
+    "then",
+    "than",
+    "also",
+    "just",
+    "very",
+    "still",
+    "will",
+    "would",
+    "should",
+    "could",
+    "can",
+    "may",
+    "might",
+    "must",
+    "into",
+    "onto",
+    "over",
+    "under",
+    "about",
+    "after",
+    "before",
+    "again",
+    "more",
+    "less",
+    "most",
+    "all",
+    "any",
+    "some",
+    "each",
+    "every",
+    "per",
+    "via",
+    "out",
+    "off",
+    "too",
+    "only",
+    "yet",
+    "new",
+    "old",
+    "turned",
+    "turns",
+    "wrong",
+    "update",
+    "updated",
+    "edit",
+    "edited",
+    "correction",
+    "actually",
+    "previously",
+    "instead",
+    "changed",
+    "change",
+    "went",
+    "set",
+    "get",
+    "got",
+    "use",
+    "used",
+    "using",
+    "make",
+    "made",
+    "one",
+    "two",
+    "day",
+    "days",
+    "week",
+    "weeks",
+    "month",
+    "months",
+    "year",
+    "years",
+    "today",
+    "yesterday",
+    "tomorrow",
+    "time",
+    "times",
+    "thing",
+    "things",
+    "did",
+    "does",
+    "done",
+    "dont",
+    "doesnt",
+    "didnt",
+    "isnt",
+    "wasnt",
+    "what",
+    "which",
+    "who",
+    "whom",
+    "when",
+    "where",
+    "why",
+    "how",
+    "there",
+    "here",
+    "you",
+    "your",
+    "yours",
+    "we",
+    "us",
+    "my",
+    "mine",
+    "his",
+    "her",
+    "him",
+    "she",
+    "he",
+    "it",
+    "i",
+    "is",
+    "be",
+    "a",
+    "an",
+    "of",
+    "to",
+    "in",
+    "on",
+    "at",
+    "by",
+    "or",
+    "as",
+    "if",
+    "so",
+    "no",
+    "do",
+    "up",
+    "down",
+    "true",
+    "me",
+    "am",
+    "go",
+    "oh",
+    "ok",
+    "vs",
+    "re",
+    "ie",
+    "eg",
+    "et",
+    "al",
+    "yes",
+    "per",
+    "via",
+    "mr",
+    "ms",
+    "dr",
+    "st",
+    "false",
+    "wrong",
+    "right",
+    "fine",
+    "good",
+    "bad",
+    "better",
+    "worse",
+    "really",
+    "much",
+    "many",
+    "lot",
+    "lots",
+    "bit",
+    "january",
+    "february",
+    "march",
+    "april",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+    "jan",
+    "feb",
+    "mar",
+    "apr",
+    "jun",
+    "jul",
+    "aug",
+    "sep",
+    "sept",
+    "oct",
+    "nov",
+    "dec",
+    "monday",
+    "tuesday",
+    "wednesday",
+    "thursday",
+    "friday",
+    "saturday",
+    "sunday",
+    "note",
+    "notes",
+    "line",
+    "above",
+    "below",
+    "later",
+    "earlier",
+    "first",
+    "last",
+    "next",
+    "previous",
+    "same",
+    "other",
+    "another",
+    "like",
+    "think",
+    "thought",
+    "see",
+    "seems",
+    "seemed",
+    "said",
+    "says",
+    "going",
+    "gone",
+    "come",
+    "came",
+    "take",
+    "took",
+    "taken",
+    "give",
+    "gave",
+    "need",
+    "needs",
+    "needed",
+    "want",
+    "wanted",
+    "work",
+    "works",
+    "worked",
+    "working",
+    "keep",
+    "kept",
+    "per",
+    "everything",
+    "nothing",
+    "something",
+    "anything",
+    "ever",
+    "never",
+    "always",
+    "sometimes",
+    "often",
+    "instead",
+    "rather",
+    "anymore",
+    "longer",
+    "actually",
+    "fact",
+    "reverted",
+    "increased",
+    "decreased",
+    "raised",
+    "lowered",
+    "reduced",
+    "moved",
+    "switched",
+    "stopped",
+    "bumped",
+    "adjusted",
+    "revised",
+    "now",
+    "currently",
+    "current",
+    "since",
+    "until",
+    "till",
+    "back",
+    "rolled",
+    "true",
+    "correct",
+    "incorrect",
+    "mistake",
 ];
 
 /// Frontmatter tags and line tags that say the note (or the line) is not a current fact.
 const TAG_CUES: &[&str] = &[
-    "myth", "myths", "draft", "drafts", "outdated", "deprecated", "archived", "archive", "rejected", "superseded", "obsolete",
-    "wip", "fiction", "joke", "jokes", "satire", "hypothesis", "speculation", "unverified", "idea", "ideas", "brainstorm",
-    "rumor", "rumour", "debunked", "false", "disputed", "stale", "abandoned", "withdrawn", "proposal", "proposed",
+    "myth",
+    "myths",
+    "draft",
+    "drafts",
+    "outdated",
+    "deprecated",
+    "archived",
+    "archive",
+    "rejected",
+    "superseded",
+    "obsolete",
+    "wip",
+    "fiction",
+    "joke",
+    "jokes",
+    "satire",
+    "hypothesis",
+    "speculation",
+    "unverified",
+    "idea",
+    "ideas",
+    "brainstorm",
+    "rumor",
+    "rumour",
+    "debunked",
+    "false",
+    "disputed",
+    "stale",
+    "abandoned",
+    "withdrawn",
+    "proposal",
+    "proposed",
 ];
 
 /// Words that mark a note's or a section's status as not current.
@@ -345,7 +921,10 @@ fn field_label(s: &str) -> Option<&str> {
     let u = s.trim_start_matches(['*', '_']);
     let colon = u.find(':')?;
     let label = u[..colon].trim_end_matches(['*', '_']).trim();
-    let ok = !label.is_empty() && label.split_whitespace().count() <= 3 && u[colon + 1..].starts_with([' ', '*', '_']) && label.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '(' | ')' | '.' | '\''));
+    let ok = !label.is_empty()
+        && label.split_whitespace().count() <= 3
+        && u[colon + 1..].starts_with([' ', '*', '_'])
+        && label.chars().all(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '(' | ')' | '.' | '\''));
     ok.then_some(label)
 }
 
@@ -366,7 +945,8 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
     let s = &text[start..line.end];
     // A timestamp before the name, inside emphasis or not: `[00:12]`, `**(10:02) ana:**`.
     let lead_marks = s.len() - s.trim_start_matches(['*', '_']).len();
-    let stamp_end = if s[lead_marks..].starts_with(['[', '(']) { s[lead_marks..].find([']', ')']).map_or(0, |c| lead_marks + c + 1) } else { 0 };
+    let stamp_end =
+        if s[lead_marks..].starts_with(['[', '(']) { s[lead_marks..].find([']', ')']).map_or(0, |c| lead_marks + c + 1) } else { 0 };
     let colon = stamp_end + s[stamp_end..].find(':')?;
     if colon == 0 || colon > 48 || s[colon + 1..].starts_with(|c: char| c.is_ascii_digit() || c == '/') {
         return None;
@@ -396,7 +976,10 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
         return None;
     }
     let lower = bare.to_lowercase().replace(['.', '\''], "");
-    if date_in(name).is_some() || WEEKDAYS.contains(&lower.as_str()) || lower.starts_with(|c: char| c == 'h' || c == 'q') && lower.len() <= 3 && lower[1..].chars().all(|c| c.is_ascii_digit()) {
+    if date_in(name).is_some()
+        || WEEKDAYS.contains(&lower.as_str())
+        || lower.starts_with(['h', 'q']) && lower.len() <= 3 && lower[1..].chars().all(|c| c.is_ascii_digit())
+    {
         return None;
     }
     if OWN_LABELS.contains(&lower.as_str()) || OWN_LABELS.iter().any(|l| lower.starts_with(&format!("{l} "))) {
@@ -407,7 +990,12 @@ fn speaker_label(text: &str, line: &Range<usize>) -> Option<Range<usize>> {
 }
 
 fn first_person(text: &str) -> bool {
-    lex(text, &[]).iter().any(|t| matches!(t.norm.as_str(), "i" | "im" | "ive" | "id" | "ill" | "we" | "were" | "weve" | "lets" | "my" | "our" | "me" | "us" | "you" | "youre"))
+    lex(text, &[]).iter().any(|t| {
+        matches!(
+            t.norm.as_str(),
+            "i" | "im" | "ive" | "id" | "ill" | "we" | "were" | "weve" | "lets" | "my" | "our" | "me" | "us" | "you" | "youre"
+        )
+    })
 }
 
 impl Reading {
@@ -431,7 +1019,13 @@ impl Reading {
         }
 
         // The note's own status: frontmatter, tags, title, a banner, an ADR's Status section.
-        let note = |why: String, carrier: Range<usize>, word: &str| Governs { range: whole.clone(), why, carrier: Some(carrier), spares_background: true, word: Some(word.to_owned()) };
+        let note = |why: String, carrier: Range<usize>, word: &str| Governs {
+            range: whole.clone(),
+            why,
+            carrier: Some(carrier),
+            spares_background: true,
+            word: Some(word.to_owned()),
+        };
         let mut title: Option<(String, Range<usize>)> = None;
         let mut meeting = false;
         if let Some((_, pairs)) = &fm {
@@ -442,14 +1036,17 @@ impl Reading {
                     "status" | "state" | "stage" | "lifecycle" => {
                         // "accepted", not "not accepted" or "accepted?": the value is the word.
                         r.accepted |= toks.len() <= 2
-                            && toks.first().is_some_and(|t| matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "done" | "shipped"))
+                            && toks.first().is_some_and(|t| {
+                                matches!(t.as_str(), "accepted" | "approved" | "adopted" | "implemented" | "decided" | "done" | "shipped")
+                            })
                             && !value.contains('?');
                         if let Some(w) = is_status(words, &toks) {
                             r.governs.push(note(format!("the note's status is “{w}”"), v.clone(), &w));
                         }
                     }
                     "tags" | "tag" | "labels" | "categories" | "category" | "type" | "kind" => {
-                        let parts: Vec<String> = value.split(['/', ' ', ',']).map(|p| p.trim_matches(['#', '"', '\'']).to_lowercase()).collect();
+                        let parts: Vec<String> =
+                            value.split(['/', ' ', ',']).map(|p| p.trim_matches(['#', '"', '\'']).to_lowercase()).collect();
                         if let Some(t) = parts.iter().find(|p| TAG_CUES.contains(&p.as_str())) {
                             r.governs.push(note(format!("the note is tagged “{t}”"), v.clone(), t));
                         }
@@ -492,13 +1089,20 @@ impl Reading {
         }
         // A banner: the first block after the title (a quote, a callout, or a short paragraph
         // about "this page").
-        let after_title = title.as_ref().filter(|(_, r)| r.start >= body_start).map_or(body_start, |(_, r)| {
-            ls.iter().find(|l| l.start <= r.start && r.start <= l.end).map_or(r.end, |l| l.end)
-        });
+        let after_title = title
+            .as_ref()
+            .filter(|(_, r)| r.start >= body_start)
+            .map_or(body_start, |(_, r)| ls.iter().find(|l| l.start <= r.start && r.start <= l.end).map_or(r.end, |l| l.end));
         // What a reader sees first: an HTML comment is not a banner.
         let firsts: Vec<Range<usize>> = [body_start, after_title]
             .iter()
-            .filter_map(|&from| ls.iter().find(|l| l.start >= from && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with("<!--")).cloned())
+            .filter_map(|&from| {
+                ls.iter()
+                    .find(|l| {
+                        l.start >= from && !text[(*l).clone()].trim().is_empty() && !text[(*l).clone()].trim_start().starts_with("<!--")
+                    })
+                    .cloned()
+            })
             .collect();
         for first in firsts.iter().take(if after_title > body_start { 2 } else { 1 }) {
             let quoted = text[first.clone()].trim_start().starts_with('>');
@@ -511,13 +1115,30 @@ impl Reading {
             let block = first.start..block_end;
             let shown = &text[block.clone()];
             let toks = norm_tokens(shown);
-            let about_itself = ["page", "note", "doc", "document", "article", "guide", "wiki", "file", "runbook", "spec", "rfc", "adr", "content", "information", "info"]
-                .iter()
-                .any(|w| phrase_in(&toks, &["this", w]));
+            let about_itself = [
+                "page",
+                "note",
+                "doc",
+                "document",
+                "article",
+                "guide",
+                "wiki",
+                "file",
+                "runbook",
+                "spec",
+                "rfc",
+                "adr",
+                "content",
+                "information",
+                "info",
+            ]
+            .iter()
+            .any(|w| phrase_in(&toks, &["this", w]));
             // A line ending in ":" leads in what follows, the context step reads it; a table, a
             // list or a heading is not a banner.
             let raw_first = text[block.clone()].trim_start();
-            let heading_line = raw_first.starts_with(['#', '|', '-', '+']) || (raw_first.starts_with('*') && !raw_first.starts_with("**"))
+            let heading_line = raw_first.starts_with(['#', '|', '-', '+'])
+                || (raw_first.starts_with('*') && !raw_first.starts_with("**"))
                 || raw_first.starts_with(|c: char| c.is_ascii_digit())
                 || shown.trim_end().trim_end_matches(['*', '_']).ends_with(':');
             // A quote, a callout, a short line, or a paragraph about "this page" — not the first
@@ -530,7 +1151,9 @@ impl Reading {
                         .into_iter()
                         .filter(|s| {
                             let t = norm_tokens(&text[s.clone()]);
-                            is_status(words, &t).is_some() || banner_phrase(&t).is_some() || has(&t, &["instead", "see", "use", "replaced", "superseded", "moved", "now", "new"])
+                            is_status(words, &t).is_some()
+                                || banner_phrase(&t).is_some()
+                                || has(&t, &["instead", "see", "use", "replaced", "superseded", "moved", "now", "new"])
                         })
                         .collect();
                     r.banner = stating.first().map(|f| f.start..stating.last().map_or(f.end, |l| l.end));
@@ -548,8 +1171,13 @@ impl Reading {
                     }
                     let carrier = content_start(text, first)..block_end;
                     // A callout's title ("> [!WARNING] Outdated") is what a claim restates.
-                    let callout_title = text[first.clone()].find("]").filter(|_| text[first.clone()].contains("[!")).map(|i| first.start + i + 1..first.end);
-                    let carrier = callout_title.filter(|t| is_status(words, &norm_tokens(&text[t.clone()])).is_some()).map_or(carrier, |t| trim_value(text, t));
+                    let callout_title = text[first.clone()]
+                        .find("]")
+                        .filter(|_| text[first.clone()].contains("[!"))
+                        .map(|i| first.start + i + 1..first.end);
+                    let carrier = callout_title
+                        .filter(|t| is_status(words, &norm_tokens(&text[t.clone()])).is_some())
+                        .map_or(carrier, |t| trim_value(text, t));
                     let g = note(format!("the note says it is {w}: {}", quoted_text(&text[block.clone()])), carrier, &w);
                     if !r.governs.contains(&g) {
                         r.governs.push(g);
@@ -572,11 +1200,23 @@ impl Reading {
             if toks.len() <= 8 {
                 if let Some(w) = is_status(words, &toks) {
                     let g = if *level <= 2 {
-                        Governs { range: whole.clone(), why: format!("the note's status is “{w}”"), carrier: Some(carrier), spares_background: true, word: Some(w.clone()) }
+                        Governs {
+                            range: whole.clone(),
+                            why: format!("the note's status is “{w}”"),
+                            carrier: Some(carrier),
+                            spares_background: true,
+                            word: Some(w.clone()),
+                        }
                     } else {
                         let end = headings[i + 1..].iter().find(|(l, _, _)| l < level).map_or(text.len(), |(_, h, _)| h.start);
                         let start = headings[..i].iter().rev().find(|(l, _, _)| l < level).map_or(0, |(_, h, _)| h.end);
-                        Governs { range: start..end, why: format!("in a section marked “{w}”"), carrier: Some(carrier), spares_background: false, word: None }
+                        Governs {
+                            range: start..end,
+                            why: format!("in a section marked “{w}”"),
+                            carrier: Some(carrier),
+                            spares_background: false,
+                            word: None,
+                        }
                     };
                     r.governs.push(g);
                 }
@@ -591,7 +1231,9 @@ impl Reading {
             if heading_blocks(words, &u.text) {
                 continue;
             }
-            let Some(first) = ls.iter().find(|l| l.start >= line.end && l.start < next && !text[(*l).clone()].trim().is_empty()) else { continue };
+            let Some(first) = ls.iter().find(|l| l.start >= line.end && l.start < next && !text[(*l).clone()].trim().is_empty()) else {
+                continue;
+            };
             let raw = text[first.clone()].trim_start();
             if raw.starts_with(['-', '*', '+', '|', '#', '`']) || raw.starts_with(|c: char| c.is_ascii_digit()) {
                 continue;
@@ -603,7 +1245,11 @@ impl Reading {
                 // The whole section for "everything in this section/note", else up to the next heading.
                 let toks = norm_tokens(&text[carrier.clone()]);
                 let whole_section = has(&toks, &["everything", "whole", "entire", "page", "note"]);
-                let end = if whole_section { headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start) } else { next };
+                let end = if whole_section {
+                    headings[i + 1..].iter().find(|(l, _, _)| l <= level).map_or(text.len(), |(_, h, _)| h.start)
+                } else {
+                    next
+                };
                 r.governs.push(Governs { range: carrier.end..end, why, carrier: Some(carrier), spares_background: false, word: None });
             }
         }
@@ -615,7 +1261,9 @@ impl Reading {
             // The first block only, and not when the title already scopes the note ("Pricing — EU only").
             let title_scopes = headings.first().is_some_and(|(l, _, u)| *l == 1 && heading_blocks(words, &u.text));
             let first_block = ls.iter().find(|l| l.start >= from && l.start < until && !text[(*l).clone()].trim().is_empty());
-            if let Some(first) = first_block.filter(|l| !title_scopes && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`'])) {
+            if let Some(first) =
+                first_block.filter(|l| !title_scopes && !text[(*l).clone()].trim_start().starts_with(['#', '-', '*', '+', '|', '>', '`']))
+            {
                 let c = content_start(text, first);
                 let carrier = couple::sentences(text, c..first.end).into_iter().next().unwrap_or(c..first.end);
                 let is_title = title.as_ref().is_some_and(|(_, r)| r.start <= carrier.start && carrier.start < r.end.max(r.start + 1));
@@ -625,7 +1273,13 @@ impl Reading {
                 }
                 if !is_title {
                     if let Some(why) = section_mark(words, &text[carrier.clone()]) {
-                        r.governs.push(Governs { range: carrier.end..until, why, carrier: Some(carrier), spares_background: false, word: None });
+                        r.governs.push(Governs {
+                            range: carrier.end..until,
+                            why,
+                            carrier: Some(carrier),
+                            spares_background: false,
+                            word: None,
+                        });
                     }
                 }
             }
@@ -655,10 +1309,18 @@ impl Reading {
             let head_end = bare.find(':').filter(|&c| c <= 40).unwrap_or(label_len + 1).min(bare.len());
             let head = norm_tokens(&bare[..crate::text::floor_char_boundary(bare, head_end)]);
             let confirmed = head.iter().any(|w| matches!(w.as_str(), "confirmed" | "verified" | "supported" | "validated"))
-                && !head.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "to" | "if" | "unless" | "still" | "yet" | "pending" | "be"));
+                && !head.iter().any(|w| {
+                    super::lexicon::is_negation(w) || matches!(w.as_str(), "to" | "if" | "unless" | "still" | "yet" | "pending" | "be")
+                });
             if hypothesis && !confirmed && label_len > 0 {
                 let start = c + (line.len() - bare.len());
-                r.governs.push(Governs { range: start + label_len..l.end, why: format!("a hypothesis ({})", label.trim()), carrier: Some(start..start + label_len), spares_background: false, word: None });
+                r.governs.push(Governs {
+                    range: start + label_len..l.end,
+                    why: format!("a hypothesis ({})", label.trim()),
+                    carrier: Some(start..start + label_len),
+                    spares_background: false,
+                    word: None,
+                });
             }
         }
         for (k, l) in ls.iter().enumerate().filter(|(_, l)| l.start >= body_start) {
@@ -679,7 +1341,10 @@ impl Reading {
                 match parent {
                     Some(p) => {
                         let pi = indent(p);
-                        let end = ls[k + 1..].iter().find(|n| !text[(*n).clone()].trim().is_empty() && indent(n) <= pi).map_or(text.len(), |n| n.start);
+                        let end = ls[k + 1..]
+                            .iter()
+                            .find(|n| !text[(*n).clone()].trim().is_empty() && indent(n) <= pi)
+                            .map_or(text.len(), |n| n.start);
                         p.start..end
                     }
                     None => continue,
@@ -706,7 +1371,9 @@ impl Reading {
             let line = text[c..l.end].trim();
             let toks = norm_tokens(line);
             let body = match toks.first().map(String::as_str) {
-                Some("legend" | "key" | "legende" | "marks" | "symbols" | "notation") if line.contains(':') => line.split_once(':').map_or(line, |(_, b)| b),
+                Some("legend" | "key" | "legende" | "marks" | "symbols" | "notation") if line.contains(':') => {
+                    line.split_once(':').map_or(line, |(_, b)| b)
+                }
                 _ => line,
             };
             let is_legend_line = body.len() != line.len();
@@ -722,8 +1389,11 @@ impl Reading {
 
         // Speakers: a meeting, or dialogue between named speakers.
         meeting |= headings.iter().any(|(_, _, u)| norm_tokens(&u.text).iter().any(|t| MEETING.contains(&t.as_str())))
-            || title.as_ref().is_some_and(|(t, _)| norm_tokens(t).iter().any(|w| MEETING.contains(&w.as_str()) || MEETING_TITLE.contains(&w.as_str())));
-        let labelled: Vec<(usize, Range<usize>)> = ls.iter().enumerate().filter_map(|(k, l)| speaker_label(text, l).map(|n| (k, n))).collect();
+            || title
+                .as_ref()
+                .is_some_and(|(t, _)| norm_tokens(t).iter().any(|w| MEETING.contains(&w.as_str()) || MEETING_TITLE.contains(&w.as_str())));
+        let labelled: Vec<(usize, Range<usize>)> =
+            ls.iter().enumerate().filter_map(|(k, l)| speaker_label(text, l).map(|n| (k, n))).collect();
         let names: Vec<String> = labelled.iter().map(|(_, n)| text[n.clone()].to_lowercase()).collect();
         let mut distinct = names.clone();
         distinct.sort();
@@ -733,7 +1403,9 @@ impl Reading {
             .filter_map(|l| {
                 let s = &text[content_start(text, l)..l.end];
                 let t = norm_tokens(s);
-                (t.first().is_some_and(|w| matches!(w.as_str(), "attendees" | "participants" | "present" | "speakers" | "with")) && s.contains(':')).then(|| s.to_lowercase())
+                (t.first().is_some_and(|w| matches!(w.as_str(), "attendees" | "participants" | "present" | "speakers" | "with"))
+                    && s.contains(':'))
+                .then(|| s.to_lowercase())
             })
             .collect();
         let speaks = |n: &Range<usize>, k: usize| first_person(&text[n.end..ls[k].end]);
@@ -769,20 +1441,36 @@ impl Reading {
 
         // An accepted note's proposals and what its decision names.
         if r.accepted {
-            r.proposals = headings.iter().filter(|(_, _, u)| super::context::heading_cues(words, &u.text).iter().any(|c| c.len() == 1 && c[0].starts_with("propos"))).count();
+            r.proposals = headings
+                .iter()
+                .filter(|(_, _, u)| super::context::heading_cues(words, &u.text).iter().any(|c| c.len() == 1 && c[0].starts_with("propos")))
+                .count();
             r.decisions = headings
                 .iter()
                 .filter(|(_, _, u)| {
                     let t = norm_tokens(&u.text);
-                    matches!(t.as_slice(), [w] if w == "decision" || w == "outcome") || t == ["decision", "outcome"] || t == ["chosen", "option"]
+                    matches!(t.as_slice(), [w] if w == "decision" || w == "outcome")
+                        || t == ["decision", "outcome"]
+                        || t == ["chosen", "option"]
                 })
-                .filter_map(|(_, line, _)| text[line.end.min(text.len())..].lines().map(str::trim).find(|l| !l.is_empty()).filter(|l| !l.starts_with('#')).map(norm_tokens))
+                .filter_map(|(_, line, _)| {
+                    text[line.end.min(text.len())..]
+                        .lines()
+                        .map(str::trim)
+                        .find(|l| !l.is_empty())
+                        .filter(|l| !l.starts_with('#'))
+                        .map(norm_tokens)
+                })
                 .collect();
         }
         // Corrections: a later line about the same subject that corrects, reverts or supersedes.
         r.corrections(st, words, &ls, body_start);
         // Quoted and clipped text the note answers later.
-        let clipped_note = fm.as_ref().is_some_and(|(_, pairs)| pairs.iter().any(|(k, _)| matches!(k.as_str(), "source" | "url" | "clipped" | "clip" | "via" | "original" | "link" | "canonical")));
+        let clipped_note = fm.as_ref().is_some_and(|(_, pairs)| {
+            pairs
+                .iter()
+                .any(|(k, _)| matches!(k.as_str(), "source" | "url" | "clipped" | "clip" | "via" | "original" | "link" | "canonical"))
+        });
         r.answered_quotes(st, words, &ls, body_start, clipped_note);
         r
     }
@@ -801,7 +1489,22 @@ impl Reading {
         let author_section = |at: usize| {
             headings.iter().rev().find(|(_, h, _)| h.end <= at).is_some_and(|(_, _, u)| {
                 let t = norm_tokens(&u.text);
-                t.first().is_some_and(|w| matches!(w.as_str(), "my" | "notes" | "thoughts" | "comments" | "commentary" | "review" | "verdict" | "opinion" | "reaction" | "response" | "critique" | "personal"))
+                t.first().is_some_and(|w| {
+                    matches!(
+                        w.as_str(),
+                        "my" | "notes"
+                            | "thoughts"
+                            | "comments"
+                            | "commentary"
+                            | "review"
+                            | "verdict"
+                            | "opinion"
+                            | "reaction"
+                            | "response"
+                            | "critique"
+                            | "personal"
+                    )
+                })
             })
         };
         let mut regions: Vec<Range<usize>> = Vec::new();
@@ -845,9 +1548,31 @@ impl Reading {
                 let toks = norm_tokens(t);
                 let dispute = toks.iter().any(|w| super::lexicon::is_negation(w) || super::lexicon::FALSITY.contains(&w.as_str()))
                     || words.disputes.iter().any(|p| phrase_in(&toks, &p.iter().map(String::as_str).collect::<Vec<_>>()))
-                    || has(&toks, &["still", "instead", "expensive", "slower", "worse", "more", "less", "missed", "failed", "broke", "timed"]);
+                    || has(
+                        &toks,
+                        &["still", "instead", "expensive", "slower", "worse", "more", "less", "missed", "failed", "broke", "timed"],
+                    );
                 let marked = author_section(s.start)
-                    || toks.first().is_some_and(|w| matches!(w.as_str(), "my" | "i" | "we" | "our" | "measured" | "tested" | "compared" | "actually" | "however" | "but" | "reality" | "personally" | "after" | "update" | "edit" | "disagree"))
+                    || toks.first().is_some_and(|w| {
+                        matches!(
+                            w.as_str(),
+                            "my" | "i"
+                                | "we"
+                                | "our"
+                                | "measured"
+                                | "tested"
+                                | "compared"
+                                | "actually"
+                                | "however"
+                                | "but"
+                                | "reality"
+                                | "personally"
+                                | "after"
+                                | "update"
+                                | "edit"
+                                | "disagree"
+                        )
+                    })
                     || phrase_in(&toks, &["in", "our"])
                     || phrase_in(&toks, &["in", "my"])
                     || phrase_in(&toks, &["in", "practice"]);
@@ -902,16 +1627,20 @@ impl Reading {
             let line = line_at(s.start);
             let c = content_start(text, &line);
             let head_end = crate::text::floor_char_boundary(text, (c + 28).min(line.end));
-            date_in(&text[c..head_end]).or_else(|| headings.iter().rev().find(|(_, h, _)| h.end <= s.start).and_then(|(_, _, u)| date_in(&u.text)))
+            date_in(&text[c..head_end])
+                .or_else(|| headings.iter().rev().find(|(_, h, _)| h.end <= s.start).and_then(|(_, _, u)| date_in(&u.text)))
         };
         // A section whose heading announces updates ("## Update 2026-03", "## Changelog",
         // "## Retest, April") holds corrections throughout.
         // Short headings only ("## Update 2026-03", not a title "Changes in CP prevalence …").
         let update_section = |s: &Range<usize>| {
             headings.iter().enumerate().rev().find(|(_, (_, h, _))| h.end <= s.start).is_some_and(|(i, (level, _, u))| {
-                let t: Vec<String> = norm_tokens(&u.text).into_iter().filter(|w| !w.chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
+                let t: Vec<String> =
+                    norm_tokens(&u.text).into_iter().filter(|w| !w.chars().next().is_some_and(|c| c.is_ascii_digit())).collect();
                 let title = i == 0 && *level == 1;
-                !title && t.len() <= 4 && t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || UPDATE_HEADINGS.contains(&w.as_str()))
+                !title
+                    && t.len() <= 4
+                    && t.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()) || UPDATE_HEADINGS.contains(&w.as_str()))
             })
         };
         // A line that opens as a correction ("**Update 2026-03:**", "EDIT:", "_Later:_") makes
@@ -920,10 +1649,13 @@ impl Reading {
             let c = content_start(text, line);
             let rest = &text[c..line.end];
             let toks = norm_tokens(rest);
-            let opens = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str())) && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
+            let opens = toks.first().is_some_and(|w| CORRECTION_OPENERS.contains(&w.as_str()))
+                && rest.chars().take(40).any(|ch| matches!(ch, ':' | '—' | '–' | ')'));
             // "2024-02-19 follow-up — **correction:** …": a correction label early in the line.
             let head: String = rest.chars().take(60).collect::<String>().to_lowercase().replace(['*', '_'], "");
-            let labelled = ["correction:", "update:", "updated:", "edit:", "erratum:", "errata:", "amendment:", "revision:"].iter().any(|l| head.contains(l));
+            let labelled = ["correction:", "update:", "updated:", "edit:", "erratum:", "errata:", "amendment:", "revision:"]
+                .iter()
+                .any(|l| head.contains(l));
             opens || labelled
         };
         struct Later {
@@ -953,7 +1685,9 @@ impl Reading {
                 // without a speaker's or a field's label (a name is not a subject).
                 let field = field_label(&text[c..s.end]);
                 // "Stop 4", "Day 3" (a word and a number; a date is a date, not an id).
-                let label_id = field.filter(|l| l.chars().any(|ch| ch.is_ascii_digit()) && l.chars().any(char::is_alphabetic) && date_in(l).is_none()).map(str::to_lowercase);
+                let label_id = field
+                    .filter(|l| l.chars().any(|ch| ch.is_ascii_digit()) && l.chars().any(char::is_alphabetic) && date_in(l).is_none())
+                    .map(str::to_lowercase);
                 // A label used on several lines is a speaker ("Dana:"); once, it names the
                 // subject ("Rent: €1,150").
                 let speaker = field.is_some_and(|l| {
@@ -966,7 +1700,9 @@ impl Reading {
                 let toks = norm_tokens(&text[c..s.end]);
                 // "Previously we thought …", "Actually, it was …": the note taking back its own words.
                 let retakes = matches!(toks.first().map(String::as_str), Some("previously" | "originally" | "initially" | "earlier"))
-                    && toks.get(1..4).is_some_and(|w| w.iter().any(|w| matches!(w.as_str(), "thought" | "believed" | "assumed" | "suspected" | "expected")));
+                    && toks.get(1..4).is_some_and(|w| {
+                        w.iter().any(|w| matches!(w.as_str(), "thought" | "believed" | "assumed" | "suspected" | "expected"))
+                    });
                 // A one-word cue ("reverted", "typo") corrects the note only when it opens the
                 // sentence or points back ("this was a typo", "reverted the 2025-09-01 change"):
                 // "cells reverted their hyperglycemia" reports a finding.
@@ -979,11 +1715,24 @@ impl Reading {
                 // A number with its unit after it ("2.5 ml", "50 MB") or its currency before it ("£250").
                 let mut quantities: Vec<(String, String)> = lexed
                     .windows(2)
-                    .filter(|w| w[0].kind == Kind::Number && (w[1].kind == Kind::Symbol || (w[1].kind == Kind::Word && w[1].norm.len() <= 4 && !NOT_A_SUBJECT.contains(&w[1].norm.as_str()))))
+                    .filter(|w| {
+                        w[0].kind == Kind::Number
+                            && (w[1].kind == Kind::Symbol
+                                || (w[1].kind == Kind::Word && w[1].norm.len() <= 4 && !NOT_A_SUBJECT.contains(&w[1].norm.as_str())))
+                    })
                     .map(|w| (w[0].norm.clone(), w[1].norm.clone()))
                     .collect();
-                quantities.extend(lexed.windows(2).filter(|w| w[0].kind == Kind::Symbol && w[1].kind == Kind::Number).map(|w| (w[1].norm.clone(), w[0].norm.clone())));
-                let mentions = lexed.iter().filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-')).map(|t| t.norm.clone()).collect();
+                quantities.extend(
+                    lexed
+                        .windows(2)
+                        .filter(|w| w[0].kind == Kind::Symbol && w[1].kind == Kind::Number)
+                        .map(|w| (w[1].norm.clone(), w[0].norm.clone())),
+                );
+                let mentions = lexed
+                    .iter()
+                    .filter(|t| t.kind == Kind::Number && t.norm.len() >= 7 && t.norm.contains('-'))
+                    .map(|t| t.norm.clone())
+                    .collect();
                 Later {
                     block: block_at(s.start),
                     label_id,
@@ -1040,7 +1789,12 @@ impl Reading {
                     // "£1,010 a month"); a log of times or counts is events, not a value.
                     || (journal && shared >= 1 && same_quantity);
                 // "EDIT: this was wrong" right after a line: that line.
-                let adjacent = c.strong && c.anaphoric && shared == 0 && j == i + 1 && c.range.start >= s.range.end && text[s.range.end..c.range.start].matches('\n').count() <= 2;
+                let adjacent = c.strong
+                    && c.anaphoric
+                    && shared == 0
+                    && j == i + 1
+                    && c.range.start >= s.range.end
+                    && text[s.range.end..c.range.start].matches('\n').count() <= 2;
                 if corrects || adjacent {
                     superseded[i] = Some(j);
                     break;
@@ -1114,15 +1868,24 @@ impl Reading {
                     Marker::Bold => "bold".into(),
                     Marker::Highlight => "highlight".into(),
                 };
-                out.push(Blocker { why: format!("marked {mark}, which the note's legend defines as “{}”", clip(meaning, 40)), carrier: None });
+                out.push(Blocker {
+                    why: format!("marked {mark}, which the note's legend defines as “{}”", clip(meaning, 40)),
+                    carrier: None,
+                });
             }
         }
         let legend_defines = |m: &str| self.legend.iter().any(|(k, _, _)| matches!(k, Marker::Symbol(s) if s == m));
         // A mark binds to its own part of the line: "Supports Python ≥ 3.9; 3.8 ✗" marks 3.8.
         let part = {
             let from = shown[..(quote.start - line.start).min(shown.len())].rfind(';').map_or(0, |i| i + 1);
-            let to = shown[(quote.end.min(line.end) - line.start).min(shown.len())..].find(';').map_or(shown.len(), |i| (quote.end.min(line.end) - line.start).min(shown.len()) + i);
-            if shown.trim_start().starts_with('|') { shown } else { &shown[crate::text::floor_char_boundary(shown, from)..crate::text::floor_char_boundary(shown, to)] }
+            let to = shown[(quote.end.min(line.end) - line.start).min(shown.len())..]
+                .find(';')
+                .map_or(shown.len(), |i| (quote.end.min(line.end) - line.start).min(shown.len()) + i);
+            if shown.trim_start().starts_with('|') {
+                shown
+            } else {
+                &shown[crate::text::floor_char_boundary(shown, from)..crate::text::floor_char_boundary(shown, to)]
+            }
         };
         let shown_part = part;
         if let Some(m) = NO_MARKS.iter().find(|m| shown_part.contains(**m) && !legend_defines(m)) {
@@ -1151,9 +1914,20 @@ impl Reading {
         }
         // A flag on the sentence: "[citation needed]", "[dubious]", "[source?]".
         let lower_line = shown.to_lowercase();
-        if let Some(flag) = ["[citation needed]", "[citation-needed]", "[needs source]", "[source?]", "[dubious]", "[disputed]", "[unverified]", "[verify]", "[?]", "(citation needed)"]
-            .iter()
-            .find(|f| lower_line.contains(**f))
+        if let Some(flag) = [
+            "[citation needed]",
+            "[citation-needed]",
+            "[needs source]",
+            "[source?]",
+            "[dubious]",
+            "[disputed]",
+            "[unverified]",
+            "[verify]",
+            "[?]",
+            "(citation needed)",
+        ]
+        .iter()
+        .find(|f| lower_line.contains(**f))
         {
             out.push(Blocker { why: format!("flagged {flag} on its line"), carrier: None });
         }
@@ -1167,7 +1941,9 @@ impl Reading {
         let around = &text[sentence.start..sentence.end.max(sentence.start)];
         let around_toks = norm_tokens(around);
         let tail = norm_tokens(&text[line.clone()]);
-        let sarcasm = format!("{around} {line_end}").split_whitespace().any(|w| matches!(w.trim_end_matches(['.', ')', '!']), "/s" | "/j" | "/sarcasm"))
+        let sarcasm = format!("{around} {line_end}")
+            .split_whitespace()
+            .any(|w| matches!(w.trim_end_matches(['.', ')', '!']), "/s" | "/j" | "/sarcasm"))
             || (last_on_line && tail.last().is_some_and(|w| matches!(w.as_str(), "lol" | "lmao" | "rofl")))
             || ["🙄", "😒", "🙃", "😏", "🤡"].iter().any(|e| around.contains(e) || line_end.contains(e))
             || phrase_in(&around_toks, &["yeah", "right"])
@@ -1192,7 +1968,23 @@ impl Reading {
         // "… was a *great* idea. Truly.": a one-word affirmation after a sentence.
         let after = &text[sentence.end.min(text.len())..line.end.max(sentence.end).min(text.len())];
         let next_word: Vec<String> = norm_tokens(after.split(['.', '!']).next().unwrap_or(""));
-        let sarcasm = sarcasm || (next_word.len() == 1 && matches!(next_word[0].as_str(), "truly" | "totally" | "classic" | "brilliant" | "fantastic" | "perfect" | "wonderful" | "lovely" | "splendid" | "genius") && after.trim_start().split(['.', '!']).next().is_some_and(|w| w.trim().len() < 12) && after.contains(['.', '!']));
+        let sarcasm = sarcasm
+            || (next_word.len() == 1
+                && matches!(
+                    next_word[0].as_str(),
+                    "truly"
+                        | "totally"
+                        | "classic"
+                        | "brilliant"
+                        | "fantastic"
+                        | "perfect"
+                        | "wonderful"
+                        | "lovely"
+                        | "splendid"
+                        | "genius"
+                )
+                && after.trim_start().split(['.', '!']).next().is_some_and(|w| w.trim().len() < 12)
+                && after.contains(['.', '!']));
         if sarcasm {
             out.push(Blocker { why: "marked as irony".into(), carrier: None });
         }
@@ -1220,7 +2012,9 @@ impl Reading {
     /// ("draft" and a `myth` tag) is not carried by it.
     pub fn note_carriers_like(&self, carrier: Option<&Range<usize>>) -> Vec<Range<usize>> {
         let Some(c) = carrier else { return Vec::new() };
-        let Some(word) = self.governs.iter().find(|g| g.carrier.as_ref() == Some(c)).and_then(|g| g.word.clone()) else { return Vec::new() };
+        let Some(word) = self.governs.iter().find(|g| g.carrier.as_ref() == Some(c)).and_then(|g| g.word.clone()) else {
+            return Vec::new();
+        };
         self.governs.iter().filter(|g| g.word.as_deref() == Some(word.as_str())).filter_map(|g| g.carrier.clone()).collect()
     }
 
@@ -1271,8 +2065,37 @@ impl Reading {
 /// marked", "/yr" under "per month unless marked").
 fn marks_own_unit(line: &str, scope: &str) -> bool {
     const UNITS: &[&str] = &[
-        "°f", "°c", "/yr", "/year", "per year", "a year", "annual", "/mo", "/month", "per month", "a month", "monthly", "/wk", "per week",
-        "/day", "per day", "/h", "per hour", "usd", "eur", "gbp", "$", "€", "£", "%", " kg", " lb", " km", " mi", " ml", " oz",
+        "°f",
+        "°c",
+        "/yr",
+        "/year",
+        "per year",
+        "a year",
+        "annual",
+        "/mo",
+        "/month",
+        "per month",
+        "a month",
+        "monthly",
+        "/wk",
+        "per week",
+        "/day",
+        "per day",
+        "/h",
+        "per hour",
+        "usd",
+        "eur",
+        "gbp",
+        "$",
+        "€",
+        "£",
+        "%",
+        " kg",
+        " lb",
+        " km",
+        " mi",
+        " ml",
+        " oz",
     ];
     let line = line.to_lowercase();
     UNITS.iter().any(|u| line.contains(u) && !scope.contains(u))
@@ -1294,7 +2117,10 @@ fn line_of(text: &str, at: usize) -> Range<usize> {
 
 fn sentence_range(text: &str, ctx: &Context, quote: &Range<usize>) -> Range<usize> {
     let Some(block) = ctx.block.clone().filter(|b| b.start <= quote.start && quote.start <= b.end) else { return quote.clone() };
-    couple::sentences(text, block).into_iter().find(|s| s.start <= quote.start && quote.start < s.end.max(s.start + 1)).unwrap_or(quote.clone())
+    couple::sentences(text, block)
+        .into_iter()
+        .find(|s| s.start <= quote.start && quote.start < s.end.max(s.start + 1))
+        .unwrap_or(quote.clone())
 }
 
 fn sentence_toks(text: &str, ctx: &Context, quote: &Range<usize>) -> Vec<String> {
@@ -1339,13 +2165,17 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
     }
     let lower = mark.to_lowercase();
     let plain = lower.trim_matches(['*', '_', '=', '(', ')']);
-    let marker = if plain.starts_with("italic") || (mark.starts_with('_') || mark.starts_with('*') && !mark.starts_with("**")) && mark.chars().any(char::is_alphabetic) {
+    let marker = if plain.starts_with("italic")
+        || (mark.starts_with('_') || mark.starts_with('*') && !mark.starts_with("**")) && mark.chars().any(char::is_alphabetic)
+    {
         Marker::Italic
     } else if plain.starts_with("bold") || ((mark.starts_with("**") || mark.starts_with("__")) && mark.chars().any(char::is_alphabetic)) {
         Marker::Bold
     } else if plain.starts_with("highlight") || mark.starts_with("==") {
         Marker::Highlight
-    } else if !mark.chars().any(char::is_alphanumeric) && !mark.contains(['[', '(']) || (mark.starts_with('[') && mark.ends_with(']') || mark.starts_with('(') && mark.ends_with(')')) && mark.chars().count() <= 6 {
+    } else if !mark.chars().any(char::is_alphanumeric) && !mark.contains(['[', '('])
+        || (mark.starts_with('[') && mark.ends_with(']') || mark.starts_with('(') && mark.ends_with(')')) && mark.chars().count() <= 6
+    {
         if matches!(mark, "-" | "*" | "+" | ">" | "#" | "|") && !s.starts_with(mark) {
             return None;
         }
@@ -1355,14 +2185,72 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
     };
     let toks = norm_tokens(meaning);
     const NOT_ASSERTED: &[&str] = &[
-        "planned", "plan", "plans", "guess", "guessed", "guesses", "estimate", "estimated", "estimates", "approximate", "tentative",
-        "pending", "tbd", "tbc", "todo", "untested", "uncertain", "unknown", "disputed", "unsure", "recheck", "proposed", "idea",
-        "ideas", "assumption", "assumed", "rumor", "rumour", "hearsay", "anecdotal", "speculative", "expected", "projected",
-        "forecast", "target", "goal", "wish", "optional", "maybe", "possibly", "probably", "likely", "unclear", "doubtful",
-        "contested", "retracted", "false", "wrong", "outdated", "stale", "superseded", "rejected", "myth", "broken", "failed",
-        "fails", "unconfirmed", "unverified", "verify", "check", "confirm",
+        "planned",
+        "plan",
+        "plans",
+        "guess",
+        "guessed",
+        "guesses",
+        "estimate",
+        "estimated",
+        "estimates",
+        "approximate",
+        "tentative",
+        "pending",
+        "tbd",
+        "tbc",
+        "todo",
+        "untested",
+        "uncertain",
+        "unknown",
+        "disputed",
+        "unsure",
+        "recheck",
+        "proposed",
+        "idea",
+        "ideas",
+        "assumption",
+        "assumed",
+        "rumor",
+        "rumour",
+        "hearsay",
+        "anecdotal",
+        "speculative",
+        "expected",
+        "projected",
+        "forecast",
+        "target",
+        "goal",
+        "wish",
+        "optional",
+        "maybe",
+        "possibly",
+        "probably",
+        "likely",
+        "unclear",
+        "doubtful",
+        "contested",
+        "retracted",
+        "false",
+        "wrong",
+        "outdated",
+        "stale",
+        "superseded",
+        "rejected",
+        "myth",
+        "broken",
+        "failed",
+        "fails",
+        "unconfirmed",
+        "unverified",
+        "verify",
+        "check",
+        "confirm",
     ];
-    let cue = toks.iter().any(|t| NOT_ASSERTED.contains(&t.as_str())) || lead_in_blocks(words, meaning) || heading_blocks(words, meaning) || is_status(words, &toks).is_some();
+    let cue = toks.iter().any(|t| NOT_ASSERTED.contains(&t.as_str()))
+        || lead_in_blocks(words, meaning)
+        || heading_blocks(words, meaning)
+        || is_status(words, &toks).is_some();
     cue.then(|| (marker, meaning.to_owned()))
 }
 
@@ -1371,7 +2259,9 @@ fn legend_entry(words: &ContextWords, s: &str) -> Option<(Marker, String)> {
 fn confirming_entry(s: &str, on_legend_line: bool) -> Option<Marker> {
     let toks = norm_tokens(s);
     const CONFIRMS: &[&str] = &["confirmed", "verified", "tested", "checked", "proven", "official"];
-    let negated = toks.iter().any(|t| super::lexicon::is_negation(t) || matches!(t.as_str(), "unless" | "if" | "until" | "pending" | "yet" | "still"));
+    let negated = toks
+        .iter()
+        .any(|t| super::lexicon::is_negation(t) || matches!(t.as_str(), "unless" | "if" | "until" | "pending" | "yet" | "still"));
     if !toks.iter().any(|t| CONFIRMS.contains(&t.as_str())) || negated || s.contains('?') {
         return None;
     }
@@ -1379,7 +2269,10 @@ fn confirming_entry(s: &str, on_legend_line: bool) -> Option<Marker> {
     // The line names the mark as a convention: "Entries in **bold** are confirmed", "Bold =
     // verified", "✓ = tested"; not any bold line that says "checked".
     let names = |kind: &str, example: &str| {
-        lower.contains(&format!("in {kind}")) || lower.starts_with(&format!("{kind} =")) || lower.starts_with(&format!("{kind}:")) || (lower.contains(&format!("in {example}")))
+        lower.contains(&format!("in {kind}"))
+            || lower.starts_with(&format!("{kind} ="))
+            || lower.starts_with(&format!("{kind}:"))
+            || (lower.contains(&format!("in {example}")))
     };
     if names("bold", "**bold**") || names("bold", "__bold__") {
         Some(Marker::Bold)
@@ -1390,7 +2283,12 @@ fn confirming_entry(s: &str, on_legend_line: bool) -> Option<Marker> {
     } else {
         let (mark, rest) = s.trim().split_once([' ', '='])?;
         let separated = rest.trim_start().starts_with(['=', ':']) || s.trim()[mark.len()..].trim_start().starts_with('=') || on_legend_line;
-        (separated && !mark.is_empty() && !mark.chars().any(char::is_alphanumeric) && mark.chars().count() <= 4 && !matches!(mark, "-" | "—" | "–" | "*" | "+" | ">" | "#")).then(|| Marker::Symbol(mark.to_owned()))
+        (separated
+            && !mark.is_empty()
+            && !mark.chars().any(char::is_alphanumeric)
+            && mark.chars().count() <= 4
+            && !matches!(mark, "-" | "—" | "–" | "*" | "+" | ">" | "#"))
+        .then(|| Marker::Symbol(mark.to_owned()))
     }
 }
 
@@ -1399,7 +2297,14 @@ fn confirming_entry(s: &str, on_legend_line: bool) -> Option<Marker> {
 fn title_status(words: &ContextWords, title: &str) -> Option<String> {
     // A lifecycle status, not a topic: "Systematic reviews: myths and misconceptions" is about myths.
     let words = &ContextWords {
-        status: words.status.iter().filter(|p| !matches!(p.first().map(String::as_str), Some("myth" | "myths" | "unverified" | "unconfirmed" | "disputed" | "debunked"))).cloned().collect(),
+        status: words
+            .status
+            .iter()
+            .filter(|p| {
+                !matches!(p.first().map(String::as_str), Some("myth" | "myths" | "unverified" | "unconfirmed" | "disputed" | "debunked"))
+            })
+            .cloned()
+            .collect(),
         ..Default::default()
     };
     let toks = norm_tokens(title);
@@ -1412,7 +2317,12 @@ fn title_status(words: &ContextWords, title: &str) -> Option<String> {
             }
         }
     }
-    let segments: Vec<&str> = title.split(['(', ')', '[', ']', ':', '—', '–', '|']).flat_map(|s| s.split(" - ")).map(str::trim).filter(|s| !s.is_empty()).collect();
+    let segments: Vec<&str> = title
+        .split(['(', ')', '[', ']', ':', '—', '–', '|'])
+        .flat_map(|s| s.split(" - "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if segments.len() < 2 && toks.len() > 1 {
         return None;
     }
@@ -1427,9 +2337,22 @@ fn title_status(words: &ContextWords, title: &str) -> Option<String> {
 /// Banner phrases that say a page is not current.
 fn banner_phrase(toks: &[String]) -> Option<String> {
     const PHRASES: &[&[&str]] = &[
-        &["no", "longer"], &["out", "of", "date"], &["do", "not", "use"], &["dont", "use"], &["not", "maintained"], &["unmaintained"],
-        &["replaced", "by"], &["see", "instead"], &["work", "in", "progress"], &["not", "current"], &["not", "approved"],
-        &["not", "reviewed"], &["not", "final"], &["not", "yet", "approved"], &["historical"], &["kept", "for", "history"],
+        &["no", "longer"],
+        &["out", "of", "date"],
+        &["do", "not", "use"],
+        &["dont", "use"],
+        &["not", "maintained"],
+        &["unmaintained"],
+        &["replaced", "by"],
+        &["see", "instead"],
+        &["work", "in", "progress"],
+        &["not", "current"],
+        &["not", "approved"],
+        &["not", "reviewed"],
+        &["not", "final"],
+        &["not", "yet", "approved"],
+        &["historical"],
+        &["kept", "for", "history"],
     ];
     PHRASES.iter().find(|p| phrase_in(toks, p)).map(|p| p.join(" "))
 }
@@ -1445,14 +2368,36 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
     let shown = clip(line.trim().trim_matches(['*', '_', ' ']), 60);
     if toks.len() <= 5 {
         if let Some(w) = is_status(words, &toks) {
-            if toks.first().is_some_and(|f| w.starts_with(f.as_str())) || toks.first().is_some_and(|f| matches!(f.as_str(), "status" | "state")) {
+            if toks.first().is_some_and(|f| w.starts_with(f.as_str()))
+                || toks.first().is_some_and(|f| matches!(f.as_str(), "status" | "state"))
+            {
                 return Some(format!("in a section marked “{shown}”"));
             }
         }
     }
-    let convention = toks.first().is_some_and(|t| matches!(t.as_str(), "all" | "figures" | "prices" | "amounts" | "values" | "numbers" | "costs" | "times" | "dates" | "salaries" | "doses" | "weights" | "sizes" | "distances"));
+    let convention = toks.first().is_some_and(|t| {
+        matches!(
+            t.as_str(),
+            "all"
+                | "figures"
+                | "prices"
+                | "amounts"
+                | "values"
+                | "numbers"
+                | "costs"
+                | "times"
+                | "dates"
+                | "salaries"
+                | "doses"
+                | "weights"
+                | "sizes"
+                | "distances"
+        )
+    });
     let convention = convention
-        || ["figures", "amounts", "prices", "values", "numbers", "costs", "times", "temperatures", "doses", "weights"].iter().any(|w| phrase_in(&toks, &["all", w]));
+        || ["figures", "amounts", "prices", "values", "numbers", "costs", "times", "temperatures", "doses", "weights"]
+            .iter()
+            .any(|w| phrase_in(&toks, &["all", w]));
     let scope = (convention && toks.len() <= 12 && has(&toks, &["are", "is", "in", "per", "include", "exclude", "assume", "gross", "net"]))
         || toks.last().is_some_and(|t| t == "only")
         || toks.first().is_some_and(|t| t == "only")
@@ -1462,8 +2407,61 @@ fn section_mark(words: &ContextWords, line: &str) -> Option<String> {
         || phrase_in(&toks, &["valid", "for"])
         || phrase_in(&toks, &["valid", "only"])
         || phrase_in(&toks, &["valid", "until"])
-        || ((has(&toks, &["below"]) || phrase_in(&toks, &["the", "following"]) || phrase_in(&toks, &["this", "section"]) || toks.first().is_some_and(|w| matches!(w.as_str(), "these" | "everything"))) && has(&toks, &["for", "only", "per", "are", "apply", "applies", "estimates", "estimated", "assume", "assumes", "assuming", "hypothetical", "unverified", "approximate", "guesses", "projections", "targets", "planned", "proposed", "in", "from", "as", "if", "unless", "except", "excluding", "before", "after", "until", "during", "mistake", "mistakes", "error", "errors", "wrong", "false", "incorrect", "fictional", "examples", "template", "placeholders"]))
-        || (toks.len() <= 8 && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except")) && !line.contains(',') && line.trim_end().ends_with(['.', ')']) && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
+        || ((has(&toks, &["below"])
+            || phrase_in(&toks, &["the", "following"])
+            || phrase_in(&toks, &["this", "section"])
+            || toks.first().is_some_and(|w| matches!(w.as_str(), "these" | "everything")))
+            && has(
+                &toks,
+                &[
+                    "for",
+                    "only",
+                    "per",
+                    "are",
+                    "apply",
+                    "applies",
+                    "estimates",
+                    "estimated",
+                    "assume",
+                    "assumes",
+                    "assuming",
+                    "hypothetical",
+                    "unverified",
+                    "approximate",
+                    "guesses",
+                    "projections",
+                    "targets",
+                    "planned",
+                    "proposed",
+                    "in",
+                    "from",
+                    "as",
+                    "if",
+                    "unless",
+                    "except",
+                    "excluding",
+                    "before",
+                    "after",
+                    "until",
+                    "during",
+                    "mistake",
+                    "mistakes",
+                    "error",
+                    "errors",
+                    "wrong",
+                    "false",
+                    "incorrect",
+                    "fictional",
+                    "examples",
+                    "template",
+                    "placeholders",
+                ],
+            ))
+        || (toks.len() <= 8
+            && toks.first().is_some_and(|t| matches!(t.as_str(), "for" | "in" | "during" | "until" | "before" | "after" | "except"))
+            && !line.contains(',')
+            && line.trim_end().ends_with(['.', ')'])
+            && !toks.iter().any(|t| matches!(t.as_str(), "is" | "are" | "was" | "were" | "has" | "have")));
     scope.then(|| format!("in a section scoped “{shown}”"))
 }
 
@@ -1503,10 +2501,15 @@ mod tests {
     /// The gate's outcome for a claim quoting `quotes` of `note`: "verified" or the reader's why.
     fn why(note: &str, claim: &str, quotes: &[&str]) -> String {
         let el: Eligible = HashMap::from([("v".to_owned(), note)]);
-        let c = Claim { text: claim.into(), support: quotes.iter().map(|q| Support { version_id: "v".into(), quoted_span: (*q).into() }).collect() };
+        let c = Claim {
+            text: claim.into(),
+            support: quotes.iter().map(|q| Support { version_id: "v".into(), quoted_span: (*q).into() }).collect(),
+        };
         match check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()) {
             Outcome::Verified(v) => format!("verified in {}", v.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>().join(" | ")),
-            Outcome::EvidenceOnly(e) => format!("{} in {}", e.why, e.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>().join(" | ")),
+            Outcome::EvidenceOnly(e) => {
+                format!("{} in {}", e.why, e.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>().join(" | "))
+            }
             Outcome::Dropped(d) => format!("dropped: {}", d.reason),
         }
     }
@@ -1553,12 +2556,91 @@ mod tests {
     #[test]
     fn random_notes_never_panic_and_keep_ranges_valid() {
         let alphabet: Vec<&str> = vec![
-            "---\n", "status: ", "rejected", "draft", "tags: [myth]", "# ", "## ", "\n", "\n\n", " ", "> ", "> [!WARNING] ", "Outdated", "- ", "  - ",
-            "1. ", "[x] ", "[ ] ", "**", "*", "_", "==", "Ana:", "**Bob:** ", "Me: ", "Attendees: Ana, Bob", "Update 2026-03:", "EDIT:", "2026-01-02: ",
-            "Mon: ", "Legend:", "‡", " = ", "not verified", "✅", "❌", "⚠️", "/s", "lol", "🙄", "[label](x.md)", "[[a|b]]", "|", "| Status |", "|---|",
-            "rejected |", "Status: rejected", "Staging only.", "All prices below are for 2023.", "(All figures above are for X.)", "H1.", "Hypothesis:",
-            "rent", "€1,150", "per month", "raised", "reverted", "turned out", "is", "the", "Rent: ", "1:5:5", "12", "ml", "μ", "µ", "e\u{301}", "\u{a0}",
-            "\u{200b}", "１５", "ﬁ", "’", "“", "а", "10²", ".", ",", ":", "?", "(no)", "日本", "\r\n", "[^1]", "\n[^1]: Only on weekends.", "<!-- x -->",
+            "---\n",
+            "status: ",
+            "rejected",
+            "draft",
+            "tags: [myth]",
+            "# ",
+            "## ",
+            "\n",
+            "\n\n",
+            " ",
+            "> ",
+            "> [!WARNING] ",
+            "Outdated",
+            "- ",
+            "  - ",
+            "1. ",
+            "[x] ",
+            "[ ] ",
+            "**",
+            "*",
+            "_",
+            "==",
+            "Ana:",
+            "**Bob:** ",
+            "Me: ",
+            "Attendees: Ana, Bob",
+            "Update 2026-03:",
+            "EDIT:",
+            "2026-01-02: ",
+            "Mon: ",
+            "Legend:",
+            "‡",
+            " = ",
+            "not verified",
+            "✅",
+            "❌",
+            "⚠️",
+            "/s",
+            "lol",
+            "🙄",
+            "[label](x.md)",
+            "[[a|b]]",
+            "|",
+            "| Status |",
+            "|---|",
+            "rejected |",
+            "Status: rejected",
+            "Staging only.",
+            "All prices below are for 2023.",
+            "(All figures above are for X.)",
+            "H1.",
+            "Hypothesis:",
+            "rent",
+            "€1,150",
+            "per month",
+            "raised",
+            "reverted",
+            "turned out",
+            "is",
+            "the",
+            "Rent: ",
+            "1:5:5",
+            "12",
+            "ml",
+            "μ",
+            "µ",
+            "e\u{301}",
+            "\u{a0}",
+            "\u{200b}",
+            "１５",
+            "ﬁ",
+            "’",
+            "“",
+            "а",
+            "10²",
+            ".",
+            ",",
+            ":",
+            "?",
+            "(no)",
+            "日本",
+            "\r\n",
+            "[^1]",
+            "\n[^1]: Only on weekends.",
+            "<!-- x -->",
         ];
         let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
         let mut below = |n: usize| {

@@ -133,9 +133,39 @@ pub fn heading_cues(words: &ContextWords, heading: &str) -> Vec<Vec<String>> {
         // "When is the review?" asks; "When the extension is built" conditions.
         "when" | "if" | "once" | "unless" | "assuming" | "in" if heading.trim_end().ends_with('?') => true,
         "when" | "how" => next == "to",
-        "old" => matches!(next, "town" | "city" | "quarter" | "street" | "road" | "bridge" | "market" | "school" | "testament" | "english" | "norse" | "world" | "port" | "harbour" | "harbor"),
+        "old" => matches!(
+            next,
+            "town"
+                | "city"
+                | "quarter"
+                | "street"
+                | "road"
+                | "bridge"
+                | "market"
+                | "school"
+                | "testament"
+                | "english"
+                | "norse"
+                | "world"
+                | "port"
+                | "harbour"
+                | "harbor"
+        ),
         "tried" => next == "and",
-        "before" => matches!(next, "you" | "starting" | "beginning" | "installing" | "using" | "running" | "deploying" | "release" | "releasing" | "launch" | "launching"),
+        "before" => matches!(
+            next,
+            "you"
+                | "starting"
+                | "beginning"
+                | "installing"
+                | "using"
+                | "running"
+                | "deploying"
+                | "release"
+                | "releasing"
+                | "launch"
+                | "launching"
+        ),
         _ => false,
     };
     if !exempt {
@@ -151,7 +181,11 @@ pub fn lead_in_cues(words: &ContextWords, lead_in: &str) -> Vec<Vec<String>> {
     let mut out: Vec<Vec<String>> = words.lead_ins.iter().filter(|p| has_phrase(&toks, p)).cloned().collect();
     out.extend(
         toks.iter()
-            .filter(|t| super::lexicon::is_negation(t) || (SENTENCE_MARKERS.contains(&t.as_str()) && !FACTIVE_VERBS.contains(&t.as_str())) || FALSITY.contains(&t.as_str()))
+            .filter(|t| {
+                super::lexicon::is_negation(t)
+                    || (SENTENCE_MARKERS.contains(&t.as_str()) && !FACTIVE_VERBS.contains(&t.as_str()))
+                    || FALSITY.contains(&t.as_str())
+            })
             .map(|t| vec![t.clone()]),
     );
     out.extend(heading_cues(words, lead_in));
@@ -177,8 +211,21 @@ fn stem(w: &str) -> String {
 fn claim_states(claim: &[String], cues: &[Vec<String>]) -> bool {
     // Only words that say what the line is ("a myth", "unverified") qualify a claim by
     // themselves; "alternative" or "not" in the line's own words say nothing about its section.
-    const SELF_QUALIFYING: &[&str] = &["myth", "misconception", "rumor", "rumour", "debunked", "hypothesi", "speculation", "unverified", "unconfirmed", "deprecated", "obsolete"];
-    let cues: Vec<Vec<String>> = cues.iter().filter(|c| c.len() == 1 && SELF_QUALIFYING.iter().any(|q| c[0].starts_with(q))).cloned().collect();
+    const SELF_QUALIFYING: &[&str] = &[
+        "myth",
+        "misconception",
+        "rumor",
+        "rumour",
+        "debunked",
+        "hypothesi",
+        "speculation",
+        "unverified",
+        "unconfirmed",
+        "deprecated",
+        "obsolete",
+    ];
+    let cues: Vec<Vec<String>> =
+        cues.iter().filter(|c| c.len() == 1 && SELF_QUALIFYING.iter().any(|q| c[0].starts_with(q))).cloned().collect();
     let cues = cues.as_slice();
     let claim: Vec<String> = claim.iter().map(|w| stem(w)).collect();
     cues.iter().any(|c| {
@@ -224,15 +271,37 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // "## Is Redis faster? (no)": the lines under a question answered no restate what it
         // asked, unless they state the result.
         let ht = norm_tokens(&h.text);
-        let answered_no = h.text.contains('?') && ht.last().is_some_and(|w| matches!(w.as_str(), "no" | "nope" | "false" | "disproved" | "disproven" | "refuted" | "wrong"));
+        let answered_no = h.text.contains('?')
+            && ht.last().is_some_and(|w| matches!(w.as_str(), "no" | "nope" | "false" | "disproved" | "disproven" | "refuted" | "wrong"));
         // A field line ("Benchmark on staging: …", "Setup: …") reports what was found.
         // A measurement reported under it ("Benchmark on staging: …", "Setup: …"), not any label.
-        let field_line = body[quote_sentence(body, ctx, quote)].trim_start_matches(['*', '_', '-', ' ']).split_once(':').is_some_and(|(l, rest)| {
-            let first = norm_tokens(l).into_iter().next().unwrap_or_default();
-            rest.starts_with([' ', '*', '_'])
-                && l.split_whitespace().count() <= 4
-                && matches!(first.as_str(), "result" | "results" | "outcome" | "finding" | "findings" | "benchmark" | "benchmarks" | "measured" | "measurement" | "measurements" | "setup" | "method" | "data" | "test" | "tested" | "observed" | "numbers" | "run")
-        });
+        let field_line =
+            body[quote_sentence(body, ctx, quote)].trim_start_matches(['*', '_', '-', ' ']).split_once(':').is_some_and(|(l, rest)| {
+                let first = norm_tokens(l).into_iter().next().unwrap_or_default();
+                rest.starts_with([' ', '*', '_'])
+                    && l.split_whitespace().count() <= 4
+                    && matches!(
+                        first.as_str(),
+                        "result"
+                            | "results"
+                            | "outcome"
+                            | "finding"
+                            | "findings"
+                            | "benchmark"
+                            | "benchmarks"
+                            | "measured"
+                            | "measurement"
+                            | "measurements"
+                            | "setup"
+                            | "method"
+                            | "data"
+                            | "test"
+                            | "tested"
+                            | "observed"
+                            | "numbers"
+                            | "run"
+                    )
+            });
         if answered_no && !states_a_result && !confirmed && !field_line {
             out.push(Blocker { why: format!("under the question {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
             continue;
@@ -245,7 +314,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // of telomeres" is not a section of variants or alternatives.
         let is_title = st.heading_list().first().is_some_and(|(level, _, u)| *level == 1 && u.range == h.range);
         if is_title {
-            cues.retain(|c| !(c.len() == 1 && matches!(c[0].as_str(), "variant" | "variants" | "variation" | "variations" | "alternative" | "alternatives")));
+            cues.retain(|c| {
+                !(c.len() == 1
+                    && matches!(c[0].as_str(), "variant" | "variants" | "variation" | "variations" | "alternative" | "alternatives"))
+            });
         }
         let only = |set: &[&str]| cues.iter().all(|c| c.len() == 1 && set.contains(&c[0].as_str()));
         // An accepted proposal is what was decided; a result answers the question it is under.
@@ -254,7 +326,24 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         if reading.accepted && only(&["proposal", "proposals", "proposed"]) && unrejected && reading.decided(&h.text) {
             continue;
         }
-        if states_a_result && only(&["maybe", "possible", "possibly", "hypothesis", "hypotheses", "idea", "ideas", "speculation", "to check", "to verify", "to investigate", "open questions", "unanswered", "unresolved"]) {
+        if states_a_result
+            && only(&[
+                "maybe",
+                "possible",
+                "possibly",
+                "hypothesis",
+                "hypotheses",
+                "idea",
+                "ideas",
+                "speculation",
+                "to check",
+                "to verify",
+                "to investigate",
+                "open questions",
+                "unanswered",
+                "unresolved",
+            ])
+        {
             continue;
         }
         if !cues.is_empty() && !claim_states(&claim_toks, &cues) {
@@ -265,7 +354,9 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
     let chosen_above = |k: usize| {
         ctx.lead_ins[..k].iter().any(|o| {
             let t = norm_tokens(&o.unit.text);
-            t.len() <= 3 && t.iter().any(|w| matches!(w.as_str(), "chosen" | "selected" | "picked" | "winner" | "adopted")) && !t.iter().any(|w| super::lexicon::is_negation(w))
+            t.len() <= 3
+                && t.iter().any(|w| matches!(w.as_str(), "chosen" | "selected" | "picked" | "winner" | "adopted"))
+                && !t.iter().any(|w| super::lexicon::is_negation(w))
         })
     };
     for (k, l) in ctx.lead_ins.iter().enumerate() {
@@ -273,7 +364,8 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // "This turned out to be false: …", "I doubt it: …" judge what came before.
         let lt = norm_tokens(&l.unit.text);
         let anaphoric = |w: Option<&String>| w.is_some_and(|w| matches!(w.as_str(), "this" | "that" | "thats" | "it" | "its" | "which"));
-        let verdict = lt.iter().any(|t| FALSITY.contains(&t.as_str()) || matches!(t.as_str(), "doubt" | "disagree" | "disagrees" | "wrong"));
+        let verdict =
+            lt.iter().any(|t| FALSITY.contains(&t.as_str()) || matches!(t.as_str(), "doubt" | "disagree" | "disagrees" | "wrong"));
         if l.kind == LeadInKind::Label && verdict && (anaphoric(lt.first()) || anaphoric(lt.last())) {
             continue;
         }
@@ -281,9 +373,15 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         // "Hypothesis (confirmed):" states the finding.
         // Only as a verdict on what it introduces: not "If the rumour is true:", "To be verified:".
         let confirmed = lt.iter().any(|t| CONFIRMED.contains(&t.as_str()))
-            && !lt.iter().any(|t| super::lexicon::is_negation(t) || matches!(t.as_str(), "if" | "unless" | "whether" | "to" | "be" | "still" | "yet" | "pending" | "until"))
+            && !lt.iter().any(|t| {
+                super::lexicon::is_negation(t)
+                    || matches!(t.as_str(), "if" | "unless" | "whether" | "to" | "be" | "still" | "yet" | "pending" | "until")
+            })
             && !l.unit.text.contains('?');
-        let option_only = cues.iter().all(|c| c.len() == 1 && matches!(c[0].as_str(), "option" | "options" | "candidates" | "alternatives" | "considered" | "proposed" | "suggested"));
+        let option_only = cues.iter().all(|c| {
+            c.len() == 1
+                && matches!(c[0].as_str(), "option" | "options" | "candidates" | "alternatives" | "considered" | "proposed" | "suggested")
+        });
         let lifted = confirmed || reading.confirmed(st, quote) || (option_only && chosen_above(k));
         if !cues.is_empty() && !claim_states(&claim_toks, &cues) && !lifted {
             let why = match l.kind {
@@ -316,7 +414,23 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         if let Some(next) = &q.followed_by {
             let toks = norm_tokens(&next.text);
             let first = first_sentence_tokens(&next.text);
-            let opens = first.first().is_some_and(|w| matches!(w.as_str(), "but" | "however" | "actually" | "not" | "no" | "nope" | "only" | "except" | "wrong" | "false" | "untrue" | "correction"));
+            let opens = first.first().is_some_and(|w| {
+                matches!(
+                    w.as_str(),
+                    "but"
+                        | "however"
+                        | "actually"
+                        | "not"
+                        | "no"
+                        | "nope"
+                        | "only"
+                        | "except"
+                        | "wrong"
+                        | "false"
+                        | "untrue"
+                        | "correction"
+                )
+            });
             let disputed = if quotes_someone {
                 any_phrase(&first, &words.disputes).is_some() || toks.iter().any(|t| FALSITY.contains(&t.as_str()) && t != "thought")
             } else {
@@ -332,7 +446,10 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
         let toks = norm_tokens(&f.unit.text);
         let qualifies = toks.iter().any(|t| {
             let t = t.as_str();
-            super::lexicon::is_negation(t) || FALSITY.contains(&t) || super::lexicon::REVERSALS.contains(&t) || (SENTENCE_MARKERS.contains(&t) && !matches!(t, "according" | "per") && !FACTIVE_VERBS.contains(&t))
+            super::lexicon::is_negation(t)
+                || FALSITY.contains(&t)
+                || super::lexicon::REVERSALS.contains(&t)
+                || (SENTENCE_MARKERS.contains(&t) && !matches!(t, "according" | "per") && !FACTIVE_VERBS.contains(&t))
         });
         if qualifies || any_phrase(&toks, &words.footnotes).is_some() {
             out.push(Blocker { why: format!("footnote {} narrows it: {}", f.label, quoted(&f.unit.text)), carrier: None });
@@ -351,10 +468,39 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
                 let vt = norm_tokens(&cell.text);
                 let marks = ["❌", "✗", "✘", "🚫", "⛔"].iter().any(|m| cell.text.contains(m));
                 let not_current = marks
-                    || vt.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "planned" | "proposed" | "todo" | "pending" | "idea" | "wip" | "backlog" | "later" | "maybe" | "considering" | "evaluating" | "blocked" | "paused" | "cancelled" | "canceled" | "dropped" | "failed" | "rejected" | "declined" | "deprecated" | "draft"))
+                    || vt.iter().any(|w| {
+                        super::lexicon::is_negation(w)
+                            || matches!(
+                                w.as_str(),
+                                "planned"
+                                    | "proposed"
+                                    | "todo"
+                                    | "pending"
+                                    | "idea"
+                                    | "wip"
+                                    | "backlog"
+                                    | "later"
+                                    | "maybe"
+                                    | "considering"
+                                    | "evaluating"
+                                    | "blocked"
+                                    | "paused"
+                                    | "cancelled"
+                                    | "canceled"
+                                    | "dropped"
+                                    | "failed"
+                                    | "rejected"
+                                    | "declined"
+                                    | "deprecated"
+                                    | "draft"
+                            )
+                    })
                     || heading_blocks(words, &cell.text);
                 if not_current && !vt.is_empty() || marks {
-                    out.push(Blocker { why: format!("in a row marked {} in the column {}", quoted(&cell.text), quoted(&h.text)), carrier: Some(cell.range.clone()) });
+                    out.push(Blocker {
+                        why: format!("in a row marked {} in the column {}", quoted(&cell.text), quoted(&h.text)),
+                        carrier: Some(cell.range.clone()),
+                    });
                 }
             }
         }
@@ -364,16 +510,42 @@ pub fn blockers(st: &Structure<'_>, ctx: &Context, quote: &Range<usize>, claim: 
                 && t.row.get(c).is_some_and(|cell| {
                     let v = norm_tokens(&cell.text);
                     // The cell is the verdict ("accepted", "done ✅"), not a sentence that mentions one.
-                    let positive = |w: &str| matches!(w, "accepted" | "approved" | "adopted" | "done" | "agreed" | "yes" | "shipped" | "implemented");
+                    let positive =
+                        |w: &str| matches!(w, "accepted" | "approved" | "adopted" | "done" | "agreed" | "yes" | "shipped" | "implemented");
                     let first_positive = v.first().is_some_and(|w| positive(w)) || (v.is_empty() && cell.text.trim() == "✅");
-                    first_positive && v.len() <= 3 && !v.iter().any(|w| super::lexicon::is_negation(w) || matches!(w.as_str(), "deferred" | "postponed" | "revisit" | "later" | "pending"))
+                    first_positive
+                        && v.len() <= 3
+                        && !v.iter().any(|w| {
+                            super::lexicon::is_negation(w)
+                                || matches!(w.as_str(), "deferred" | "postponed" | "revisit" | "later" | "pending")
+                        })
                 })
         });
         let proposal_like = |h: &str| {
             let c: Vec<Vec<String>> = heading_cues(words, h).into_iter().chain(lead_in_cues(words, h)).collect();
-            !c.is_empty() && c.iter().all(|c| c.len() == 1 && matches!(c[0].as_str(), "proposal" | "proposals" | "proposed" | "idea" | "ideas" | "option" | "options" | "suggested" | "candidates" | "considered"))
+            !c.is_empty()
+                && c.iter().all(|c| {
+                    c.len() == 1
+                        && matches!(
+                            c[0].as_str(),
+                            "proposal"
+                                | "proposals"
+                                | "proposed"
+                                | "idea"
+                                | "ideas"
+                                | "option"
+                                | "options"
+                                | "suggested"
+                                | "candidates"
+                                | "considered"
+                        )
+                })
         };
-        if let Some(h) = t.column_header().filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text)).filter(|h| !(row_accepted && proposal_like(&h.text))) {
+        if let Some(h) = t
+            .column_header()
+            .filter(|h| heading_blocks(words, &h.text) || lead_in_blocks(words, &h.text))
+            .filter(|h| !(row_accepted && proposal_like(&h.text)))
+        {
             out.push(Blocker { why: format!("in the table column {}", quoted(&h.text)), carrier: Some(h.range.clone()) });
         }
         if t.in_header {
@@ -422,7 +594,10 @@ fn attributing_previous_sentence(body: &str, ctx: &Context, quote: &Range<usize>
     // "He"/"She" after "The dermatologist suspects X" is the person, not what they suspect.
     // A demonstrative is a pronoun before a verb ("This happens", "That adds", "These are"),
     // a determiner before a noun ("These findings suggest …": a new subject).
-    const AUX: &[&str] = &["is", "was", "are", "were", "has", "had", "have", "will", "would", "can", "could", "may", "might", "must", "should", "means", "meant", "show", "suggest", "mean", "cause", "make", "keep", "add", "happen", "seem", "appear"];
+    const AUX: &[&str] = &[
+        "is", "was", "are", "were", "has", "had", "have", "will", "would", "can", "could", "may", "might", "must", "should", "means",
+        "meant", "show", "suggest", "mean", "cause", "make", "keep", "add", "happen", "seem", "appear",
+    ];
     let demonstrative = matches!(w(0), "this" | "that" | "these" | "those");
     let pronoun_use = match w(0) {
         "this" | "that" => AUX.contains(&w(1)) || (w(1).len() > 3 && w(1).ends_with('s') && !w(1).ends_with("ss")),
@@ -460,7 +635,8 @@ pub fn compose(
 ) -> Result<(usize, Range<usize>), String> {
     let body = st.text();
     let claim_skip = super::markup::unread(claim);
-    let claim_toks: Vec<Tok> = lex(claim, &claim_skip).into_iter().filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str()))).collect();
+    let claim_toks: Vec<Tok> =
+        lex(claim, &claim_skip).into_iter().filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str()))).collect();
     let mut why = "the quotes are not a line and the context it sits in".to_owned();
     for (i, leaf_places) in places.iter().enumerate() {
         for leaf in leaf_places {
@@ -507,7 +683,8 @@ pub fn compose(
             // "It is a myth that X" citing the "Myths" heading: a frame of the heading's own cue
             // word and function words only, in place of the heading's text.
             if carried.is_empty() {
-                const FRAME: &[&str] = &["it", "that", "listed", "under", "as", "one", "of", "among", "in", "section", "this", "note", "says"];
+                const FRAME: &[&str] =
+                    &["it", "that", "listed", "under", "as", "one", "of", "among", "in", "section", "this", "note", "says"];
                 // Cue phrases of each covered unit, stemmed; the frame must hold a whole one.
                 let cued: Vec<(Range<usize>, Vec<Vec<String>>)> = units
                     .iter()
@@ -520,7 +697,9 @@ pub fn compose(
                     .collect();
                 let frame_len = claim_toks
                     .iter()
-                    .take_while(|t| FRAME.contains(&t.norm.as_str()) || cued.iter().any(|(_, c)| c.iter().flatten().any(|w| *w == stem(&t.norm))))
+                    .take_while(|t| {
+                        FRAME.contains(&t.norm.as_str()) || cued.iter().any(|(_, c)| c.iter().flatten().any(|w| *w == stem(&t.norm)))
+                    })
                     .count();
                 let frame: Vec<String> = claim_toks[..frame_len].iter().map(|t| stem(&t.norm)).collect();
                 for (u, c) in &cued {
@@ -543,7 +722,8 @@ pub fn compose(
             // A heading restated as the claim's subject ("Redis restarts nightly", no ":" after
             // it) must be the innermost heading, with nothing between it and the line.
             let heading_carried = ctx.headings.iter().any(|h| carried.contains(&h.range));
-            let as_label = k > 0 && claim[claim_toks[k - 1].range.end..claim_toks[k].range.start].contains([':', '—', '–', '(', ',', '|', '-']);
+            let as_label =
+                k > 0 && claim[claim_toks[k - 1].range.end..claim_toks[k].range.start].contains([':', '—', '–', '(', ',', '|', '-']);
             if heading_carried && !as_label && leaf_cell.is_none() {
                 let innermost = ctx.headings.last().is_some_and(|h| carried.contains(&h.range));
                 let after = ctx.headings.last().map_or(0, |h| h.range.end);
@@ -569,12 +749,17 @@ pub fn compose(
             let labels: Vec<Range<usize>> = ctx
                 .lead_ins
                 .iter()
-                .filter(|l| l.kind == LeadInKind::Label && carried.iter().any(|c| l.unit.range.start <= c.start && c.end <= l.unit.range.end))
+                .filter(|l| {
+                    l.kind == LeadInKind::Label && carried.iter().any(|c| l.unit.range.start <= c.start && c.end <= l.unit.range.end)
+                })
                 .map(|l| l.unit.range.start..l.unit.range.end + 1)
                 .collect();
             let before: Vec<Tok> = lex(&read, &[])
                 .into_iter()
-                .filter(|t| t.kind != Kind::Symbol && !carried.iter().chain(&labels).any(|u| u.start <= lead + t.range.start && lead + t.range.end <= u.end))
+                .filter(|t| {
+                    t.kind != Kind::Symbol
+                        && !carried.iter().chain(&labels).any(|u| u.start <= lead + t.range.start && lead + t.range.end <= u.end)
+                })
                 .collect();
             // Table cells are units of their own: the row before a cell is not its subject.
             let before = if leaf_cell.is_some() { Vec::new() } else { before };
@@ -603,16 +788,27 @@ pub fn compose(
                         for u in t.row.iter().skip(t.column + 1).filter(|u| covered(&u.range)) {
                             let ut = unit_tokens(body, &u.range);
                             // Set apart in the claim ("(done)", ", done"): not run into the number before it.
-                            let set_apart = at > 0 && at < claim_toks.len() && claim[claim_toks[at - 1].range.end..claim_toks[at].range.start].contains(['(', ',', ';', '—', '–', '|']);
-                            if set_apart && at + ut.len() <= claim_toks.len() && !ut.is_empty() && ut.iter().zip(&claim_toks[at..]).all(|(a, b)| a.norm == b.norm) {
+                            let set_apart = at > 0
+                                && at < claim_toks.len()
+                                && claim[claim_toks[at - 1].range.end..claim_toks[at].range.start].contains(['(', ',', ';', '—', '–', '|']);
+                            if set_apart
+                                && at + ut.len() <= claim_toks.len()
+                                && !ut.is_empty()
+                                && ut.iter().zip(&claim_toks[at..]).all(|(a, b)| a.norm == b.norm)
+                            {
                                 tail.extend(claim_toks[at..at + ut.len()].iter());
                                 at += ut.len();
                             }
                         }
                     }
-                    let ok = inside && toks.len() + tail.len() == claim_toks.len() - k
+                    let ok = inside
+                        && toks.len() + tail.len() == claim_toks.len() - k
                         && toks.iter().zip(&claim_toks[k..]).all(|(a, b)| a.norm == b.norm);
-                    if ok { Ok(()) } else { Err("the claim's value is not the whole cell of that row and column".to_owned()) }
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err("the claim's value is not the whole cell of that row and column".to_owned())
+                    }
                 }
                 None => couple::couple(rest, body, leaf),
             };
@@ -642,7 +838,12 @@ pub fn compose(
 fn unit_tokens(body: &str, u: &Range<usize>) -> Vec<Tok> {
     let text = &body[u.clone()];
     let mut skip = super::markup::unread(text);
-    skip.extend(super::markup::not_evidence(text).into_iter().filter(|(_, k)| matches!(k, super::markup::NotEvidence::Strikethrough | super::markup::NotEvidence::HtmlComment)).map(|(r, _)| r));
+    skip.extend(
+        super::markup::not_evidence(text)
+            .into_iter()
+            .filter(|(_, k)| matches!(k, super::markup::NotEvidence::Strikethrough | super::markup::NotEvidence::HtmlComment))
+            .map(|(r, _)| r),
+    );
     let mut toks: Vec<Tok> = lex(&body[u.clone()], &skip)
         .into_iter()
         .filter(|t| !(t.kind == Kind::Word && super::GLUE.contains(&t.norm.as_str())))
@@ -690,7 +891,12 @@ mod tests {
         // A table cell composes only with its own row and column.
         let t = "| Service | Team | p99 latency |\n|---|---|---|\n| billing-api | Payments | 180 ms |\n| search | Core | 95 ms |\n";
         let st = Structure::parse(t);
-        let ok = compose("billing-api (Payments): p99 latency is 180 ms", &st, &places(t, &["billing-api", "Payments", "p99 latency", "180 ms"]), &w);
+        let ok = compose(
+            "billing-api (Payments): p99 latency is 180 ms",
+            &st,
+            &places(t, &["billing-api", "Payments", "p99 latency", "180 ms"]),
+            &w,
+        );
         assert!(ok.is_ok(), "{ok:?}");
         let wrong_row = compose("search: p99 latency is 180 ms", &st, &places(t, &["search", "p99 latency", "180 ms"]), &w);
         assert!(wrong_row.is_err());

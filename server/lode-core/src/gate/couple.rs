@@ -55,7 +55,41 @@ fn is_sign(c: char) -> bool {
 }
 
 fn is_symbol(c: char) -> bool {
-    matches!(c, '%' | '$' | '€' | '£' | '¥' | '<' | '>' | '≤' | '≥' | '~' | '≈' | '±' | '=' | '×' | '‰' | '+' | '≠' | '≡' | '≢' | '≮' | '≯' | '≰' | '≱' | '→' | '←' | '↑' | '↓' | '↔' | '⇒' | '⇐' | '⇔' | '⟶' | '⟵')
+    matches!(
+        c,
+        '%' | '$'
+            | '€'
+            | '£'
+            | '¥'
+            | '<'
+            | '>'
+            | '≤'
+            | '≥'
+            | '~'
+            | '≈'
+            | '±'
+            | '='
+            | '×'
+            | '‰'
+            | '+'
+            | '≠'
+            | '≡'
+            | '≢'
+            | '≮'
+            | '≯'
+            | '≰'
+            | '≱'
+            | '→'
+            | '←'
+            | '↑'
+            | '↓'
+            | '↔'
+            | '⇒'
+            | '⇐'
+            | '⇔'
+            | '⟶'
+            | '⟵'
+    )
 }
 
 /// Tokens of `s`: words and numbers (hyphenated compounds, contractions, decimals, signed numbers
@@ -77,7 +111,11 @@ pub fn lex(s: &str, skip: &[Range<usize>]) -> Vec<Tok> {
             let mut j = i + 1;
             loop {
                 // Combining marks and invisible code points are part of the word they sit in.
-                let inside = |c: char| (c.is_alphanumeric() && !crate::text::is_cjk(c)) || unicode_normalization::char::is_combining_mark(c) || crate::text::is_invisible(c);
+                let inside = |c: char| {
+                    (c.is_alphanumeric() && !crate::text::is_cjk(c))
+                        || unicode_normalization::char::is_combining_mark(c)
+                        || crate::text::is_invisible(c)
+                };
                 if j < cs.len() && inside(cs[j].1) {
                     j += 1;
                     continue;
@@ -180,7 +218,9 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
         pos += line.len();
         let ended = after_stop;
         let trimmed_end = line.trim_end();
-        after_stop = trimmed_end.is_empty() || trimmed_end.ends_with(['.', '!', '?', ':', ';', '*', '_', '|', ')', '"', '”']) || trimmed_end.trim_start().starts_with(['#', '-', '*', '+', '>']);
+        after_stop = trimmed_end.is_empty()
+            || trimmed_end.ends_with(['.', '!', '?', ':', ';', '*', '_', '|', ')', '"', '”'])
+            || trimmed_end.trim_start().starts_with(['#', '-', '*', '+', '>']);
         let content = line.trim_start_matches([' ', '\t', '>']);
         let lead = line.len() - content.len();
         let t = content.trim_end();
@@ -189,7 +229,11 @@ pub fn sentences(body: &str, window: Range<usize>) -> Vec<Range<usize>> {
             let u = t.trim_start_matches(['*', '_']);
             u.find(':').is_some_and(|c| {
                 let label = u[..c].trim_end_matches(['*', '_']);
-                c > 0 && u[c + 1..].starts_with([' ', '*', '_']) && label.chars().next().is_some_and(char::is_uppercase) && label.split_whitespace().count() <= 3 && label.chars().all(|ch| ch.is_alphanumeric() || matches!(ch, ' ' | '-' | '(' | ')' | '.' | '\''))
+                c > 0
+                    && u[c + 1..].starts_with([' ', '*', '_'])
+                    && label.chars().next().is_some_and(char::is_uppercase)
+                    && label.split_whitespace().count() <= 3
+                    && label.chars().all(|ch| ch.is_alphanumeric() || matches!(ch, ' ' | '-' | '(' | ')' | '.' | '\''))
             })
         };
         prev_field = field;
@@ -284,7 +328,8 @@ fn context_window(body: &str, quote: &Range<usize>) -> Range<usize> {
     };
     // End after the paragraph that follows, so a correction there ("EDIT: wrong, …") is seen.
     let para_end = body[quote.end..hi].find("\n\n").map_or(hi, |i| quote.end + i);
-    let end = body[para_end..hi].trim_start_matches('\n').find("\n\n").map_or(hi, |i| hi - body[para_end..hi].trim_start_matches('\n').len() + i);
+    let end =
+        body[para_end..hi].trim_start_matches('\n').find("\n\n").map_or(hi, |i| hi - body[para_end..hi].trim_start_matches('\n').len() + i);
     start..end
 }
 
@@ -409,9 +454,10 @@ pub fn couple(claim: &str, body: &str, quote: &Range<usize>) -> Result<(), Strin
             if !run.iter().zip(&claim_toks).all(|(&i, c)| toks[i].norm == c.norm && inside(i)) {
                 continue;
             }
-            let crosses = run.windows(2).zip(&claim_gaps).any(|(w, &claim_gap)| {
-                !claim_gap && clause_gap(&body[toks[w[0]].range.end..toks[w[1]].range.start])
-            });
+            let crosses = run
+                .windows(2)
+                .zip(&claim_gaps)
+                .any(|(w, &claim_gap)| !claim_gap && clause_gap(&body[toks[w[0]].range.end..toks[w[1]].range.start]));
             if crosses {
                 why = "the claim joins words the source keeps in separate clauses".into();
                 continue;
@@ -443,8 +489,10 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     // and left without a full stop ("- is parking included in the rent").
     let opened = body[sent.clone()].trim_start_matches(['-', '*', '+', ' ', '\t']);
     let first_word = opened.split_whitespace().next().unwrap_or("").to_lowercase();
-    let bare_question = matches!(first_word.as_str(), "is" | "are" | "was" | "were" | "do" | "does" | "did" | "can" | "could" | "will" | "would" | "should" | "has" | "have" | "shall")
-        && !text.trim_end().ends_with(['.', '!', ':', ';'])
+    let bare_question = matches!(
+        first_word.as_str(),
+        "is" | "are" | "was" | "were" | "do" | "does" | "did" | "can" | "could" | "will" | "would" | "should" | "has" | "have" | "shall"
+    ) && !text.trim_end().ends_with(['.', '!', ':', ';'])
         && opened.split_whitespace().nth(1).is_some_and(|w| !matches!(w.to_lowercase().as_str(), "not" | "also"));
     let asks = crate::text::fold_for_reader(text).trim_end().ends_with('?') || bare_question;
     if text.ends_with('?') || text.ends_with('？') || asks {
@@ -499,7 +547,25 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
         }
         let bigram = |a: &str, b: &str| w == a && toks.get(i + 1).is_some_and(|n| n.norm == b);
         // "a program provided a modest improvement": the verb, not "provided that".
-        const OBJECTS: &[&str] = &["a", "an", "access", "evidence", "support", "data", "information", "insight", "insights", "additional", "further", "new", "significant", "modest", "no", "more", "some"];
+        const OBJECTS: &[&str] = &[
+            "a",
+            "an",
+            "access",
+            "evidence",
+            "support",
+            "data",
+            "information",
+            "insight",
+            "insights",
+            "additional",
+            "further",
+            "new",
+            "significant",
+            "modest",
+            "no",
+            "more",
+            "some",
+        ];
         if matches!(w, "provided" | "providing") && !part_start[i] && toks.get(i + 1).is_some_and(|n| OBJECTS.contains(&n.norm.as_str())) {
             continue;
         }
@@ -509,7 +575,9 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             && i > last
             && clause[i] != clause[last]
             && toks.get(i + 1).is_some_and(|n| n.kind == Kind::Word && clause[i + 1] == clause[i])
-            && !(i.saturating_sub(2)..i).any(|k| matches!(toks[k].norm.as_str(), "is" | "was" | "be" | "been" | "are" | "were" | "that" | "this" | "it" | "thats" | "its"));
+            && !(i.saturating_sub(2)..i).any(|k| {
+                matches!(toks[k].norm.as_str(), "is" | "was" | "be" | "been" | "are" | "were" | "that" | "this" | "it" | "thats" | "its")
+            });
         if adjectival {
             continue;
         }
@@ -517,7 +585,12 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
             if SENTENCE_MARKERS.contains(&w) || FALSITY.contains(&w) && w != "thought" {
                 return Err(format!("the source says {w:?} around the quote, which the claim leaves out"));
             }
-            if bigram("in", "case") || bigram("so", "called") || bigram("what", "if") || bigram("as", "long") || bigram("in", "the") && toks.get(i + 2).is_some_and(|n| n.norm == "event") {
+            if bigram("in", "case")
+                || bigram("so", "called")
+                || bigram("what", "if")
+                || bigram("as", "long")
+                || bigram("in", "the") && toks.get(i + 2).is_some_and(|n| n.norm == "event")
+            {
                 return Err(format!("the source says {w:?} {:?} around the quote, which the claim leaves out", toks[i + 1].norm));
             }
         }
@@ -575,7 +648,10 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     }
     // "Bottle when gravity hits 1.004 and holds steady for 3 days": a condition the claim cuts.
     if let Some(n) = toks.get(last + 1).filter(|n| matches!(n.norm.as_str(), "and" | "or")) {
-        let opened = (first..=last).rev().take_while(|&k| clause[k] == clause[last]).any(|k| matches!(toks[k].norm.as_str(), "when" | "if" | "once" | "until" | "unless" | "after" | "before" | "whenever"));
+        let opened = (first..=last)
+            .rev()
+            .take_while(|&k| clause[k] == clause[last])
+            .any(|k| matches!(toks[k].norm.as_str(), "when" | "if" | "once" | "until" | "unless" | "after" | "before" | "whenever"));
         if opened {
             return Err(format!("the condition goes on ({:?} …) past the quote, which the claim leaves out", n.norm));
         }
@@ -583,17 +659,25 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     // "Kids liked it more than the chickpea curry": a comparison the claim leaves out.
     if let (Some(a), Some(b)) = (toks.get(last + 1), toks.get(last + 2)) {
         if clause[last + 1] == clause[last] && COMPARATIVES.contains(&a.norm.as_str()) && matches!(b.norm.as_str(), "than" | "as") {
-            return Err(format!("the source goes on {:?} right after the quote, which the claim leaves out", format!("{} {}", a.norm, b.norm)));
+            return Err(format!(
+                "the source goes on {:?} right after the quote, which the claim leaves out",
+                format!("{} {}", a.norm, b.norm)
+            ));
         }
     }
     // "£6 a month more than the Sky deal", "18% lower": a quantity the source compares.
     let quantity_at_end = toks[first..=last].iter().rev().take(4).any(|t| t.kind == Kind::Number);
-    if let Some(n) = toks.get(last + 1).filter(|n| quantity_at_end && clause[last + 1] == clause[last] && COMPARATIVES.contains(&n.norm.as_str())) {
+    if let Some(n) =
+        toks.get(last + 1).filter(|n| quantity_at_end && clause[last + 1] == clause[last] && COMPARATIVES.contains(&n.norm.as_str()))
+    {
         return Err(format!("the quantity at the end of the quote is compared ({:?}) in the source", n.norm));
     }
     if toks[last].kind == Kind::Number {
         // "back to 3 (the change to 5 in 2.8.0 …)": an aside in brackets, not the number's unit.
-        let aside = |n: &Tok| body.get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('(')) && matches!(n.norm.as_str(), "the" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it");
+        let aside = |n: &Tok| {
+            body.get(toks[last].range.end..n.range.start).is_some_and(|g| g.contains('('))
+                && matches!(n.norm.as_str(), "the" | "this" | "that" | "which" | "see" | "was" | "i" | "we" | "it")
+        };
         if let Some(n) = toks.get(last + 1).filter(|n| clause[last + 1] == clause[last] && !aside(n)) {
             if n.kind != Kind::Word || !AFTER_NUMBER_OK.contains(&n.norm.as_str()) {
                 return Err(format!("the number {:?} is followed by {:?} in the source", toks[last].norm, n.norm));
@@ -620,7 +704,9 @@ fn scope(body: &str, sent: &Range<usize>, toks: &[Tok], run: Range<usize>, next:
     };
     // Another item at this level or above (not one nested under this item) is its own entry;
     // a lead-in ("Don't:") introduces what follows it, not a verdict on what came before.
-    let own_line = |n: &Range<usize>| body[..n.start].rsplit('\n').next().is_some_and(|before| before.chars().all(|c| c == ' ' || c == '\t' || c == '>'));
+    let own_line = |n: &Range<usize>| {
+        body[..n.start].rsplit('\n').next().is_some_and(|before| before.chars().all(|c| c == ' ' || c == '\t' || c == '>'))
+    };
     let sibling = next.is_some_and(|n| {
         let (a, b) = (item_indent(sent), item_indent(n));
         own_line(n) && ((a.is_some() && b.is_some() && b <= a) || body[n.clone()].trim_end().trim_end_matches(['*', '_']).ends_with(':'))
@@ -649,7 +735,31 @@ fn binds_to_own_clause(toks: &[Tok], clause: &[usize], i: usize) -> bool {
     let after_next = toks.get(i + 2).map_or("", |t| t.norm.as_str());
     let participle = next.len() > 4 && (next.ends_with("ing") || ((next.ends_with("ed") || next.ends_with("en")) && after_next == "by"));
     let reason = matches!(next, "because" | "due" | "owing" | "through" | "via" | "by" | "from" | "as" | "thanks");
-    const TIMES: &[&str] = &["transition", "period", "time", "times", "day", "days", "year", "years", "point", "stage", "phase", "moment", "age", "night", "week", "weeks", "month", "months", "era", "maximum", "peak", "onset", "stages"];
+    const TIMES: &[&str] = &[
+        "transition",
+        "period",
+        "time",
+        "times",
+        "day",
+        "days",
+        "year",
+        "years",
+        "point",
+        "stage",
+        "phase",
+        "moment",
+        "age",
+        "night",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "era",
+        "maximum",
+        "peak",
+        "onset",
+        "stages",
+    ];
     const FREQUENCY: &[&str] = &["often", "usually", "sometimes", "generally", "typically", "mostly", "occasionally", "frequently"];
     let rest_of_clause = (i + 1..toks.len()).take_while(|&k| clause[k] == clause[i]).count();
     (HEDGES.contains(&w) && (participle || reason))
@@ -681,14 +791,92 @@ fn attribution_per(body: &str, toks: &[Tok], i: usize) -> bool {
         return false;
     }
     const UNITS: &[&str] = &[
-        "day", "days", "week", "weeks", "month", "months", "year", "years", "hour", "hours", "minute", "minutes", "second",
-        "seconds", "person", "persons", "people", "patient", "patients", "capita", "cent", "centum", "head", "user", "users",
-        "unit", "units", "night", "nights", "mile", "miles", "km", "kg", "item", "items", "visit", "visits", "dose", "doses",
-        "session", "sessions", "serving", "servings", "annum", "share", "shares", "page", "pages", "request", "requests",
-        "household", "households", "kilogram", "litre", "liter", "gram", "meter", "metre", "mg", "ml", "kwh", "gb", "mb",
-        "million", "thousand", "hundred", "billion", "live", "births", "admission", "admissions", "case", "cases",
+        "day",
+        "days",
+        "week",
+        "weeks",
+        "month",
+        "months",
+        "year",
+        "years",
+        "hour",
+        "hours",
+        "minute",
+        "minutes",
+        "second",
+        "seconds",
+        "person",
+        "persons",
+        "people",
+        "patient",
+        "patients",
+        "capita",
+        "cent",
+        "centum",
+        "head",
+        "user",
+        "users",
+        "unit",
+        "units",
+        "night",
+        "nights",
+        "mile",
+        "miles",
+        "km",
+        "kg",
+        "item",
+        "items",
+        "visit",
+        "visits",
+        "dose",
+        "doses",
+        "session",
+        "sessions",
+        "serving",
+        "servings",
+        "annum",
+        "share",
+        "shares",
+        "page",
+        "pages",
+        "request",
+        "requests",
+        "household",
+        "households",
+        "kilogram",
+        "litre",
+        "liter",
+        "gram",
+        "meter",
+        "metre",
+        "mg",
+        "ml",
+        "kwh",
+        "gb",
+        "mb",
+        "million",
+        "thousand",
+        "hundred",
+        "billion",
+        "live",
+        "births",
+        "admission",
+        "admissions",
+        "case",
+        "cases",
         // "per one standard deviation", "per each": a rate by a number word.
-        "one", "two", "three", "ten", "each", "every", "standard", "sd", "increment", "increase", "doubling", "log",
+        "one",
+        "two",
+        "three",
+        "ten",
+        "each",
+        "every",
+        "standard",
+        "sd",
+        "increment",
+        "increase",
+        "doubling",
+        "log",
     ];
     // "per one of the nurses" names a source.
     if toks.get(i + 2).is_some_and(|t| t.norm == "of") {
@@ -710,9 +898,39 @@ fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
     let words: Vec<&str> = (start..toks.len()).take_while(|&k| clause[k] == c).map(|k| toks[k].norm.as_str()).collect();
     let w = |k: usize| words.get(k).copied().unwrap_or("");
     const RESTRICTED: &[&str] = &[
-        "who", "whose", "without", "not", "only", "own", "trial", "trials", "study", "studies", "sample", "cohort",
-        "experiment", "test", "tests", "patients", "children", "adults", "mice", "rats", "cells", "women", "men",
-        "people", "users", "customers", "over", "under", "aged", "made", "bought", "placed", "first",
+        "who",
+        "whose",
+        "without",
+        "not",
+        "only",
+        "own",
+        "trial",
+        "trials",
+        "study",
+        "studies",
+        "sample",
+        "cohort",
+        "experiment",
+        "test",
+        "tests",
+        "patients",
+        "children",
+        "adults",
+        "mice",
+        "rats",
+        "cells",
+        "women",
+        "men",
+        "people",
+        "users",
+        "customers",
+        "over",
+        "under",
+        "aged",
+        "made",
+        "bought",
+        "placed",
+        "first",
     ];
     match w(0) {
         "only" | "among" | "excluding" | "except" | "unless" | "provided" | "assuming" => true,
@@ -727,7 +945,8 @@ fn restricting_clause(toks: &[Tok], clause: &[usize], last: usize) -> bool {
 fn anaphoric_falsity(toks: &[Tok]) -> bool {
     let mut words = toks.iter().map(|t| t.norm.as_str()).skip_while(|w| COORDINATORS.contains(w));
     // "…, which is a myth", "…, which isn't true since March".
-    let denies_truth = toks.iter().any(|t| is_negation(&t.norm)) && toks.iter().any(|t| matches!(t.norm.as_str(), "true" | "correct" | "case" | "right" | "accurate" | "valid" | "so"));
+    let denies_truth = toks.iter().any(|t| is_negation(&t.norm))
+        && toks.iter().any(|t| matches!(t.norm.as_str(), "true" | "correct" | "case" | "right" | "accurate" | "valid" | "so"));
     words.next().is_some_and(|w| ANAPHORS.contains(&w)) && (toks.iter().any(|t| FALSITY.contains(&t.norm.as_str())) || denies_truth)
 }
 

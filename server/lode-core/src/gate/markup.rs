@@ -178,9 +178,8 @@ pub fn unread(text: &str) -> Vec<Range<usize>> {
                     .rev()
                     .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '+' || c == '.' || c == '-'))
                     .map_or(0, |(s, c)| s + c.len_utf8());
-                let end = text[i..]
-                    .find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | ']' | '`'))
-                    .map_or(text.len(), |e| i + e);
+                let end =
+                    text[i..].find(|c: char| c.is_whitespace() || matches!(c, ')' | '>' | '"' | ']' | '`')).map_or(text.len(), |e| i + e);
                 out.push(start..end);
                 i = end;
             }

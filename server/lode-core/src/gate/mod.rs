@@ -241,8 +241,7 @@ pub fn locate_all(body: &str, quote: &str) -> Vec<(Range<usize>, bool)> {
     if quote.trim().is_empty() {
         return Vec::new();
     }
-    let exact: Vec<(Range<usize>, bool)> =
-        body.match_indices(quote).take(MAX).map(|(i, _)| (i..i + quote.len(), false)).collect();
+    let exact: Vec<(Range<usize>, bool)> = body.match_indices(quote).take(MAX).map(|(i, _)| (i..i + quote.len(), false)).collect();
     if !exact.is_empty() {
         return exact;
     }
@@ -325,7 +324,13 @@ pub fn check_one(claim: Claim, eligible: &Eligible<'_>, scorer: &mut ScorerSlot<
 }
 
 /// [`check_one`] with the structures of versions already parsed (filled in as needed).
-fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot<'_>, cfg: &GateConfig, parsed: &mut Parsed<'a>) -> Outcome {
+fn check_with<'a>(
+    claim: Claim,
+    eligible: &Eligible<'a>,
+    scorer: &mut ScorerSlot<'_>,
+    cfg: &GateConfig,
+    parsed: &mut Parsed<'a>,
+) -> Outcome {
     if claim.text.len() > MAX_CLAIM_BYTES {
         let reason = format!("the claim is {} bytes long; a claim is one statement (at most {MAX_CLAIM_BYTES} bytes)", claim.text.len());
         return drop(claim, Step::Content, reason);
@@ -358,7 +363,8 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let mut ok: Vec<(Range<usize>, bool)> = Vec::new();
         let mut first_problem = None;
         for (range, normalized) in found {
-            let problem = couple::malformed_quote(body, &range).or_else(|| not_evidence_problem(&claim.text, &s.quoted_span, body, &regions, &range));
+            let problem =
+                couple::malformed_quote(body, &range).or_else(|| not_evidence_problem(&claim.text, &s.quoted_span, body, &regions, &range));
             match problem {
                 None => ok.push((range, normalized)),
                 Some(p) => {
@@ -369,7 +375,13 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         let Some((range, normalized)) = ok.first().cloned() else {
             return drop(claim, Step::SpanCheck, first_problem.unwrap_or_default());
         };
-        spans.push(LocatedSpan { version_id: s.version_id.clone(), range, quoted_span: s.quoted_span.clone(), normalized, context: String::new() });
+        spans.push(LocatedSpan {
+            version_id: s.version_id.clone(),
+            range,
+            quoted_span: s.quoted_span.clone(),
+            normalized,
+            context: String::new(),
+        });
         places.push(ok.into_iter().map(|(r, _)| r).collect());
     }
     // The note's structure, parsed once per cited version.
@@ -395,12 +407,12 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
     let quoted_addresses: Vec<String> = spans.iter().flat_map(|sp| addresses(&eligible[&sp.version_id][sp.range.clone()])).collect();
     if let Some(url) = claim_addresses.iter().find(|u| !quoted_addresses.contains(u)) {
         let reason = format!("the claim gives the address {url:?}, which the quotes do not");
-        return evidence_only(claim, spans, eligible, reason, format!("the address “{url}” is not in the quotes"), &parsed, &cfg.words);
+        return evidence_only(claim, spans, eligible, reason, format!("the address “{url}” is not in the quotes"), parsed, &cfg.words);
     }
     if let Some(word) = mixed_script_word(&claim.text).filter(|w| !in_quotes(w)) {
         let reason = format!("the claim writes “{word}” with letters of two scripts that look alike; the note does not say that");
         let why = format!("the claim's “{word}” mixes letters of two scripts");
-        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+        return evidence_only(claim, spans, eligible, reason, why, parsed, &cfg.words);
     }
     // Step 2: one quote carries the claim as its sentence says it, and the note presents that
     // sentence as an assertion (not under "Myths", not an open task, …).
@@ -425,7 +437,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
                     let blocked: Vec<context::Blocker> = pieces.iter().flat_map(|p| blockers_at(&spans[i].version_id, p)).collect();
                     if blocked.is_empty() {
                         spans[i].range = r.clone();
-                        return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
+                        return verified(claim, spans, Verification::Coupled { span: i }, parsed, &cfg.words);
                     }
                     structural.get_or_insert((i, r.clone(), blocked));
                 }
@@ -459,7 +471,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
                     .filter(|b| b.carrier.as_ref().is_none_or(|c| !carried(c)))
                     .collect();
                 if blocked.is_empty() {
-                    return verified(claim, spans, Verification::Coupled { span: 0 }, &parsed, &cfg.words);
+                    return verified(claim, spans, Verification::Coupled { span: 0 }, parsed, &cfg.words);
                 }
                 structural.get_or_insert((0, chain[0].clone(), blocked));
             }
@@ -479,7 +491,7 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
             }
             Ok((i, r)) => {
                 spans[i].range = r;
-                return verified(claim, spans, Verification::Coupled { span: i }, &parsed, &cfg.words);
+                return verified(claim, spans, Verification::Coupled { span: i }, parsed, &cfg.words);
             }
             Err(e) => {
                 if why_not.is_empty() {
@@ -493,20 +505,19 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         spans[i].range = r;
         let why = context::why_of(&blocked);
         let reason = format!("the quote couples, but the note does not assert it: {why}");
-        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+        return evidence_only(claim, spans, eligible, reason, why, parsed, &cfg.words);
     }
     // A claim that spells a word with letters of two scripts ("pаypal.com" with a Cyrillic "а")
     // names something the note does not; no model is asked to judge it.
     if let Some(word) = mixed_script_word(&claim.text) {
         let reason = format!("the claim writes “{word}” with letters of two scripts that look alike; the note does not say that");
         let why = format!("the claim's “{word}” mixes letters of two scripts");
-        return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+        return evidence_only(claim, spans, eligible, reason, why, parsed, &cfg.words);
     }
     // Step 3: entailment of the claim by the cited sentences (not the bare quotes: a quote cut
     // out of "Not all X" must be judged with its "Not"), read as a reader reads them: without
     // comments and struck-through text.
-    let context: Vec<Range<usize>> =
-        spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
+    let context: Vec<Range<usize>> = spans.iter().map(|s| couple::evidence_context(eligible[&s.version_id], &s.range)).collect();
     let premise = spans
         .iter()
         .zip(&context)
@@ -518,19 +529,18 @@ fn check_with<'a>(claim: Claim, eligible: &Eligible<'a>, scorer: &mut ScorerSlot
         Ok(score) if score > cfg.entailment_threshold => {
             let blocked: Vec<context::Blocker> = spans.iter().flat_map(|s| blockers_at(&s.version_id, &s.range)).collect();
             if blocked.is_empty() {
-                return verified(claim, spans, Verification::Entailed { score }, &parsed, &cfg.words);
+                return verified(claim, spans, Verification::Entailed { score }, parsed, &cfg.words);
             }
             let why = context::why_of(&blocked);
             let reason = format!("entailed ({score:.2}) by the sentences, but the note does not assert them: {why}");
-            return evidence_only(claim, spans, eligible, reason, why, &parsed, &cfg.words);
+            return evidence_only(claim, spans, eligible, reason, why, parsed, &cfg.words);
         }
-        Ok(score) => format!(
-            "not carried by one quote ({why_not}), and entailment {score:.2} is not above {:.2}",
-            cfg.entailment_threshold
-        ),
+        Ok(score) => {
+            format!("not carried by one quote ({why_not}), and entailment {score:.2} is not above {:.2}", cfg.entailment_threshold)
+        }
         Err(e) => format!("not carried by one quote ({why_not}), and {e}"),
     };
-    evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), &parsed, &cfg.words)
+    evidence_only(claim, spans, eligible, reason, WORDING_NOT_VERIFIED.to_owned(), parsed, &cfg.words)
 }
 
 /// Step 2 for one quote: the claim couples (the quote is returned), or, when it says several
@@ -626,7 +636,9 @@ fn quiet_gap(gap: &str) -> bool {
         out.push_str(r);
         out
     };
-    outside.chars().all(|c| matches!(c, ' ' | '\t' | '*' | '_' | ':' | '"' | '\'' | '“' | '”' | '‘' | '’' | '`' | '[' | ']' | '.' | ',' | ';' | '—' | '–' | '-'))
+    outside.chars().all(|c| {
+        matches!(c, ' ' | '\t' | '*' | '_' | ':' | '"' | '\'' | '“' | '”' | '‘' | '’' | '`' | '[' | ']' | '.' | ',' | ';' | '—' | '–' | '-')
+    })
 }
 
 /// The parsed structure of each cited version, by version id.
@@ -649,7 +661,13 @@ pub fn breadcrumb(st: &structure::Structure<'_>, range: &Range<usize>, words: &c
     parts.join(" › ")
 }
 
-fn verified(claim: Claim, mut spans: Vec<LocatedSpan>, verification: Verification, parsed: &Parsed<'_>, words: &context::ContextWords) -> Outcome {
+fn verified(
+    claim: Claim,
+    mut spans: Vec<LocatedSpan>,
+    verification: Verification,
+    parsed: &Parsed<'_>,
+    words: &context::ContextWords,
+) -> Outcome {
     with_breadcrumbs(&mut spans, parsed, words);
     let label = verification.label();
     Outcome::Verified(Verified { claim, spans, verification, label })
@@ -673,7 +691,13 @@ fn evidence_only(
 /// earlier lode answers refuse any overlap; comments and struck-through text only when nothing
 /// outside them is quoted (a quote may read across "~~Tuesday~~ Thursday": what is struck is
 /// not read, by coupling or by step 3).
-fn not_evidence_problem(claim: &str, quote: &str, body: &str, regions: &[(Range<usize>, markup::NotEvidence)], range: &Range<usize>) -> Option<String> {
+fn not_evidence_problem(
+    claim: &str,
+    quote: &str,
+    body: &str,
+    regions: &[(Range<usize>, markup::NotEvidence)],
+    range: &Range<usize>,
+) -> Option<String> {
     use markup::NotEvidence as N;
     let hits: Vec<&(Range<usize>, N)> = regions.iter().filter(|(r, _)| r.start < range.end && range.start < r.end).collect();
     let (_, first_kind) = hits.first()?;
@@ -710,7 +734,8 @@ pub fn mixed_script_word(text: &str) -> Option<String> {
         match c {
             'a'..='z' | 'A'..='Z' | '\u{00C0}'..='\u{024F}' => 1,
             '\u{0400}'..='\u{052F}' => 2,
-            'ο' | 'ρ' | 'ν' | 'ι' | 'υ' | 'α' | 'κ' | 'τ' | 'χ' | 'Α' | 'Β' | 'Ε' | 'Ζ' | 'Η' | 'Ι' | 'Κ' | 'Μ' | 'Ν' | 'Ο' | 'Ρ' | 'Τ' | 'Υ' | 'Χ' => 3,
+            'ο' | 'ρ' | 'ν' | 'ι' | 'υ' | 'α' | 'κ' | 'τ' | 'χ' | 'Α' | 'Β' | 'Ε' | 'Ζ' | 'Η' | 'Ι' | 'Κ' | 'Μ' | 'Ν' | 'Ο' | 'Ρ' | 'Τ'
+            | 'Υ' | 'Χ' => 3,
             _ => 0,
         }
     }

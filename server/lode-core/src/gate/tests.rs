@@ -56,7 +56,11 @@ fn verdict_table_without_a_model() {
         // fabricated quote
         ("Certificates are rotated every 30 days", &[("v1", "Staging certificates are rotated every 30 days.")], "dropped@SpanCheck"),
         // a version the synthesizer was never given
-        ("Staging certificates are rotated every 60 days.", &[("v9", "Staging certificates are rotated every 60 days.")], "dropped@SpanCheck"),
+        (
+            "Staging certificates are rotated every 60 days.",
+            &[("v9", "Staging certificates are rotated every 60 days.")],
+            "dropped@SpanCheck",
+        ),
         // real quote, contradicting claim: changed number, changed date, dropped negation
         ("Staging certificates are rotated every 90 days.", &[("v1", "Staging certificates are rotated every 60 days.")], "evidence"),
         ("The last rotation was on 2026-03-19.", &[("v1", "The last rotation\nwas on 2026-02-19.")], "evidence"),
@@ -71,9 +75,17 @@ fn verdict_table_without_a_model() {
         // a reordered claim is not coupled; it needs the entailment step
         ("On 2026-02-19 the last rotation was done", &[("v1", "The   last rotation\nwas on 2026-02-19.")], "evidence"),
         // paraphrase that drifts a number
-        ("The pool holds 50 connections in transaction mode", &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")], "evidence"),
+        (
+            "The pool holds 50 connections in transaction mode",
+            &[("v2", "PgBouncer runs in transaction mode with a pool size of 40.")],
+            "evidence",
+        ),
         // synthesis across two notes: no single span carries it
-        ("PgBouncer runs in transaction mode and the failover did not complete", &[("v2", "PgBouncer runs in transaction mode"), ("v1", "The failover did not complete automatically.")], "evidence"),
+        (
+            "PgBouncer runs in transaction mode and the failover did not complete",
+            &[("v2", "PgBouncer runs in transaction mode"), ("v1", "The failover did not complete automatically.")],
+            "evidence",
+        ),
         // a claim with nothing to check
         ("Is the", &[("v1", "Don won the award.")], "dropped@Content"),
         ("Nothing cited", &[], "dropped@SpanCheck"),
@@ -179,7 +191,10 @@ fn markup_is_not_evidence() {
     assert!(run("Certs rotate every 30 days", "Certs rotate every 30 days.").contains("HTML comment"));
     assert!(run("certs rotate every 90 days", "certs rotate every 90 days").contains("struck through"));
     assert!(run("certs rotate every 7 days", "certs rotate every 7 days").contains("code block"), "code stated as prose");
-    assert!(!run("The script runs `certs rotate every 7 days`", "certs rotate every 7 days").starts_with("dropped"), "a claim quoting the code may cite it");
+    assert!(
+        !run("The script runs `certs rotate every 7 days`", "certs rotate every 7 days").starts_with("dropped"),
+        "a claim quoting the code may cite it"
+    );
     assert!(run("Certs rotate every 45 days", "Certs rotate every 45 days").contains("answer lode inserted"));
 }
 
@@ -257,7 +272,10 @@ const KNOWN_LOSSES: &[(&str, &str)] = &[
     // A title that scopes the note ("Pricing — EU region only") scopes every line of it.
     ("US pricing is in a separate note.", "a line outside the title's scope"),
     // A claim restating a scope that comes after the line, in the note's order.
-    ("Falls per person-year dropped from 1.8 to 1.1; all figures above are from the 2022 pilot at Riverside only.", "a scope after the line"),
+    (
+        "Falls per person-year dropped from 1.8 to 1.1; all figures above are from the 2022 pilot at Riverside only.",
+        "a scope after the line",
+    ),
 ];
 
 #[test]
@@ -314,14 +332,14 @@ fn adversarial_fixture_distortions_rejected_and_faithful_claims_kept() {
     assert!(failures.is_empty(), "{} of {} rows wrong:\n{}", failures.len(), rows.len(), failures.join("\n"));
 }
 
-
-
-
 #[test]
 fn a_homoglyph_claim_is_not_verified_even_by_a_model() {
     let note = "Phishing report\n\nThe real login page is paypal.com.\n";
     let el: Eligible = HashMap::from([("v".to_owned(), note)]);
-    let c = |text: &str| Claim { text: text.into(), support: vec![Support { version_id: "v".into(), quoted_span: "The real login page is paypal.com.".into() }] };
+    let c = |text: &str| Claim {
+        text: text.into(),
+        support: vec![Support { version_id: "v".into(), quoted_span: "The real login page is paypal.com.".into() }],
+    };
     let calls = Rc::new(Cell::new(0));
     // A model that entails everything is never asked about a claim with a Cyrillic "а".
     let mut scorer = ScorerSlot::Loaded(Box::new(Fixed(0.99, calls.clone())));
@@ -347,7 +365,10 @@ fn later_blind_files_no_distortion_and_no_more_lost() {
         let (mut accepted, mut lost, mut faithful) = (Vec::new(), 0, 0);
         for r in &rows {
             let el: Eligible = HashMap::from([("source".to_owned(), r.source.as_str())]);
-            let c = Claim { text: r.claim.clone(), support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect() };
+            let c = Claim {
+                text: r.claim.clone(),
+                support: r.spans.iter().map(|q| Support { version_id: "source".into(), quoted_span: q.clone() }).collect(),
+            };
             let verified = matches!(check_one(c, &el, &mut ScorerSlot::None, &GateConfig::default()), Outcome::Verified(_));
             match (r.expect.as_str(), r.paraphrase) {
                 ("reject", _) if verified => accepted.push(r.claim.clone()),

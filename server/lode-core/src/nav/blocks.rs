@@ -178,10 +178,7 @@ impl Blocks {
     /// The opaque block strictly holding `offset` (a cursor at its very end counts only when the
     /// block runs to the end of the text, as an unclosed fence does while it is typed).
     pub(crate) fn opaque_at(&self, text_len: usize, offset: usize) -> Option<OpaqueKind> {
-        self.opaque
-            .iter()
-            .find(|(r, _)| r.start < offset && (offset < r.end || r.end == text_len))
-            .map(|(_, k)| *k)
+        self.opaque.iter().find(|(r, _)| r.start < offset && (offset < r.end || r.end == text_len)).map(|(_, k)| *k)
     }
 
     /// The inline segment holding `offset`, its end included.

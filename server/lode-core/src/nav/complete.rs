@@ -120,11 +120,8 @@ fn markdown(text: &str, p: usize, offset: usize) -> Option<CompletionContext> {
     };
     let heading = matches!(kind, CompletionKind::MarkdownHeading { .. });
     let end = part_end(text, offset, |c| matches!(c, ')' | '>') || (!angle && c.is_whitespace()) || (!heading && c == '#'));
-    let closing = if angle && text[end..].starts_with(">)") {
-        Some(end..end + 2)
-    } else {
-        text[end..].starts_with(')').then(|| end..end + 1)
-    };
+    let closing =
+        if angle && text[end..].starts_with(">)") { Some(end..end + 2) } else { text[end..].starts_with(')').then(|| end..end + 1) };
     Some(CompletionContext { kind, embed, prefix: text[replace.clone()].to_owned(), replace, rest: offset..end, closing })
 }
 

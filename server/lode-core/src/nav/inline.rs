@@ -634,10 +634,7 @@ pub(crate) fn is_tag_char(c: char) -> bool {
 
 /// Whether `name` (without `#`) is a tag: not empty, not starting with `/`, not only digits.
 pub(crate) fn valid_tag(name: &str) -> bool {
-    !name.is_empty()
-        && !name.starts_with('/')
-        && name.chars().all(is_tag_char)
-        && name.chars().any(|c| !c.is_ascii_digit() && c != '/')
+    !name.is_empty() && !name.starts_with('/') && name.chars().all(is_tag_char) && name.chars().any(|c| !c.is_ascii_digit() && c != '/')
 }
 
 /// Whether `text` may hold a tag: a `#` followed by a tag character, or a
@@ -696,12 +693,10 @@ mod tests {
     fn opaque_spans_follow_commonmark_precedence() {
         assert_eq!(mask_texts("a `b` ``c ` d`` `e"), ["`b`", "``c ` d``"]);
         assert_eq!(mask_texts(r"\`x` `y`"), ["` `"]);
-        assert_eq!(mask_texts("<!-- c --> <http://x.y/#a> <a href=\"#x\"> <b and c> a<b"), [
-            "<!-- c -->",
-            "<http://x.y/#a>",
-            "<a href=\"#x\">",
-            "<b and c>"
-        ]);
+        assert_eq!(
+            mask_texts("<!-- c --> <http://x.y/#a> <a href=\"#x\"> <b and c> a<b"),
+            ["<!-- c -->", "<http://x.y/#a>", "<a href=\"#x\">", "<b and c>"]
+        );
         assert_eq!(mask_texts("<!-- open <!-- --> x"), ["<!-- open <!-- -->"]);
         assert_eq!(mask_texts("<!-- never closed <!-- again"), Vec::<&str>::new());
     }

@@ -114,9 +114,15 @@ pub enum Focus {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum NavItem {
-    Link { link: NavLink, focus: Focus },
+    Link {
+        link: NavLink,
+        focus: Focus,
+    },
     /// A heading line of the note; `index` is its place in [`super::outline`].
-    Heading { index: usize, section: Section },
+    Heading {
+        index: usize,
+        section: Section,
+    },
 }
 
 /// CommonMark label matching key (for references and footnotes): trimmed, inner whitespace
@@ -365,19 +371,12 @@ pub fn at(text: &str, offset: usize) -> Option<NavItem> {
     let blocks = blocks::analyse(text);
     let all = links_in(text, &blocks);
     let inside = all.iter().filter(|l| l.range.start <= offset && offset < l.range.end).min_by_key(|l| l.range.len());
-    let link = inside.or_else(|| {
-        all.iter().filter(|l| l.range.start < offset && l.range.end == offset).min_by_key(|l| l.range.len())
-    });
+    let link = inside.or_else(|| all.iter().filter(|l| l.range.start < offset && l.range.end == offset).min_by_key(|l| l.range.len()));
     if let Some(l) = link {
-        let focus = [
-            (&l.note, Focus::Note),
-            (&l.heading, Focus::Heading),
-            (&l.label, Focus::Label),
-            (&l.text, Focus::Text),
-        ]
-        .into_iter()
-        .find(|(p, _)| p.as_ref().is_some_and(|p| contains_incl(&p.range, offset)))
-        .map_or(Focus::Other, |(_, f)| f);
+        let focus = [(&l.note, Focus::Note), (&l.heading, Focus::Heading), (&l.label, Focus::Label), (&l.text, Focus::Text)]
+            .into_iter()
+            .find(|(p, _)| p.as_ref().is_some_and(|p| contains_incl(&p.range, offset)))
+            .map_or(Focus::Other, |(_, f)| f);
         return Some(NavItem::Link { link: l.clone(), focus });
     }
     let sections: Vec<Section> = outline_in(text, &blocks);

@@ -181,11 +181,8 @@ fn check_invariants(text: &str) {
 
 #[test]
 fn fixture_snapshots() {
-    let mut files: Vec<PathBuf> = std::fs::read_dir(fixtures())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    let mut files: Vec<PathBuf> =
+        std::fs::read_dir(fixtures()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|e| e == "md")).collect();
     files.sort();
     assert!(files.len() >= 10, "only {} fixtures", files.len());
     for f in files {
@@ -219,7 +216,11 @@ fn resolution_cases() {
                     "wiki {arg:?} → {:?} by {:?}{}",
                     r.note.map(name),
                     r.matched_by,
-                    if r.is_ambiguous() { format!(" ambiguous, also {:?}", r.others.iter().map(|&i| name(i)).collect::<Vec<_>>()) } else { String::new() }
+                    if r.is_ambiguous() {
+                        format!(" ambiguous, also {:?}", r.others.iter().map(|&i| name(i)).collect::<Vec<_>>())
+                    } else {
+                        String::new()
+                    }
                 )
                 .unwrap();
             }
@@ -254,7 +255,8 @@ fn find_section_matches_slugs_text_and_fragments() {
 /// asserted here: a loaded CI machine is no clock.)
 #[test]
 fn huge_lines() {
-    let shapes = ["[", "[[", "](", "[](", "`", "x<!--", "<a ", "#a ", "[^", "![[x]] ", "[x](y.md) ", "((((", "\\", "é日🎉 ", "[a](<", "[a](b \""];
+    let shapes =
+        ["[", "[[", "](", "[](", "`", "x<!--", "<a ", "#a ", "[^", "![[x]] ", "[x](y.md) ", "((((", "\\", "é日🎉 ", "[a](<", "[a](b \""];
     let mixed = shapes.concat().repeat((1 << 18) / shapes.concat().len());
     let mut lines: Vec<(String, String)> = shapes.iter().map(|s| (s.to_string(), s.repeat((1 << 16) / s.len()))).collect();
     lines.push(("mixed".into(), mixed));

@@ -88,7 +88,9 @@ impl Backend {
         let unsaved = state.writer.unsaved();
         let mut said: Vec<String> = Vec::new();
         if !all_saved {
-            said.push("saves sent before this question are still being written; this answer comes from what was indexed before them.".into());
+            said.push(
+                "saves sent before this question are still being written; this answer comes from what was indexed before them.".into(),
+            );
         }
         if !unsaved.is_empty() {
             let list: Vec<String> = unsaved.iter().map(|u| format!("{} ({})", u.path, u.error)).collect();
@@ -256,13 +258,9 @@ impl Backend {
             }
             if let (Some(NumberOrString::String(code)), Some(data), Some(from)) = (&d.code, &d.data, &rel) {
                 if code == "lode.older-version" {
-                    let (Some(head), Some(path), Some(start), Some(end), Some(line)) = (
-                        data["head"].as_str(),
-                        data["path"].as_str(),
-                        data["start"].as_u64(),
-                        data["end"].as_u64(),
-                        data["line"].as_u64(),
-                    ) else {
+                    let (Some(head), Some(path), Some(start), Some(end), Some(line)) =
+                        (data["head"].as_str(), data["path"].as_str(), data["start"].as_u64(), data["end"].as_u64(), data["line"].as_u64())
+                    else {
                         continue;
                     };
                     let cite_as = data["cite_as"].as_str().unwrap_or(head);

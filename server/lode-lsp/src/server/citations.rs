@@ -6,7 +6,10 @@ use super::*;
 impl Backend {
     /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
     /// finds the citation link under the cursor of an open document.
-    pub(super) async fn citation_under(&self, at: &TextDocumentPositionParams) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
+    pub(super) async fn citation_under(
+        &self,
+        at: &TextDocumentPositionParams,
+    ) -> Result<Option<(Arc<State>, Rope, lode_core::citation::CitationLink)>> {
         let state = self.settled(Some(&at.text_document.uri)).await?;
         let Some((rope, text)) = self.doc_text(&at.text_document.uri) else { return Ok(None) };
         let offset = position::offset(&rope, at.position, self.enc());
@@ -80,7 +83,7 @@ impl Backend {
         // (a locked database fails the reads above too).
         let mut diags = diags;
         if let Some(rel) = Self::rel(&state, &uri) {
-            diags.extend(state.writer.unsaved().into_iter().filter(|u| u.path == rel).last().map(|u| unsaved_diagnostic(&u)));
+            diags.extend(state.writer.unsaved().into_iter().rfind(|u| u.path == rel).map(|u| unsaved_diagnostic(&u)));
         }
         // Only for the text they were computed on: if the buffer changed meanwhile, the next
         // publication (after the change is saved) replaces them.
@@ -117,7 +120,8 @@ impl Backend {
             format!("evidence only: this quote is real, but the note does not assert it as a fact ({})", why.trim())
         } else if let Some(at) = line.find("*(verified (entailed ").or_else(|| line.find("*(entailed (")) {
             // "*(verified (entailed 0.93))*", or "*(entailed (0.93))*" as lode wrote it before.
-            let score: String = line[at..].chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+            let score: String =
+                line[at..].chars().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit() || *c == '.').collect();
             let step = lode_core::gate::Verification::Entailed { score: score.parse().unwrap_or(0.0) }.step();
             format!("labelled verified — {step} — when the answer was written; the label is the note's own text and is not checked again here, the quote below is")
         } else if line.contains("*(verified)*") || line.contains("quoted & coupled") {
@@ -188,10 +192,7 @@ impl Backend {
             let text = String::from_utf8_lossy(&body);
             let crumb = lode_core::gate::breadcrumb(&lode_core::structure::Structure::parse(&text), &c.span, &words);
             let crumb = if crumb.is_empty() { String::new() } else { format!("in: {}\n\n", crumb.replace('`', "'")) };
-            Ok(format!(
-                "**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, {indexed} · {status}{rung}",
-                &c.version_id[..12]
-            ))
+            Ok(format!("**{title}** — `{path}`\n\n{crumb}{quoted}\nversion `{}`, {indexed} · {status}{rung}", &c.version_id[..12]))
         })
         .await?;
         if learned.load(std::sync::atomic::Ordering::Relaxed) {
@@ -231,11 +232,16 @@ impl Backend {
                 if let Some((r, _)) = lode_core::gate::locate(&ht, &quote) {
                     let file = materialize(&head, &hb)?;
                     let _ = path;
-                    return Ok(Location { uri: Uri::from_file_path(&file).ok_or("bad path")?, range: position::range(&Rope::from_str(&ht), r, enc) });
+                    return Ok(Location {
+                        uri: Uri::from_file_path(&file).ok_or("bad path")?,
+                        range: position::range(&Rope::from_str(&ht), r, enc),
+                    });
                 }
             }
             // In the current head, when the quote is still there (the open buffer if the note is open).
-            if let Some((path, head)) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.filter(|(p, _)| !p.contains("://")) {
+            if let Some((path, head)) =
+                store.head_for_version(&c.version_id).map_err(|e| e.to_string())?.filter(|(p, _)| !p.contains("://"))
+            {
                 let abs = root.join(&path);
                 let target = Uri::from_file_path(&abs).ok_or("bad path")?;
                 let open = docs.lock().get(target.as_str()).map(|d| d.rope.clone());
@@ -275,7 +281,8 @@ fn materialize(version_id: &str, body: &[u8]) -> std::result::Result<std::path::
     if version_id.is_empty() || !version_id.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(format!("version id {version_id:?} is not hex"));
     }
-    let dir = lode_models::user_cache_dir().ok_or("neither XDG_CACHE_HOME nor HOME is set: no folder to open the version from")?.join("versions");
+    let dir =
+        lode_models::user_cache_dir().ok_or("neither XDG_CACHE_HOME nor HOME is set: no folder to open the version from")?.join("versions");
     #[cfg(unix)]
     {
         use std::os::unix::fs::DirBuilderExt;
@@ -331,7 +338,11 @@ pub(super) fn full_id(
                 return Ok(Ok(lode_core::citation::CitationLink { version_id: vid, ..c.clone() }));
             }
             Ok(None) => return Ok(Err(format!("cited version {written} is neither in this vault's history nor in the shared index"))),
-            Err(why) => return Ok(Err(format!("cited version {written} is not in this vault's history, and the shared index could not be read ({why})"))),
+            Err(why) => {
+                return Ok(Err(format!(
+                    "cited version {written} is not in this vault's history, and the shared index could not be read ({why})"
+                )))
+            }
         }
     }
     Ok(match found.as_slice() {
@@ -467,8 +478,10 @@ fn citation_verdict(
             code: Some(NumberOrString::String("lode.older-version".into())),
             source: Some("lode".into()),
             message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
-            data: Some(json!({"head": head, "cite_as": store.short_version_id(&head).map_err(|e| e.to_string())?, "start": r.start, "end": r.end, "path": path,
-                              "line": lode_core::text::line_of(&head_body, r.start)})),
+            data: Some(
+                json!({"head": head, "cite_as": store.short_version_id(&head).map_err(|e| e.to_string())?, "start": r.start, "end": r.end, "path": path,
+                              "line": lode_core::text::line_of(&head_body, r.start)}),
+            ),
             ..Default::default()
         },
     }))

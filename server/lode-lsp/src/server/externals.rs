@@ -53,10 +53,7 @@ pub(super) fn external_diagnostics(
             lode_externals::State::Failed { error, has_snapshot, .. } => (
                 DiagnosticSeverity::WARNING,
                 "lode.snapshot-failed",
-                format!(
-                    "the last fetch failed: {error}{}",
-                    if has_snapshot { " (answers use the earlier snapshot)" } else { "" }
-                ),
+                format!("the last fetch failed: {error}{}", if has_snapshot { " (answers use the earlier snapshot)" } else { "" }),
             ),
         };
         out.push(Diagnostic {
@@ -107,12 +104,20 @@ fn annotation_diagnostics(store: &Store, rope: &Rope, text: &str, enc: Encoding)
 }
 
 /// Hover text for a web link: the snapshot's age and first lines, or why there is none.
-pub(super) fn external_hover(store: &Store, link: &lode_core::nav::NavLink, freshness: &Freshness) -> std::result::Result<Option<String>, String> {
+pub(super) fn external_hover(
+    store: &Store,
+    link: &lode_core::nav::NavLink,
+    freshness: &Freshness,
+) -> std::result::Result<Option<String>, String> {
     let Some(url) = web_url(link) else { return Ok(None) };
     let info = store.external(&url).map_err(|e| e.to_string())?;
     let now = now_ms();
     let state = match freshness.state(&info, now) {
-        lode_externals::State::Missing => return Ok(Some(format!("`{url}`\n\n**Not mirrored**: lode has no snapshot of this page. Use “Mirror this link” to fetch one."))),
+        lode_externals::State::Missing => {
+            return Ok(Some(format!(
+                "`{url}`\n\n**Not mirrored**: lode has no snapshot of this page. Use “Mirror this link” to fetch one."
+            )))
+        }
         lode_externals::State::Fresh { age_days } => format!("snapshot fetched {} ago", describe_age(age_days)),
         lode_externals::State::Stale { age_days } => format!("**stale** snapshot, fetched {} ago", describe_age(age_days)),
         lode_externals::State::Failed { error, .. } => format!("**last fetch failed**: {error}"),

@@ -12,8 +12,8 @@ mod symbols;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 // parking_lot locks do not poison: a panic in one request cannot make every later request fail.
@@ -28,8 +28,8 @@ use tower_lsp_server::ls_types::*;
 use tower_lsp_server::{Client, LanguageServer, LspService};
 
 use crate::position::{self, Encoding};
-use lode_engine::writer::{Done, Job};
 use lode_engine::vectors::Loaded;
+use lode_engine::writer::{Done, Job};
 use lode_engine::{Engine as State, SettingsFn, Unopened};
 
 struct Doc {
@@ -146,7 +146,6 @@ fn invalid(msg: impl std::fmt::Display) -> Error {
     Error { code: ErrorCode::InvalidParams, message: msg.to_string().into(), data: None }
 }
 
-
 /// What the client does for itself, from `initialize`.
 #[derive(Clone, Copy)]
 struct ClientPrefs {
@@ -238,12 +237,19 @@ impl lode_engine::Reporter for ClientReporter {
         // Waits for the client's answer, but not forever: a client that never answers must not
         // hold up indexing (the progress then goes out unacknowledged); one that refuses the
         // token gets no bar.
-        let created = self.handle.block_on(async move { tokio::time::timeout(std::time::Duration::from_secs(2), c.create_work_done_progress(t)).await });
+        let created = self
+            .handle
+            .block_on(async move { tokio::time::timeout(std::time::Duration::from_secs(2), c.create_work_done_progress(t)).await });
         if matches!(created, Ok(Err(_))) {
             return None;
         }
         let bar = ClientBar { client: self.client.clone(), handle: self.handle.clone(), token };
-        bar.send(WorkDoneProgress::Begin(WorkDoneProgressBegin { title: title.to_owned(), message: Some(message), percentage: Some(0), ..Default::default() }));
+        bar.send(WorkDoneProgress::Begin(WorkDoneProgressBegin {
+            title: title.to_owned(),
+            message: Some(message),
+            percentage: Some(0),
+            ..Default::default()
+        }));
         Some(Box::new(bar))
     }
 }
@@ -265,7 +271,11 @@ impl ClientBar {
 
 impl lode_engine::Bar for ClientBar {
     fn report(&mut self, message: String, percent: u32) {
-        self.send(WorkDoneProgress::Report(WorkDoneProgressReport { message: Some(message), percentage: Some(percent), ..Default::default() }));
+        self.send(WorkDoneProgress::Report(WorkDoneProgressReport {
+            message: Some(message),
+            percentage: Some(percent),
+            ..Default::default()
+        }));
     }
 
     fn end(self: Box<Self>, message: String) {
@@ -387,9 +397,10 @@ impl Backend {
     /// vault opens, and is scanned and served, without a restart. Meanwhile requests for it are
     /// answered at once with why, rather than waiting for the lock.
     async fn state_of(&self, root: PathBuf) -> Result<Arc<State>> {
-        let cell = self.states.lock().entry(root.clone()).or_insert_with(Arc::default).clone();
+        let cell = self.states.lock().entry(root.clone()).or_default().clone();
         if cell.get().is_none() && !cell.started.swap(true, Ordering::SeqCst) {
-            let (settings_fn, waiting, client, task_cell, root) = (self.settings_fn.clone(), self.waiting.clone(), self.client.clone(), cell.clone(), root.clone());
+            let (settings_fn, waiting, client, task_cell, root) =
+                (self.settings_fn.clone(), self.waiting.clone(), self.client.clone(), cell.clone(), root.clone());
             tokio::spawn(async move {
                 task_cell
                     .cell
@@ -458,7 +469,11 @@ impl Backend {
                     loop {
                         match cell.get() {
                             Some(Ok(state)) => return start_opened(client, watches, published, state.clone()).await,
-                            Some(Err(e)) => return client.show_message(MessageType::ERROR, format!("lode is not available in this workspace: {e}")).await,
+                            Some(Err(e)) => {
+                                return client
+                                    .show_message(MessageType::ERROR, format!("lode is not available in this workspace: {e}"))
+                                    .await
+                            }
                             None => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
                         }
                     }
@@ -503,7 +518,6 @@ impl Backend {
         let docs = self.docs.lock();
         docs.get(uri.as_str()).map(|d| (d.rope.clone(), d.rope.to_string()))
     }
-
 }
 
 impl LanguageServer for Backend {
@@ -537,12 +551,8 @@ impl LanguageServer for Backend {
         let folders: Vec<PathBuf> = match &self.vault_override {
             Some(v) => vec![v.clone()],
             None => {
-                let listed: Vec<PathBuf> = params
-                    .workspace_folders
-                    .iter()
-                    .flatten()
-                    .filter_map(|f| f.uri.to_file_path().map(|p| p.into_owned()))
-                    .collect();
+                let listed: Vec<PathBuf> =
+                    params.workspace_folders.iter().flatten().filter_map(|f| f.uri.to_file_path().map(|p| p.into_owned())).collect();
                 if listed.is_empty() {
                     params.root_uri.as_ref().and_then(|u| u.to_file_path().map(|p| p.into_owned())).into_iter().collect()
                 } else {
@@ -572,17 +582,26 @@ impl LanguageServer for Backend {
                     ]),
                     ..Default::default()
                 })),
-                execute_command_provider: Some(ExecuteCommandOptions { commands: vec!["lode.ask".into(), externals::MIRROR.into()], ..Default::default() }),
+                execute_command_provider: Some(ExecuteCommandOptions {
+                    commands: vec!["lode.ask".into(), externals::MIRROR.into()],
+                    ..Default::default()
+                }),
                 workspace_symbol_provider: Some(OneOf::Left(true)),
                 references_provider: Some(OneOf::Left(true)),
                 document_symbol_provider: Some(OneOf::Left(true)),
                 folding_range_provider: Some(FoldingRangeProviderCapability::Simple(true)),
-                document_link_provider: Some(DocumentLinkOptions { resolve_provider: Some(false), work_done_progress_options: Default::default() }),
+                document_link_provider: Some(DocumentLinkOptions {
+                    resolve_provider: Some(false),
+                    work_done_progress_options: Default::default(),
+                }),
                 completion_provider: Some(CompletionOptions {
                     trigger_characters: Some(vec!["[".into(), "#".into(), "(".into(), "/".into()]),
                     ..Default::default()
                 }),
-                rename_provider: Some(OneOf::Right(RenameOptions { prepare_provider: Some(true), work_done_progress_options: Default::default() })),
+                rename_provider: Some(OneOf::Right(RenameOptions {
+                    prepare_provider: Some(true),
+                    work_done_progress_options: Default::default(),
+                })),
                 workspace: Some(WorkspaceServerCapabilities {
                     workspace_folders: Some(WorkspaceFoldersServerCapabilities {
                         supported: Some(true),
@@ -656,7 +675,8 @@ impl LanguageServer for Backend {
         // checkpoint threads idle until the process ends).
         let gone: Vec<Arc<State>> = {
             let mut states = self.states.lock();
-            let gone = states.iter().filter(|(root, _)| removed.contains(root)).filter_map(|(_, c)| c.get()?.as_ref().ok().cloned()).collect();
+            let gone =
+                states.iter().filter(|(root, _)| removed.contains(root)).filter_map(|(_, c)| c.get()?.as_ref().ok().cloned()).collect();
             states.retain(|root, _| !removed.contains(root));
             gone
         };
@@ -715,7 +735,9 @@ impl LanguageServer for Backend {
             let text = {
                 let mut docs = docs.lock();
                 match docs.get_mut(uri.as_str()) {
-                    Some(doc) if doc.generation == generation && !doc.preparing && doc.rope.len_bytes() <= lode_store::PRECHUNK_MAX_BYTES => {
+                    Some(doc)
+                        if doc.generation == generation && !doc.preparing && doc.rope.len_bytes() <= lode_store::PRECHUNK_MAX_BYTES =>
+                    {
                         doc.preparing = true;
                         doc.rope.to_string()
                     }
@@ -801,8 +823,10 @@ impl LanguageServer for Backend {
                 None => by_vault.push((state, vec![path])),
             }
         }
-        let pending: Vec<_> =
-            by_vault.into_iter().filter_map(|(state, paths)| lode_engine::scan::on_paths(&state, paths).map(|done| (state, done))).collect();
+        let pending: Vec<_> = by_vault
+            .into_iter()
+            .filter_map(|(state, paths)| lode_engine::scan::on_paths(&state, paths).map(|done| (state, done)))
+            .collect();
         if !pending.is_empty() {
             for (state, done) in pending {
                 if let Ok(done) = done.await {

@@ -20,14 +20,24 @@ pub(super) async fn off_loop<T: Send + 'static>(text: &str, f: impl FnOnce(&str)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Target {
     /// A note of the vault, and the heading fragment the link names (if any).
-    Note { path: String, fragment: Option<String>, ambiguous: Vec<String> },
+    Note {
+        path: String,
+        fragment: Option<String>,
+        ambiguous: Vec<String>,
+    },
     /// A heading of the same note.
-    Here { fragment: String },
+    Here {
+        fragment: String,
+    },
     /// A file that is not a note (exists or not).
-    File { path: String },
+    File {
+        path: String,
+    },
     External,
     /// No note by that name or path.
-    Missing { name: String },
+    Missing {
+        name: String,
+    },
     /// Nothing to resolve (tags, footnotes, definitions: handled by their own rules).
     None,
 }
@@ -45,8 +55,7 @@ pub(super) fn resolve(store: &Store, src: &str, link: &NavLink) -> Target {
                 };
             };
             let candidates = store.wiki_candidates(&name).unwrap_or_default();
-            let keys: Vec<NoteKey> =
-                candidates.into_iter().map(|(path, title, aliases)| NoteKey { path, title, aliases }).collect();
+            let keys: Vec<NoteKey> = candidates.into_iter().map(|(path, title, aliases)| NoteKey { path, title, aliases }).collect();
             let r = nav::resolve_wiki(&name, &keys);
             match r.note {
                 Some(i) => Target::Note {
@@ -154,7 +163,13 @@ fn tag_name(link: &NavLink) -> Option<String> {
 
 /// Every link in the vault to the note at `path` (to one of its sections when `heading` is
 /// given), with the linking note and range; the note's own links to itself included.
-fn backlinks(store: &Store, docs: &Mutex<HashMap<String, Doc>>, root: &Path, path: &str, heading: Option<&Section>) -> Vec<(String, String, Bytes<usize>)> {
+fn backlinks(
+    store: &Store,
+    docs: &Mutex<HashMap<String, Doc>>,
+    root: &Path,
+    path: &str,
+    heading: Option<&Section>,
+) -> Vec<(String, String, Bytes<usize>)> {
     let mut sources: Vec<String> = store.linking_notes(path).unwrap_or_default().into_iter().map(|(p, _)| p).collect();
     if !sources.iter().any(|s| s == path) {
         sources.push(path.to_owned());
@@ -164,7 +179,9 @@ fn backlinks(store: &Store, docs: &Mutex<HashMap<String, Doc>>, root: &Path, pat
     for src in sources {
         let Some(text) = text_of(store, docs, root, &src) else { continue };
         for l in nav::links(&text) {
-            if matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) && links_to(store, &src, &l, path, heading, &mut cache) {
+            if matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef)
+                && links_to(store, &src, &l, path, heading, &mut cache)
+            {
                 out.push((src.clone(), text.clone(), l.range.clone()));
             }
         }
@@ -190,7 +207,11 @@ impl Backend {
     }
 
     /// Go to definition for navigation items (citations are handled before this).
-    pub(super) async fn nav_definition(&self, state: Arc<State>, at: &TextDocumentPositionParams) -> Result<Option<GotoDefinitionResponse>> {
+    pub(super) async fn nav_definition(
+        &self,
+        state: Arc<State>,
+        at: &TextDocumentPositionParams,
+    ) -> Result<Option<GotoDefinitionResponse>> {
         let Some((rope, text, rel)) = self.nav_doc(&state, &at.text_document.uri) else { return Ok(None) };
         let enc = self.enc();
         let offset = position::offset(&rope, at.position, enc);
@@ -203,13 +224,17 @@ impl Backend {
             match link.kind {
                 NavKind::RefLink => {
                     let key = link.label.as_ref().map(|l| nav::normalize_label(&l.text));
-                    let def = nav::links(&text).into_iter().find(|d| d.kind == NavKind::RefDef && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
+                    let def = nav::links(&text)
+                        .into_iter()
+                        .find(|d| d.kind == NavKind::RefDef && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
                     return one(def.map(|d| here(d.range)));
                 }
                 NavKind::FootnoteRef | NavKind::FootnoteDef => {
                     let want = if link.kind == NavKind::FootnoteRef { NavKind::FootnoteDef } else { NavKind::FootnoteRef };
                     let key = link.label.as_ref().map(|l| nav::normalize_label(&l.text));
-                    let found = nav::links(&text).into_iter().find(|d| d.kind == want && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
+                    let found = nav::links(&text)
+                        .into_iter()
+                        .find(|d| d.kind == want && d.label.as_ref().map(|l| nav::normalize_label(&l.text)) == key);
                     return one(found.map(|d| here(d.range)));
                 }
                 NavKind::Tag | NavKind::FrontmatterTag => {
@@ -260,7 +285,13 @@ impl Backend {
                 return super::externals::external_hover(&store, &link, &freshness);
             }
             if let Some(tag) = tag_name(&link) {
-                let n = store.tagged(&tag, 10_000).map_err(|e| e.to_string())?.iter().map(|t| t.0.clone()).collect::<std::collections::BTreeSet<_>>().len();
+                let n = store
+                    .tagged(&tag, 10_000)
+                    .map_err(|e| e.to_string())?
+                    .iter()
+                    .map(|t| t.0.clone())
+                    .collect::<std::collections::BTreeSet<_>>()
+                    .len();
                 return Ok(Some(format!("**#{tag}** — {n} note{}", if n == 1 { "" } else { "s" })));
             }
             let preview = |path: &str, body: &str, fragment: Option<String>| -> String {
@@ -293,7 +324,10 @@ impl Backend {
             })
         })
         .await?;
-        Ok(md.map(|value| Hover { contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value }), range: Some(range) }))
+        Ok(md.map(|value| Hover {
+            contents: HoverContents::Markup(MarkupContent { kind: MarkupKind::Markdown, value }),
+            range: Some(range),
+        }))
     }
 
     /// References: to the note (on its title), a heading, a tag or a footnote.
@@ -412,7 +446,7 @@ impl Backend {
             .into_iter()
             .filter_map(|f| {
                 let (start, end) = (line(f.range.start), line(f.range.end.saturating_sub(1).max(f.range.start)));
-                (end > start).then(|| FoldingRange {
+                (end > start).then_some(FoldingRange {
                     start_line: start,
                     start_character: None,
                     end_line: end,
@@ -484,8 +518,9 @@ impl Backend {
                         // A bare name reaches the note with the shortest path among those with
                         // that file name; the others need their path.
                         let name = match store.wiki_candidates(&stem) {
-                            Ok(c) if c.iter().filter(|(p, _, _)| self::stem(p).eq_ignore_ascii_case(&stem)).count() > 1
-                                && c.first().is_some_and(|(p, _, _)| *p != path) =>
+                            Ok(c)
+                                if c.iter().filter(|(p, _, _)| self::stem(p).eq_ignore_ascii_case(&stem)).count() > 1
+                                    && c.first().is_some_and(|(p, _, _)| *p != path) =>
                             {
                                 path.trim_end_matches(".md").trim_end_matches(".markdown").to_owned()
                             }
@@ -576,7 +611,11 @@ impl Backend {
                     let create = if l.kind == NavKind::WikiLink {
                         let dir = rel.rsplit_once('/').map_or("", |(d, _)| d);
                         let file = if name.ends_with(".md") { name.clone() } else { format!("{name}.md") };
-                        if dir.is_empty() || name.contains('/') { file } else { format!("{dir}/{file}") }
+                        if dir.is_empty() || name.contains('/') {
+                            file
+                        } else {
+                            format!("{dir}/{file}")
+                        }
                     } else if name.ends_with(".md") {
                         name.clone()
                     } else {
@@ -603,12 +642,24 @@ impl Backend {
                     if let Some(f) = fragment.filter(|f| line_anchor(f).is_none()) {
                         let body = text_of(store, docs, root, &path).unwrap_or_default();
                         if section(&body, &f).is_none() {
-                            out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{f}` in {path}"), None));
+                            out.push(diag(
+                                l.range.clone(),
+                                DiagnosticSeverity::WARNING,
+                                "lode.broken-heading",
+                                format!("no heading `{f}` in {path}"),
+                                None,
+                            ));
                         }
                     }
                 }
                 Target::Here { fragment } if line_anchor(&fragment).is_none() && section(text, &fragment).is_none() => {
-                    out.push(diag(l.range.clone(), DiagnosticSeverity::WARNING, "lode.broken-heading", format!("no heading `{fragment}` in this note"), None));
+                    out.push(diag(
+                        l.range.clone(),
+                        DiagnosticSeverity::WARNING,
+                        "lode.broken-heading",
+                        format!("no heading `{fragment}` in this note"),
+                        None,
+                    ));
                 }
                 _ => {}
             }
@@ -623,7 +674,10 @@ impl Backend {
                     s.name.clone(),
                     DiagnosticSeverity::INFORMATION,
                     "lode.duplicate-heading",
-                    format!("same heading as line {}: links to it reach the first one", rope.byte_to_line(sections[first].heading.start) + 1),
+                    format!(
+                        "same heading as line {}: links to it reach the first one",
+                        rope.byte_to_line(sections[first].heading.start) + 1
+                    ),
                     None,
                 ));
             } else {
@@ -644,7 +698,10 @@ impl Backend {
             })),
             Some(NavItem::Link { link, .. }) if tag_name(&link).is_some() => {
                 let label = link.label.clone().unwrap_or(nav::Part { text: String::new(), range: link.edit.clone() });
-                Ok(Some(PrepareRenameResponse::RangeWithPlaceholder { range: position::range(&rope, label.range, enc), placeholder: label.text }))
+                Ok(Some(PrepareRenameResponse::RangeWithPlaceholder {
+                    range: position::range(&rope, label.range, enc),
+                    placeholder: label.text,
+                }))
             }
             _ => Err(invalid("only a heading or a tag can be renamed here (rename a note by renaming its file)")),
         }
@@ -671,7 +728,10 @@ impl Backend {
         blocking(move || {
             let store = readers.get()?;
             let mut changes: HashMap<Uri, Vec<TextEdit>> = HashMap::new();
-            changes.entry(uri.clone()).or_default().push(TextEdit { range: position::range(&rope, section.name.clone(), enc), new_text: new_name.clone() });
+            changes
+                .entry(uri.clone())
+                .or_default()
+                .push(TextEdit { range: position::range(&rope, section.name.clone(), enc), new_text: new_name.clone() });
             let mut sources: Vec<String> = store.linking_notes(&rel).map_err(|e| e.to_string())?.into_iter().map(|(p, _)| p).collect();
             if !sources.contains(&rel) {
                 sources.push(rel.clone());
@@ -690,7 +750,10 @@ impl Backend {
                         continue;
                     }
                     let new_text = if l.kind == NavKind::WikiLink { new_name.clone() } else { new_slug.clone() };
-                    changes.entry(src_uri.clone()).or_default().push(TextEdit { range: position::range(&src_rope, h.range.clone(), enc), new_text });
+                    changes
+                        .entry(src_uri.clone())
+                        .or_default()
+                        .push(TextEdit { range: position::range(&src_rope, h.range.clone(), enc), new_text });
                 }
             }
             Ok(Some(WorkspaceEdit { changes: Some(changes), ..Default::default() }))
@@ -726,7 +789,10 @@ impl Backend {
                     } else {
                         continue;
                     };
-                    changes.entry(uri.clone()).or_default().push(TextEdit { range: position::range(&rope, label.range.clone(), enc), new_text: format!("{new}{rest}") });
+                    changes
+                        .entry(uri.clone())
+                        .or_default()
+                        .push(TextEdit { range: position::range(&rope, label.range.clone(), enc), new_text: format!("{new}{rest}") });
                 }
             }
             Ok((!changes.is_empty()).then(|| WorkspaceEdit { changes: Some(changes), ..Default::default() }))
@@ -765,7 +831,9 @@ impl Backend {
                     // A link written from a note that moves too is relative to its new folder.
                     let src_after = renames.iter().find(|(f, _)| *f == src).map_or(src.clone(), |(_, t)| t.clone());
                     for l in nav::links(&body) {
-                        if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef) || !links_to(&store, &src, &l, from, None, &mut cache) {
+                        if !matches!(l.kind, NavKind::WikiLink | NavKind::InlineLink | NavKind::RefDef)
+                            || !links_to(&store, &src, &l, from, None, &mut cache)
+                        {
                             continue;
                         }
                         let Some(note) = &l.note else { continue };
@@ -773,13 +841,26 @@ impl Backend {
                             let old_stem = stem(from);
                             let new_stem = stem(to);
                             // Keep the link's own style: a bare name stays a bare name.
-                            if note.text.contains('/') { to.trim_end_matches(".md").to_owned() } else if note.text.eq_ignore_ascii_case(&old_stem) { new_stem } else { note.text.clone() }
+                            if note.text.contains('/') {
+                                to.trim_end_matches(".md").to_owned()
+                            } else if note.text.eq_ignore_ascii_case(&old_stem) {
+                                new_stem
+                            } else {
+                                note.text.clone()
+                            }
                         } else {
                             let r = relative(&src_after, to);
-                            if note.text.ends_with(".md") { r } else { r.trim_end_matches(".md").to_owned() }
+                            if note.text.ends_with(".md") {
+                                r
+                            } else {
+                                r.trim_end_matches(".md").to_owned()
+                            }
                         };
                         if new_text != note.text {
-                            changes.entry(src_uri.clone()).or_default().push(TextEdit { range: position::range(&src_rope, note.range.clone(), enc), new_text });
+                            changes
+                                .entry(src_uri.clone())
+                                .or_default()
+                                .push(TextEdit { range: position::range(&src_rope, note.range.clone(), enc), new_text });
                         }
                     }
                 }

@@ -66,7 +66,8 @@ pub fn normalize_uri(uri: &str) -> String {
         return uri.trim_end_matches('/').to_owned();
     }
     let p = std::path::Path::new(uri);
-    let abs = if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()) };
+    let abs =
+        if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir().map(|d| d.join(p)).unwrap_or_else(|_| p.to_path_buf()) };
     format!("file://{}", abs.to_string_lossy().trim_end_matches('/'))
 }
 
@@ -198,7 +199,9 @@ fn passages_schema(dims: Option<usize>) -> Arc<Schema> {
 }
 
 fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> Result<&'a T, String> {
-    b.column_by_name(name).and_then(|c| c.as_any().downcast_ref::<T>()).ok_or_else(|| format!("column {name} is missing or of another type"))
+    b.column_by_name(name)
+        .and_then(|c| c.as_any().downcast_ref::<T>())
+        .ok_or_else(|| format!("column {name} is missing or of another type"))
 }
 
 async fn read_publishes(db: &lancedb::Connection) -> lancedb::Result<Vec<Publish>> {
@@ -443,7 +446,9 @@ impl SharedIndex {
     pub fn search(&self, question: &str, k: usize, query: Option<&[f32]>) -> Result<SharedFound, SharedError> {
         let t = Instant::now();
         let cols: Vec<String> =
-            ["path", "title", "version_id", "start", "end", "line", "kind", "heading", "text", "parent_start", "parent_end", "meta"].map(String::from).to_vec();
+            ["path", "title", "version_id", "start", "end", "line", "kind", "heading", "text", "parent_start", "parent_end", "meta"]
+                .map(String::from)
+                .to_vec();
         let words: String = lode_core::query::terms(question).join(" ");
         let (lexical, dense) = self.bounded("a search", async {
             let lexical = async {
@@ -451,12 +456,26 @@ impl SharedIndex {
                     return Ok(Vec::new());
                 }
                 let q = FullTextSearchQuery::new(words.clone()).with_column("text".into())?;
-                self.passages.query().full_text_search(q).select(Select::columns(&cols)).limit(k).execute().await?.try_collect::<Vec<RecordBatch>>().await
+                self.passages
+                    .query()
+                    .full_text_search(q)
+                    .select(Select::columns(&cols))
+                    .limit(k)
+                    .execute()
+                    .await?
+                    .try_collect::<Vec<RecordBatch>>()
+                    .await
             };
             let dense = async {
                 match query {
                     Some(v) => {
-                        let q = self.passages.query().nearest_to(v)?.distance_type(DistanceType::Cosine).select(Select::columns(&cols)).limit(k);
+                        let q = self
+                            .passages
+                            .query()
+                            .nearest_to(v)?
+                            .distance_type(DistanceType::Cosine)
+                            .select(Select::columns(&cols))
+                            .limit(k);
                         q.execute().await?.try_collect::<Vec<RecordBatch>>().await
                     }
                     None => Ok(Vec::new()),
@@ -471,7 +490,13 @@ impl SharedIndex {
         Ok(SharedFound { lexical, dense, ms: t.elapsed().as_secs_f64() * 1000.0 })
     }
 
-    fn hits(&self, batches: &[RecordBatch], score: &str, ids: &mut HashMap<(String, i64, i64), i64>, notes: &mut HashMap<String, i64>) -> Result<Vec<Hit>, String> {
+    fn hits(
+        &self,
+        batches: &[RecordBatch],
+        score: &str,
+        ids: &mut HashMap<(String, i64, i64), i64>,
+        notes: &mut HashMap<String, i64>,
+    ) -> Result<Vec<Hit>, String> {
         let mut out = Vec::new();
         for b in batches {
             let (path, title, vid, start, end, line, kind, heading, text, ps, pe, meta) = (
@@ -566,7 +591,15 @@ impl SharedIndex {
         }
         let filter = format!("path = '{}'", rel.replace('\'', "''"));
         let batches: Vec<RecordBatch> = self.bounded("reading a note's version", async {
-            self.passages.query().only_if(filter).select(Select::columns(&["path", "version_id"])).limit(1).execute().await?.try_collect().await
+            self.passages
+                .query()
+                .only_if(filter)
+                .select(Select::columns(&["path", "version_id"]))
+                .limit(1)
+                .execute()
+                .await?
+                .try_collect()
+                .await
         })?;
         for b in &batches {
             let paths = col::<StringArray>(b, "path").map_err(|e| self.err(e))?;
@@ -663,7 +696,8 @@ pub fn publish(
         let conflict = ["Incompatible transaction", "concurrent transaction", "Commit conflict for version", "Too many concurrent writers"];
         err(if conflict.iter().any(|c| e.contains(c)) { CONCURRENT.into() } else { brief(&e) })
     };
-    let mut report = PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
+    let mut report =
+        PublishReport { uri: cfg.uri.clone(), notes: notes.len(), embedder: embed.as_ref().map(|e| e.0.clone()), ..Default::default() };
     rt.block_on(async {
         let db = connect(cfg).await.map_err(lerr)?;
         let names = db.table_names().execute().await.map_err(lerr)?;
@@ -781,7 +815,12 @@ pub fn publish(
         report.versions_added = new_versions.len();
 
         // Passages of changed and removed notes go; the changed notes' new passages come in.
-        let gone: Vec<&str> = changed.iter().map(|n| n.path.as_str()).filter(|p| published.contains_key(*p)).chain(removed.iter().map(|p| p.as_str())).collect();
+        let gone: Vec<&str> = changed
+            .iter()
+            .map(|n| n.path.as_str())
+            .filter(|p| published.contains_key(*p))
+            .chain(removed.iter().map(|p| p.as_str()))
+            .collect();
         for chunk in gone.chunks(200) {
             let list = chunk.iter().map(|p| format!("'{}'", p.replace('\'', "''"))).collect::<Vec<_>>().join(",");
             passages.delete(format!("path IN ({list})").as_str()).await.map_err(lerr)?;
@@ -793,7 +832,8 @@ pub fn publish(
             progress("paused after deleting (LODE_FAULT_PUBLISH)");
             tokio::time::sleep(Duration::from_secs(6)).await;
         }
-        let rows: Vec<(&NoteToPublish, &lode_store::PassageRow)> = changed.iter().flat_map(|n| n.passages.iter().map(move |p| (*n, p))).collect();
+        let rows: Vec<(&NoteToPublish, &lode_store::PassageRow)> =
+            changed.iter().flat_map(|n| n.passages.iter().map(move |p| (*n, p))).collect();
         let mut done = 0;
         // Rows are embedded 512 at a time (progress) but written in larger adds: each add is a
         // file in the table, and a reader pays a request per file.
@@ -849,7 +889,10 @@ pub fn publish(
         if touched && passages.stats().await.map_err(lerr)?.fragment_stats.num_fragments > COMPACT_AFTER {
             progress("merging the table's files");
             let done = passages
-                .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
+                .optimize(lancedb::table::OptimizeAction::Compact {
+                    options: lancedb::table::CompactionOptions::default(),
+                    remap_options: None,
+                })
                 .await
                 .map_err(lerr)?;
             // A merge is two commits (fragment ids reserved, then the rewrite, which carries
@@ -947,7 +990,10 @@ pub fn publish(
         // is only said (the next publish merges them).
         if publishes.stats().await.map_err(lerr)?.fragment_stats.num_fragments > COMPACT_AFTER {
             let merged = publishes
-                .optimize(lancedb::table::OptimizeAction::Compact { options: lancedb::table::CompactionOptions::default(), remap_options: None })
+                .optimize(lancedb::table::OptimizeAction::Compact {
+                    options: lancedb::table::CompactionOptions::default(),
+                    remap_options: None,
+                })
                 .await;
             if let Err(e) = merged {
                 progress(&format!("the publish records' files were not merged ({})", brief(&e.to_string())));
@@ -1022,10 +1068,27 @@ mod tests {
         let body = b"# Runbook\n\nThe quorum is 2.\n".to_vec();
         let id = lode_store::version_id(&body);
         let passage = lode_store::PassageRow {
-            id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start: 11, end: 27, line: 3,
-            kind: "paragraph".into(), heading: "Runbook".into(), parent_start: 11, parent_end: 27, text: "The quorum is 2.".into(),
+            id: 1,
+            note_id: 1,
+            version_id: id.clone(),
+            ordinal: 0,
+            start: 11,
+            end: 27,
+            line: 3,
+            kind: "paragraph".into(),
+            heading: "Runbook".into(),
+            parent_start: 11,
+            parent_end: 27,
+            text: "The quorum is 2.".into(),
         };
-        let note = NoteToPublish { path: "it's.md".into(), title: "Runbook".into(), version_id: id.clone(), body: body.clone(), meta: Default::default(), passages: vec![passage] };
+        let note = NoteToPublish {
+            path: "it's.md".into(),
+            title: "Runbook".into(),
+            version_id: id.clone(),
+            body: body.clone(),
+            meta: Default::default(),
+            passages: vec![passage],
+        };
         let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
         publish(&cfg, &[note], None, &mut |_| {}).unwrap();
         let ix = SharedIndex::open(&cfg).unwrap();
@@ -1034,8 +1097,17 @@ mod tests {
         }
         let quoted = format!("{}' OR '1'='1", &id[..12]);
         let hostile = [
-            "' OR 1=1 --".to_owned(), quoted, format!("{id}0"), id[..11].to_owned(), format!("{}g", &id[..12]),
-            format!("{} ", &id[..12]), "%".repeat(12), "_".repeat(12), String::new(), "0".repeat(64), "f".repeat(12),
+            "' OR 1=1 --".to_owned(),
+            quoted,
+            format!("{id}0"),
+            id[..11].to_owned(),
+            format!("{}g", &id[..12]),
+            format!("{} ", &id[..12]),
+            "%".repeat(12),
+            "_".repeat(12),
+            String::new(),
+            "0".repeat(64),
+            "f".repeat(12),
         ];
         for h in &hostile {
             assert_eq!(ix.version_body(h).unwrap(), None, "{h:?}");
@@ -1059,10 +1131,27 @@ mod tests {
         let id = lode_store::version_id(&body);
         let start = body.len() - text.len() - 1;
         let passage = lode_store::PassageRow {
-            id: 1, note_id: 1, version_id: id.clone(), ordinal: 0, start, end: start + text.len(), line: 3,
-            kind: "paragraph".into(), heading: format!("Runbook {i}"), parent_start: start, parent_end: start + text.len(), text,
+            id: 1,
+            note_id: 1,
+            version_id: id.clone(),
+            ordinal: 0,
+            start,
+            end: start + text.len(),
+            line: 3,
+            kind: "paragraph".into(),
+            heading: format!("Runbook {i}"),
+            parent_start: start,
+            parent_end: start + text.len(),
+            text,
         };
-        NoteToPublish { path: format!("n{i:02}.md"), title: format!("Runbook {i}"), version_id: id, body, meta: Default::default(), passages: vec![passage] }
+        NoteToPublish {
+            path: format!("n{i:02}.md"),
+            title: format!("Runbook {i}"),
+            version_id: id,
+            body,
+            meta: Default::default(),
+            passages: vec![passage],
+        }
     }
 
     /// Many small publishes, each changing another note: the table's files are merged once
@@ -1168,7 +1257,10 @@ mod tests {
             most = most.max(p);
             assert!(p <= MAX_VECTOR_DELTAS, "round {round}: the vector index has {p} parts");
             // The changed note's passage, by the vector of exactly what was embedded.
-            let text = crate::worker::embedded_text(&format!("Runbook {round}"), [format!("The {} runbook names the quorum.", words[round]).as_str()]);
+            let text = crate::worker::embedded_text(
+                &format!("Runbook {round}"),
+                [format!("The {} runbook names the quorum.", words[round]).as_str()],
+            );
             let ix = SharedIndex::open(&cfg).unwrap();
             let found = ix.search("", 3, Some(&vector(&text))).unwrap().dense;
             assert_eq!(found.first().map(|h| h.path.clone()), Some(cfg.address(&format!("n{round:02}.md"))), "round {round}");
@@ -1184,10 +1276,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let cfg = SharedConfig::new(dir.path().join("tier").to_str().unwrap());
         let vault = |changed: Option<(usize, &str)>| -> Vec<NoteToPublish> {
-            (0..6).map(|i| match changed {
-                Some((c, w)) if c == i => note(i, w),
-                _ => note(i, &format!("w{i}init")),
-            }).collect()
+            (0..6)
+                .map(|i| match changed {
+                    Some((c, w)) if c == i => note(i, w),
+                    _ => note(i, &format!("w{i}init")),
+                })
+                .collect()
         };
         publish(&cfg, &vault(None), None, &mut |_| {}).unwrap();
         // A has deleted n00's passages and not yet written the new ones when B publishes whole.

@@ -58,11 +58,15 @@ pub fn builder(url: &Url, options: &HashMap<String, String>, profile: &Profile) 
     for (k, v) in options {
         let key = k.to_ascii_lowercase();
         match key.as_str() {
-            "allow_http" | "aws_allow_http" => client = client.with_allow_http(matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes")),
-            _ => match key.parse::<AmazonS3ConfigKey>() {
-                Ok(cfg) => b = b.with_config(cfg, v),
-                Err(_) => {} // options for other layers (timeouts, block sizes) are not S3's
-            },
+            "allow_http" | "aws_allow_http" => {
+                client = client.with_allow_http(matches!(v.to_ascii_lowercase().as_str(), "1" | "true" | "yes"))
+            }
+            _ => {
+                // Options for other layers (timeouts, block sizes) are not S3's.
+                if let Ok(cfg) = key.parse::<AmazonS3ConfigKey>() {
+                    b = b.with_config(cfg, v)
+                }
+            }
         }
     }
     if env("AWS_ALLOW_HTTP").is_some_and(|v| v == "true" || v == "1") {
@@ -113,7 +117,8 @@ impl Profile {
         let home = std::env::var_os("HOME").map(PathBuf::from);
         let env_path = |k: &str, rel: &str| std::env::var_os(k).map(PathBuf::from).or_else(|| home.as_ref().map(|h| h.join(rel)));
         let name = std::env::var("AWS_PROFILE").ok().filter(|p| !p.is_empty()).unwrap_or_else(|| "default".into());
-        let creds = env_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+        let creds =
+            env_path("AWS_SHARED_CREDENTIALS_FILE", ".aws/credentials").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
         let config = env_path("AWS_CONFIG_FILE", ".aws/config").and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
         Profile::parse(&name, &creds, &config)
     }
@@ -161,7 +166,10 @@ mod tests {
         assert_eq!((d.get("aws_access_key_id"), d.get("region"), d.get("endpoint_url")), (Some("AKD"), Some("eu-west-1"), None));
         let t = Profile::parse("team", creds, config);
         assert_eq!(t.get("aws_access_key_id"), Some("AKT"), "the credentials file wins over the config file");
-        assert_eq!((t.get("region"), t.get("endpoint_url"), t.get("aws_session_token")), (Some("us-west-2"), Some("http://127.0.0.1:9"), Some("TT")));
+        assert_eq!(
+            (t.get("region"), t.get("endpoint_url"), t.get("aws_session_token")),
+            (Some("us-west-2"), Some("http://127.0.0.1:9"), Some("TT"))
+        );
         assert_eq!(Profile::parse("absent", creds, config).get("region"), None);
     }
 
@@ -196,7 +204,7 @@ mod tests {
         let url = Url::parse("s3://bucket").unwrap();
         for k in ["aws_secret_access_key", "AWS_SESSION_TOKEN", "token"] {
             let opts = HashMap::from([(k.to_owned(), "x".to_owned())]);
-            let e = builder(&url, &opts, &Profile::default()).err().expect("refused").to_string();
+            let e = builder(&url, &opts, &Profile::default()).expect_err("refused").to_string();
             assert!(e.contains("must not hold"), "{e}");
         }
         let opts = HashMap::from([("endpoint".to_owned(), "http://127.0.0.1:1".to_owned()), ("allow_http".to_owned(), "true".to_owned())]);

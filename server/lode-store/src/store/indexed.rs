@@ -103,7 +103,15 @@ pub(super) fn remove_headings_of(tx: &Connection, note_id: i64) -> rusqlite::Res
 }
 
 /// Inserts a section row with its full-text row; returns its id.
-pub(super) fn add_section(tx: &Connection, note_id: i64, heading: &str, first: i64, last: i64, hash: i64, body: &str) -> rusqlite::Result<i64> {
+pub(super) fn add_section(
+    tx: &Connection,
+    note_id: i64,
+    heading: &str,
+    first: i64,
+    last: i64,
+    hash: i64,
+    body: &str,
+) -> rusqlite::Result<i64> {
     tx.prepare_cached("INSERT INTO sections (note_id, heading, first_ordinal, last_ordinal, hash) VALUES (?1, ?2, ?3, ?4, ?5)")?
         .execute(params![note_id, heading, first, last, hash])?;
     let id = tx.last_insert_rowid();

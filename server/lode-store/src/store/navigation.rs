@@ -172,8 +172,12 @@ impl Store {
 
     /// Outgoing links of the note at `path`: `(kind, target, resolved target path)`.
     pub fn links_of(&self, path: &str) -> Result<Vec<(String, String, Option<String>)>, StoreError> {
-        let rows = self.rows("SELECT l.kind, l.target, t.path FROM links l JOIN notes n ON n.id = l.src_note
-                 LEFT JOIN notes t ON t.id = l.target_note WHERE n.path = ?1 ORDER BY l.start", [path], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
+        let rows = self.rows(
+            "SELECT l.kind, l.target, t.path FROM links l JOIN notes n ON n.id = l.src_note
+                 LEFT JOIN notes t ON t.id = l.target_note WHERE n.path = ?1 ORDER BY l.start",
+            [path],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )?;
         Ok(rows)
     }
 
@@ -262,7 +266,9 @@ pub(super) fn write_nav(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNo
     tx.prepare_cached("DELETE FROM tags WHERE note_id = ?1")?.execute([id])?;
     tx.prepare_cached("DELETE FROM aliases WHERE note_id = ?1")?.execute([id])?;
     let mut ins = tx.prepare_cached("INSERT INTO tags (note_id, tag, folded, start, end) VALUES (?1, ?2, ?3, ?4, ?5)")?;
-    let mut put = |name: &str, range: &std::ops::Range<usize>| ins.execute(params![id, name, name.to_lowercase(), range.start as i64, range.end as i64]);
+    let mut put = |name: &str, range: &std::ops::Range<usize>| {
+        ins.execute(params![id, name, name.to_lowercase(), range.start as i64, range.end as i64])
+    };
     match &note.tags {
         // Read from the chunker's parse of these bytes.
         Some(tags) => {
@@ -300,11 +306,7 @@ pub(super) fn write_nav(tx: &Connection, id: i64, bytes: &[u8], note: &ChunkedNo
 fn meta_list(v: &str) -> Vec<String> {
     let v = v.trim();
     let inner = v.strip_prefix('[').and_then(|x| x.strip_suffix(']')).unwrap_or(v);
-    inner
-        .split(',')
-        .map(|a| a.trim().trim_matches(|c| c == '"' || c == '\'').trim().to_owned())
-        .filter(|a| !a.is_empty())
-        .collect()
+    inner.split(',').map(|a| a.trim().trim_matches(|c| c == '"' || c == '\'').trim().to_owned()).filter(|a| !a.is_empty()).collect()
 }
 
 /// Fills what is derived from each head by the chunker for heads written before it existed:

@@ -119,8 +119,7 @@ impl Store {
     pub fn open(path: &Path, opts: StoreOptions) -> Result<Store, StoreError> {
         if !opts.read_only {
             if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-                std::fs::create_dir_all(dir)
-                    .map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
+                std::fs::create_dir_all(dir).map_err(|source| StoreError::Open { path: path.to_path_buf(), source })?;
             }
         }
         let flags = if opts.read_only {
@@ -130,7 +129,8 @@ impl Store {
         };
         let err = |e| StoreError::from_sqlite(path, e);
         let mut conn = if opts.read_only && opts.immutable {
-            let uri = format!("file:{}?immutable=1", path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23"));
+            let uri =
+                format!("file:{}?immutable=1", path.display().to_string().replace('%', "%25").replace('?', "%3f").replace('#', "%23"));
             Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI).map_err(err)?
         } else {
             Connection::open_with_flags(path, flags).map_err(err)?
@@ -156,7 +156,7 @@ impl Store {
             // An upgrade rewrites indexes (v10 rebuilds the trigram indexes: a minute at a
             // million notes), so a person waiting on a large index is told what is happening.
             let started = std::time::Instant::now();
-            if found >= 1 && found < migrate::SCHEMA_VERSION {
+            if (1..migrate::SCHEMA_VERSION).contains(&found) {
                 // A migration may name an index a killed scan left deferred.
                 let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(err)?;
                 super::deferred::restore(&tx, found).map_err(err)?;
@@ -180,10 +180,10 @@ impl Store {
                 }
                 Outcome::UpToDate => {}
                 Outcome::Migrated => {
-                    if found >= 1 && found < 4 {
+                    if (1..4).contains(&found) {
                         backfill_sections(&mut conn).map_err(err)?;
                     }
-                    if found >= 1 && found < 6 {
+                    if (1..6).contains(&found) {
                         backfill_from_heads(&mut conn, &opts.chunk, found < 5).map_err(err)?;
                     }
                 }
@@ -383,7 +383,8 @@ const CORE_TABLES: &[&str] = &["notes", "versions", "passages", "passages_fts", 
 /// one missing a core table. A fresh (empty) file is a new index.
 fn check_schema(conn: &Connection, path: &Path, found: i64) -> Result<(), StoreError> {
     let err = |e| StoreError::from_sqlite(path, e);
-    let mut st = conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'").map_err(err)?;
+    let mut st =
+        conn.prepare("SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'").map_err(err)?;
     let tables: Vec<String> = st.query_map([], |r| r.get(0)).map_err(err)?.collect::<Result<_, _>>().map_err(err)?;
     if found == 0 {
         if !tables.is_empty() {
@@ -420,11 +421,8 @@ impl Store {
         if self.opts.read_only {
             return Ok(0);
         }
-        let wrong: Vec<(i64, String)> = self.rows(
-            &format!("SELECT h.id, n.path {MISPLACED_HEADINGS}"),
-            [],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
+        let wrong: Vec<(i64, String)> =
+            self.rows(&format!("SELECT h.id, n.path {MISPLACED_HEADINGS}"), [], |r| Ok((r.get(0)?, r.get(1)?)))?;
         if wrong.is_empty() {
             return Ok(0);
         }
@@ -448,7 +446,12 @@ impl Store {
         }
         // External-content indexes are checked against their tables (rank 1); the contentless
         // sections index against itself.
-        for (table, rank, of) in [("passages_fts", 1, "passages"), ("titles_tri", 1, "note titles"), ("headings_tri", 1, "headings"), ("sections_fts", 0, "sections")] {
+        for (table, rank, of) in [
+            ("passages_fts", 1, "passages"),
+            ("titles_tri", 1, "note titles"),
+            ("headings_tri", 1, "headings"),
+            ("sections_fts", 0, "sections"),
+        ] {
             if let Err(e) = self.conn.execute(&format!("INSERT INTO {table}({table}, rank) VALUES ('integrity-check', {rank})"), []) {
                 problems.push(format!("full-text index {table} does not match {of}: {e}"));
             }
@@ -496,10 +499,8 @@ impl Store {
             problems.push(format!("{missing} notes point at a missing version"));
         }
         // A heading row repeats its note's path for symbol lookups (schema v11).
-        let misplaced: i64 = self
-            .conn
-            .query_row(&format!("SELECT count(*) {MISPLACED_HEADINGS}"), [], |r| r.get(0))
-            .map_err(|e| self.err(e))?;
+        let misplaced: i64 =
+            self.conn.query_row(&format!("SELECT count(*) {MISPLACED_HEADINGS}"), [], |r| r.get(0)).map_err(|e| self.err(e))?;
         if misplaced > 0 {
             problems.push(format!(
                 "{misplaced} headings name another path than their note's (written by an older lode beside this one): `lode index` mends them"

@@ -29,9 +29,12 @@ use crate::error::StoreError;
 impl Store {
     /// Passages of the head version of the note at `path`, in order.
     pub fn passages_of(&self, path: &str) -> Result<Vec<PassageRow>, StoreError> {
-        let rows = self.rows("SELECT p.id, p.note_id, p.version_id, p.ordinal, p.start, p.end, p.line, p.kind, p.heading,
+        let rows = self.rows(
+            "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.start, p.end, p.line, p.kind, p.heading,
                         p.parent_start, p.parent_end, p.text
-                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE n.path = ?1 ORDER BY p.ordinal", [path], |r| {
+                 FROM passages p JOIN notes n ON n.id = p.note_id WHERE n.path = ?1 ORDER BY p.ordinal",
+            [path],
+            |r| {
                 Ok(PassageRow {
                     id: r.get(0)?,
                     note_id: r.get(1)?,
@@ -46,7 +49,8 @@ impl Store {
                     parent_end: r.get::<_, i64>(10)? as usize,
                     text: r.get(11)?,
                 })
-            })?;
+            },
+        )?;
         Ok(rows)
     }
 
@@ -62,7 +66,9 @@ impl Store {
             versions: q("SELECT count(*) FROM versions")?,
             passages: q("SELECT count(*) FROM passages")?,
             links: q("SELECT count(*) FROM links")?,
-            unresolved_links: q("SELECT count(*) FROM links WHERE target_note IS NULL AND target_key NOT LIKE '%://%' AND target NOT LIKE 'mailto:%'")?,
+            unresolved_links: q(
+                "SELECT count(*) FROM links WHERE target_note IS NULL AND target_key NOT LIKE '%://%' AND target NOT LIKE 'mailto:%'",
+            )?,
             // Few versions are lossy: those are read from their own index first, and the heads
             // only looked through when there are any.
             lossy_notes: if q("SELECT EXISTS (SELECT 1 FROM versions INDEXED BY versions_lossy WHERE lossy = 1)")? == 0 {
@@ -96,10 +102,8 @@ pub(crate) fn write_note(
         let name = path.rsplit('/').next().unwrap_or(path);
         name.rsplit_once('.').map_or(name, |(s, _)| s).to_owned()
     });
-    let meta = serde_json::Value::Object(
-        note.meta.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect(),
-    )
-    .to_string();
+    let meta =
+        serde_json::Value::Object(note.meta.iter().map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone()))).collect()).to_string();
     // Whether the note exists is decided here, inside the write transaction: what the caller
     // read before taking the write lock may be stale (another process — `lode index` beside
     // `lode serve` — created or removed the row meanwhile).
@@ -120,11 +124,10 @@ pub(crate) fn write_note(
             indexed::title_changed(tx, id, &old_title, &title)?;
         }
         let was_deleted: bool = tx
-            .prepare_cached("SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)")?
-            .query_row(
-            [id],
-            |r| r.get(0),
-        )?;
+            .prepare_cached(
+                "SELECT NOT EXISTS (SELECT 1 FROM passages WHERE note_id = ?1) AND NOT EXISTS (SELECT 1 FROM links WHERE src_note = ?1)",
+            )?
+            .query_row([id], |r| r.get(0))?;
         (id, was_deleted, kind == "snapshot")
     } else {
         let (stem, kind) = if snapshot { (String::new(), "snapshot") } else { (stem_of(path), "note") };

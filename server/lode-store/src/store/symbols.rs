@@ -83,11 +83,7 @@ impl Store {
                 cap,
             )?;
             let read = Read { titles: titles.iter().map(|t| t.2).collect(), sections: ids };
-            Ok((
-                titles.into_iter().map(|(p, t, _)| (p, t)).collect(),
-                sections.into_iter().map(|(p, n, l, _)| (p, n, l)).collect(),
-                read,
-            ))
+            Ok((titles.into_iter().map(|(p, t, _)| (p, t)).collect(), sections.into_iter().map(|(p, n, l, _)| (p, n, l)).collect(), read))
         };
         let by_trigram = |read: &Read| -> Result<(Titles, Sections), StoreError> {
             let Some((fts, exact)) = trigram_match(query, || self.trigram_counts())? else {
@@ -238,7 +234,14 @@ impl Store {
     /// Live notes whose title matches the trigram-index query `fts` and holds `exact` (checked
     /// in SQL) or, when there is none, `folded` (checked here), bar the notes `skip` names:
     /// `(path, title)`, at most `cap`.
-    fn titles_matching(&self, fts: &str, exact: Option<&str>, folded: &str, skip: &[i64], cap: i64) -> Result<Vec<(String, String)>, StoreError> {
+    fn titles_matching(
+        &self,
+        fts: &str,
+        exact: Option<&str>,
+        folded: &str,
+        skip: &[i64],
+        cap: i64,
+    ) -> Result<Vec<(String, String)>, StoreError> {
         let sql = "SELECT n.path, n.title FROM titles_tri t JOIN notes n ON n.id = t.rowid
               WHERE titles_tri MATCH ?1 AND t.rowid NOT IN (SELECT value FROM json_each(?4))
                 AND n.head_version IS NOT NULL AND n.kind = 'note'

@@ -49,10 +49,8 @@ impl Store {
             .map_err(|e| self.err(e))?;
         if let Some((id, Some(head))) = &existing {
             if *head == vid {
-                let passages: i64 = self
-                    .conn
-                    .query_row("SELECT count(*) FROM passages WHERE note_id = ?1", [id], |r| r.get(0))
-                    .map_err(|e| self.err(e))?;
+                let passages: i64 =
+                    self.conn.query_row("SELECT count(*) FROM passages WHERE note_id = ?1", [id], |r| r.get(0)).map_err(|e| self.err(e))?;
                 return Ok(SaveOutcome {
                     note_id: *id,
                     version_id: vid,
@@ -132,11 +130,8 @@ impl Store {
             }
             None => {}
         }
-        tx.execute(
-            "UPDATE notes SET path = ?2, stem = ?3, updated_at = ?4 WHERE id = ?1",
-            params![id, to, stem_of(to), now_ms()],
-        )
-        .map_err(e)?;
+        tx.execute("UPDATE notes SET path = ?2, stem = ?3, updated_at = ?4 WHERE id = ?1", params![id, to, stem_of(to), now_ms()])
+            .map_err(e)?;
         // Heading rows repeat the path (symbol lookups read no note row).
         let headings: Vec<i64> = {
             let mut st = tx.prepare_cached("SELECT id FROM headings WHERE note_id = ?1").map_err(e)?;
@@ -187,7 +182,11 @@ impl Store {
 
     /// Live notes (with a head version), by path.
     pub fn notes(&self) -> Result<Vec<NoteInfo>, StoreError> {
-        let rows = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL AND kind = 'note' ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
+        let rows = self.rows(
+            "SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL AND kind = 'note' ORDER BY path",
+            [],
+            |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }),
+        )?;
         Ok(rows)
     }
 
@@ -244,8 +243,11 @@ impl Store {
             return Ok(Vec::new());
         }
         // Ids are lowercase hex: every id with the prefix sorts in [p, p + "g").
-        let mut ids: Vec<String> =
-            self.rows("SELECT id FROM versions WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT ?2", rusqlite::params![p, limit as i64], |r| r.get(0))?;
+        let mut ids: Vec<String> = self.rows(
+            "SELECT id FROM versions WHERE id >= ?1 AND id < ?1 || 'g' ORDER BY id LIMIT ?2",
+            rusqlite::params![p, limit as i64],
+            |r| r.get(0),
+        )?;
         // Versions of the shared tier cited before (kept beside the database, not in it).
         if let Some(dir) = self.shared_cache_dir() {
             if let Ok(entries) = std::fs::read_dir(dir) {
@@ -343,7 +345,11 @@ impl Store {
 
     /// Version ids of a note, oldest first.
     pub fn history(&self, path: &str) -> Result<Vec<String>, StoreError> {
-        let rows = self.rows("SELECT v.version_id FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE n.path = ?1 ORDER BY v.seq", [path], |r| r.get(0))?;
+        let rows = self.rows(
+            "SELECT v.version_id FROM note_versions v JOIN notes n ON n.id = v.note_id WHERE n.path = ?1 ORDER BY v.seq",
+            [path],
+            |r| r.get(0),
+        )?;
         Ok(rows)
     }
 
@@ -456,7 +462,9 @@ impl Store {
     /// without making new versions. Committed in batches.
     pub fn rechunk_heads(&mut self, mut progress: impl FnMut(usize, usize)) -> Result<usize, StoreError> {
         // Snapshots too: their passages come from the same chunker.
-        let notes = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? }))?;
+        let notes = self.rows("SELECT id, path, title, head_version FROM notes WHERE head_version IS NOT NULL ORDER BY path", [], |r| {
+            Ok(NoteInfo { id: r.get(0)?, path: r.get(1)?, title: r.get(2)?, head_version: r.get(3)? })
+        })?;
         let total = notes.len();
         let result = self.rechunk_notes(&notes, &mut progress);
         // Never leave a batch open: what was re-chunked before a failure stays.
@@ -504,15 +512,6 @@ fn format_utc(ms: i64) -> String {
     format!("{y:04}-{m:02}-{d:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
 }
 
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn utc_formatting() {
-        assert_eq!(super::format_utc(0), "1970-01-01 00:00 UTC");
-        assert_eq!(super::format_utc(1_796_000_000_000), "2026-11-30 00:53 UTC");
-    }
-}
-
 /// Hex digits of a version id written in citations (and printed by the CLI): 48 bits, so a
 /// vault needs ~16 million versions before two are likely to share them; longer when they do.
 pub const SHORT_ID: usize = 12;
@@ -534,4 +533,13 @@ fn read_shared_heads(file: &std::path::Path) -> serde_json::Map<String, serde_js
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v.get("heads").and_then(|h| h.as_object()).cloned())
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_formatting() {
+        assert_eq!(super::format_utc(0), "1970-01-01 00:00 UTC");
+        assert_eq!(super::format_utc(1_796_000_000_000), "2026-11-30 00:53 UTC");
+    }
 }

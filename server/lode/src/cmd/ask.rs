@@ -54,11 +54,8 @@ pub fn run(args: AskArgs) -> Result<ExitCode> {
     for p in &loaded.problems {
         eprintln!("note: {p}");
     }
-    let models = lode_retrieval::Models {
-        embedder: loaded.embedder.as_mut(),
-        index: loaded.index.as_ref(),
-        reranker: loaded.reranker.as_mut(),
-    };
+    let models =
+        lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: loaded.reranker.as_mut() };
     let mut scorer = nli_scorer(&vault);
     let mut cfg = vault.config.ask_config();
     cfg.vault_root = Some(vault.root.clone());
@@ -90,7 +87,11 @@ struct CliFetcher {
 }
 
 impl lode_answer::Fetcher for CliFetcher {
-    fn fetch_snapshot(&self, url: &str, cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>) -> Result<lode_answer::StoredPage, String> {
+    fn fetch_snapshot(
+        &self,
+        url: &str,
+        cancel: Option<&std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Result<lode_answer::StoredPage, String> {
         let opts = lode_externals::FetchOptions { cancel: cancel.cloned(), ..self.fetch.clone() };
         let fetched = lode_externals::fetch(url, &opts);
         if matches!(fetched, Err(lode_externals::FetchError::Cancelled)) {
@@ -140,7 +141,15 @@ fn print_answer(out: &mut impl Write, a: &Answer, show_dropped: bool) -> Result<
         }
         for cit in &c.citations {
             // The id a citation link carries: 12 hex digits, longer where two versions share them.
-            writeln!(out, "   [{}] {}:{} @{}  \"{}\"", c.label, cit.path, cit.line, cit.short_id, lode_core::text::normalize_whitespace(&cit.quoted_span))?;
+            writeln!(
+                out,
+                "   [{}] {}:{} @{}  \"{}\"",
+                c.label,
+                cit.path,
+                cit.line,
+                cit.short_id,
+                lode_core::text::normalize_whitespace(&cit.quoted_span)
+            )?;
             if !cit.context.is_empty() {
                 let ctx: String = cit.context.chars().filter(|ch| !ch.is_control()).collect();
                 writeln!(out, "      in: {ctx}")?;

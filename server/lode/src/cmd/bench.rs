@@ -245,11 +245,7 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
     }
 
     // 5. Quality.
-    let m = if part("quality") {
-        Some(evaluate_lexical(&store, &beir, &doc_of_path, &config.search_options(), None)?)
-    } else {
-        None
-    };
+    let m = if part("quality") { Some(evaluate_lexical(&store, &beir, &doc_of_path, &config.search_options(), None)?) } else { None };
 
     let v = serde_json::json!({
         "corpus": args.beir_dir, "notes": beir.docs.len(), "queries": beir.queries.len(),
@@ -407,7 +403,14 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     }
     let index = lode_retrieval::VectorIndex::open(&vectors_dir, embedder.id(), embedder.dimensions())?;
     let mut progress = crate::progress::Progress::new(!args.json);
-    let sync = lode_retrieval::sync_vectors(&mut store, &index, &mut embedder, window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
+    let sync = lode_retrieval::sync_vectors(
+        &mut store,
+        &index,
+        &mut embedder,
+        window_tokens,
+        |d, t| progress.update("embedding", d, t, ""),
+        || true,
+    )?;
     progress.finish();
     let rss_after_embed = rss_mib("VmHWM:");
     let vault_tokens = sync.tokens + 2 * sync.windows;
@@ -417,13 +420,8 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     // 4. Quality on this shape, and retrieval latency for one question.
     let lex_opts = SearchOptions { snippets: false, ..config.search_options() };
     let lexical = evaluate_lexical(&store, &beir, &doc_of_path, &lex_opts, None)?;
-    let cfg = lode_retrieval::RetrievalConfig {
-        limit: 100,
-        candidates: 100,
-        graph_limit: 0,
-        search: lex_opts.clone(),
-        ..Default::default()
-    };
+    let cfg =
+        lode_retrieval::RetrievalConfig { limit: 100, candidates: 100, graph_limit: 0, search: lex_opts.clone(), ..Default::default() };
     let mut quality = serde_json::Map::new();
     quality.insert("lexical".into(), serde_json::json!(lexical.ndcg_at_10));
     for mode in [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid] {

@@ -129,7 +129,10 @@ pub fn run(a: ExternalsArgs) -> Result<ExitCode> {
     std::fs::write(vault.join(".lode/config.toml"), "[models]\nembedder = \"\"\n\n[externals]\nallow_loopback = true\n")?;
     let base = serve()?;
     let bigs: Vec<String> = (0..a.pages).map(|i| format!("{base}/big/{i}")).collect();
-    std::fs::write(vault.join("big.md"), format!("# Big pages\n\n{}", bigs.iter().map(|u| format!("- [page]({u})\n")).collect::<String>()))?;
+    std::fs::write(
+        vault.join("big.md"),
+        format!("# Big pages\n\n{}", bigs.iter().map(|u| format!("- [page]({u})\n")).collect::<String>()),
+    )?;
     let notes = a.links.div_ceil(a.per_note.max(1));
     for n in 0..notes {
         let mut s = format!("# Links {n}\n\nReading for area {n}.\n\n");

@@ -144,7 +144,10 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&note), "languageId": "markdown", "version": 0, "text": ""}}))?;
     let editor_save = |c: &mut StdioClient, i: usize, pause: Duration, samples: &mut Samples| -> Result<()> {
         let text = text_of(i);
-        c.notify("textDocument/didChange", json!({"textDocument": {"uri": uri(&note), "version": i + 1}, "contentChanges": [{"text": &text}]}))?;
+        c.notify(
+            "textDocument/didChange",
+            json!({"textDocument": {"uri": uri(&note), "version": i + 1}, "contentChanges": [{"text": &text}]}),
+        )?;
         std::thread::sleep(pause);
         std::fs::write(&note, &text)?;
         samples.measure(|| {
@@ -170,7 +173,8 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
 
     // Hover on a citation.
     let cit = &a["result"]["claims"][0]["citations"][0];
-    let (vid, s, e) = (cit["version_id"].as_str().unwrap_or_default(), cit["start"].as_u64().unwrap_or(0), cit["end"].as_u64().unwrap_or(0));
+    let (vid, s, e) =
+        (cit["version_id"].as_str().unwrap_or_default(), cit["start"].as_u64().unwrap_or(0), cit["end"].as_u64().unwrap_or(0));
     let doc = vault.join("bench-lsp-citing.md");
     let text = format!("- claim [x.md:1](x.md#L1 \"lode {vid}:{s}-{e}\")\n");
     c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&doc), "languageId": "markdown", "version": 1, "text": text}}))?;
@@ -190,8 +194,13 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
     let mut diag_ms = Vec::new();
     for round in 0..40 {
         let t = Instant::now();
-        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&diag_doc), "languageId": "markdown", "version": round, "text": many}}))?;
-        c.wait_for(|m| m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri(&diag_doc) && m["params"]["version"] == round)?;
+        c.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri(&diag_doc), "languageId": "markdown", "version": round, "text": many}}),
+        )?;
+        c.wait_for(|m| {
+            m["method"] == "textDocument/publishDiagnostics" && m["params"]["uri"] == uri(&diag_doc) && m["params"]["version"] == round
+        })?;
         diag_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&diag_doc)}}))?;
     }
@@ -283,7 +292,10 @@ fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Va
     for (line, _) in notes.iter().enumerate() {
         for character in [10, 30] {
             let t = Instant::now();
-            let r = c.request("textDocument/definition", json!({"textDocument": {"uri": uri(&doc)}, "position": {"line": line, "character": character}}))?;
+            let r = c.request(
+                "textDocument/definition",
+                json!({"textDocument": {"uri": uri(&doc)}, "position": {"line": line, "character": character}}),
+            )?;
             def_ms.push(t.elapsed().as_secs_f64() * 1000.0);
             resolved += usize::from(!r["result"].is_null());
         }
@@ -291,7 +303,10 @@ fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Va
     let (mut ref_ms, mut refs) = (Vec::new(), 0);
     for n in notes {
         let body = std::fs::read_to_string(vault.join(n))?;
-        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}))?;
+        c.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}),
+        )?;
         let t = Instant::now();
         let r = c.request("textDocument/references", json!({"textDocument": {"uri": uri(&vault.join(n))}, "position": {"line": 0, "character": 0}, "context": {"includeDeclaration": false}}))?;
         ref_ms.push(t.elapsed().as_secs_f64() * 1000.0);
@@ -306,9 +321,15 @@ fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Va
         let name = stem(n);
         for k in 0..=name.chars().count().min(10) {
             let typed: String = format!("[[{}", name.chars().take(k).collect::<String>());
-            c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&scratch), "languageId": "markdown", "version": v * 20 + k, "text": typed}}))?;
+            c.notify(
+                "textDocument/didOpen",
+                json!({"textDocument": {"uri": uri(&scratch), "languageId": "markdown", "version": v * 20 + k, "text": typed}}),
+            )?;
             let t = Instant::now();
-            let r = c.request("textDocument/completion", json!({"textDocument": {"uri": uri(&scratch)}, "position": {"line": 0, "character": typed.chars().count()}}))?;
+            let r = c.request(
+                "textDocument/completion",
+                json!({"textDocument": {"uri": uri(&scratch)}, "position": {"line": 0, "character": typed.chars().count()}}),
+            )?;
             complete_ms.push(t.elapsed().as_secs_f64() * 1000.0);
             if k == name.chars().count().min(10) && r["result"]["items"].to_string().contains(&name) {
                 found += 1;
@@ -321,9 +342,15 @@ fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Va
     for n in notes.iter().take(20) {
         let body = std::fs::read_to_string(vault.join(n))?;
         let Some(line) = body.lines().position(|l| l.starts_with("## ")) else { continue };
-        c.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}))?;
+        c.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri(&vault.join(n)), "languageId": "markdown", "version": 1, "text": body}}),
+        )?;
         let t = Instant::now();
-        let r = c.request("textDocument/rename", json!({"textDocument": {"uri": uri(&vault.join(n))}, "position": {"line": line, "character": 4}, "newName": "Renamed section"}))?;
+        let r = c.request(
+            "textDocument/rename",
+            json!({"textDocument": {"uri": uri(&vault.join(n))}, "position": {"line": line, "character": 4}, "newName": "Renamed section"}),
+        )?;
         rename_ms.push(t.elapsed().as_secs_f64() * 1000.0);
         if r["result"].is_null() {
             return Err(anyhow!("rename gave no edit: {r}"));

@@ -104,7 +104,15 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
 
     // 2. Restarted: questions, each embedded by the loaded model.
     let questions: Vec<String> = (0..a.questions)
-        .map(|i| ["What did the team agree about the budget review?", "Which certificate rotation is next?", "When is the database migration planned?", "What is the latency threshold for the alert?"][i % 4].to_owned())
+        .map(|i| {
+            [
+                "What did the team agree about the budget review?",
+                "Which certificate rotation is next?",
+                "When is the database migration planned?",
+                "What is the latency threshold for the alert?",
+            ][i % 4]
+                .to_owned()
+        })
         .collect();
     let mut c = spawn(&exe, &vault)?;
     status_until(&mut c, "the restart's scan", true, |st| st["scanning"] == false && st["dense"]["model"].is_string())?;

@@ -43,7 +43,11 @@ impl Report {
 pub fn run(args: DoctorArgs) -> Result<ExitCode> {
     let mut r = Report { lines: Vec::new(), json: serde_json::Map::new() };
     r.json.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-    r.line(Level::Ok, "lode", format!("{} ({})", env!("CARGO_PKG_VERSION"), std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()));
+    r.line(
+        Level::Ok,
+        "lode",
+        format!("{} ({})", env!("CARGO_PKG_VERSION"), std::env::current_exe().map(|p| p.display().to_string()).unwrap_or_default()),
+    );
 
     let root = match &args.vault.vault {
         Some(v) => v.clone(),
@@ -86,7 +90,11 @@ fn settings(r: &mut Report, root: &Path) -> Config {
     let exists = path.is_file();
     match Config::load(root) {
         Ok(c) => {
-            r.line(Level::Ok, "settings", if exists { format!("{} parses", path.display()) } else { format!("defaults ({} does not exist)", path.display()) });
+            r.line(
+                Level::Ok,
+                "settings",
+                if exists { format!("{} parses", path.display()) } else { format!("defaults ({} does not exist)", path.display()) },
+            );
             r.json.insert("config".into(), json!({"path": path, "exists": exists, "ok": true}));
             let user = crate::trust::user_config_path();
             r.line(
@@ -101,7 +109,9 @@ fn settings(r: &mut Report, root: &Path) -> Config {
             match c.report.notice() {
                 // Not a failure: lode runs on its defaults; the user decides.
                 Some(n) => r.line(Level::Note, "trust", n),
-                None if c.report.approval == Some(crate::trust::Approval::Current) => r.line(Level::Ok, "trust", format!("{} is approved (`lode trust`)", root.display())),
+                None if c.report.approval == Some(crate::trust::Approval::Current) => {
+                    r.line(Level::Ok, "trust", format!("{} is approved (`lode trust`)", root.display()))
+                }
                 None => r.line(Level::Ok, "trust", "this folder's config sets nothing that needs approval"),
             }
             r.json.insert(
@@ -149,11 +159,8 @@ fn models(r: &mut Report, config: &Config) {
     let m = &config.models;
     let rt = m.runtime.as_deref();
     let mut out = Vec::new();
-    let roles: [(&str, Option<&String>); 3] = [
-        ("embedder", Some(&m.embedder).filter(|e| !e.trim().is_empty())),
-        ("reranker", m.reranker.as_ref()),
-        ("nli", m.nli.as_ref()),
-    ];
+    let roles: [(&str, Option<&String>); 3] =
+        [("embedder", Some(&m.embedder).filter(|e| !e.trim().is_empty())), ("reranker", m.reranker.as_ref()), ("nli", m.nli.as_ref())];
     for (role, name) in roles {
         let Some(name) = name else {
             let what = match role {
@@ -167,7 +174,9 @@ fn models(r: &mut Report, config: &Config) {
         };
         let dir = m.resolve(name);
         let loaded: Result<String, String> = match role {
-            "embedder" => lode_models::Embedder::load(&dir, rt, 1).map(|e| format!("{} ({} dimensions)", e.id(), e.dimensions())).map_err(|e| e.to_string()),
+            "embedder" => lode_models::Embedder::load(&dir, rt, 1)
+                .map(|e| format!("{} ({} dimensions)", e.id(), e.dimensions()))
+                .map_err(|e| e.to_string()),
             "reranker" => lode_models::CrossEncoder::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
             _ => lode_models::NliModel::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
         };
@@ -175,7 +184,8 @@ fn models(r: &mut Report, config: &Config) {
             Ok(id) => {
                 // Installed by `lode setup --…` from the hub: where from, pinned to which commit.
                 let source = std::fs::read_to_string(dir.join("lode-source.toml")).ok().and_then(|t| t.parse::<toml::Table>().ok());
-                let from = source.as_ref().and_then(|t| Some(format!("{}@{}", t.get("repo")?.as_str()?, t.get("commit")?.as_str()?.get(..12)?)));
+                let from =
+                    source.as_ref().and_then(|t| Some(format!("{}@{}", t.get("repo")?.as_str()?, t.get("commit")?.as_str()?.get(..12)?)));
                 let via = from.as_ref().map_or(String::new(), |f| format!(", from {f}"));
                 r.line(Level::Ok, label(role), format!("{id} from {}{via}", dir.display()));
                 out.push(json!({"role": role, "configured": true, "name": name, "path": dir, "loaded": true, "id": id, "source": from}));
@@ -195,8 +205,11 @@ fn models(r: &mut Report, config: &Config) {
     // Every model folder present, configured or not (what `lode setup` installed).
     let installed: Vec<String> = std::fs::read_dir(m.models_dir())
         .map(|rd| {
-            let mut v: Vec<String> =
-                rd.flatten().filter(|e| e.path().join("lode-model.toml").is_file()).map(|e| e.file_name().to_string_lossy().into_owned()).collect();
+            let mut v: Vec<String> = rd
+                .flatten()
+                .filter(|e| e.path().join("lode-model.toml").is_file())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect();
             v.sort();
             v
         })
@@ -224,7 +237,11 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
         return;
     }
     if !db.is_file() {
-        r.line(Level::Note, "vault", format!("{} has no index yet; `lode index --vault {}` or opening it in an editor makes one", root.display(), root.display()));
+        r.line(
+            Level::Note,
+            "vault",
+            format!("{} has no index yet; `lode index --vault {}` or opening it in an editor makes one", root.display(), root.display()),
+        );
         r.json.insert("vault".into(), json!({"path": root, "db": db, "indexed": false}));
         return;
     }
@@ -258,7 +275,8 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
         let fresh = store.vector_freshness(&model)?;
         let vectors_dir = state_dir(root).join("vectors");
         // After `[models] embedder` changed: the model that answers until the new one is done.
-        let switching = lode_retrieval::Serving::read(&vectors_dir).filter(|rec| !model.is_empty() && rec.id != model && fresh.with_vectors < fresh.passages);
+        let switching = lode_retrieval::Serving::read(&vectors_dir)
+            .filter(|rec| !model.is_empty() && rec.id != model && fresh.with_vectors < fresh.passages);
         let index_opts = lode_store::vault::IndexOptions { max_file_bytes: config.index.max_file_mb * 1_000_000, ..Default::default() };
         let plan = lode_store::vault::plan(&store, root, &index_opts, |_| {})?;
         let (mut new, mut changed, mut renamed, mut deleted) = (0, 0, 0, 0);
@@ -286,7 +304,8 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
                 );
             }
             let queued = store.vector_deletions(&model)?.len() as i64;
-            if let Some((broken, msg)) = crate::models::check_vector_table(&state_dir(root).join("vectors"), &model, fresh.windows, queued) {
+            if let Some((broken, msg)) = crate::models::check_vector_table(&state_dir(root).join("vectors"), &model, fresh.windows, queued)
+            {
                 r.line(if broken { Level::Fail } else { Level::Note }, "vectors", msg);
             }
         }
@@ -355,14 +374,26 @@ fn egress(r: &mut Report, store: &lode_store::Store, config: &Config, root: &Pat
     for (folder, state) in nested.found() {
         match state {
             Ok(k) => r.line(Level::Ok, "egress", format!("nested vault {folder}/ keeps its own rules ({k} no_egress pattern(s))")),
-            Err(e) => r.line(Level::Fail, "egress", format!("nested vault {folder}/: its .lode/config.toml cannot be read ({e}); its notes are withheld")),
+            Err(e) => r.line(
+                Level::Fail,
+                "egress",
+                format!("nested vault {folder}/: its .lode/config.toml cannot be read ({e}); its notes are withheld"),
+            ),
         }
     }
     for v in near.iter().take(NEAR_MISS_LINES) {
-        r.line(Level::Note, "egress", format!("{}:{}: {}", v["path"].as_str().unwrap_or_default(), v["line"], v["message"].as_str().unwrap_or_default()));
+        r.line(
+            Level::Note,
+            "egress",
+            format!("{}:{}: {}", v["path"].as_str().unwrap_or_default(), v["line"], v["message"].as_str().unwrap_or_default()),
+        );
     }
     if near.len() > NEAR_MISS_LINES {
-        r.line(Level::Note, "egress", format!("… and {} more near-miss spellings (`lode doctor --json` lists them all)", near.len() - NEAR_MISS_LINES));
+        r.line(
+            Level::Note,
+            "egress",
+            format!("… and {} more near-miss spellings (`lode doctor --json` lists them all)", near.len() - NEAR_MISS_LINES),
+        );
     }
     r.line(
         Level::Ok,
@@ -398,7 +429,11 @@ fn shared(r: &mut Report, config: &Config) {
             } else {
                 format!("vectors of {}, this vault embeds with {:?}: its dense leg is skipped", p.embedder, embedder)
             };
-            r.line(Level::Ok, "shared", format!("{}: publish {} ({:.1} h ago), {} notes, {} passages; {vectors}", cfg.uri, p.seq, age_h, p.notes, p.passages));
+            r.line(
+                Level::Ok,
+                "shared",
+                format!("{}: publish {} ({:.1} h ago), {} notes, {} passages; {vectors}", cfg.uri, p.seq, age_h, p.notes, p.passages),
+            );
             r.json.insert("shared".into(), json!({"uri": cfg.uri, "reachable": true, "publish": p}));
         }
         Err(e) => {
@@ -423,7 +458,11 @@ fn llm(r: &mut Report, config: &Config) {
     let remote = cfg.is_remote();
     match cfg.probe() {
         Ok(detail) => {
-            r.line(Level::Ok, "llm", format!("{} answers ({detail}){}", cfg.endpoint, if remote { "; remote: egress rules apply" } else { "" }));
+            r.line(
+                Level::Ok,
+                "llm",
+                format!("{} answers ({detail}){}", cfg.endpoint, if remote { "; remote: egress rules apply" } else { "" }),
+            );
             r.json.insert("llm".into(), json!({"configured": true, "endpoint": cfg.endpoint, "model": cfg.model, "remote": remote, "reachable": true, "detail": detail}));
         }
         Err(e) => {

@@ -177,8 +177,7 @@ pub fn load_beir(dir: &Path) -> Result<Beir> {
     let docs: Vec<Doc> = read_jsonl(&dir.join("corpus.jsonl"))?;
     let queries: Vec<Query> = read_jsonl(&dir.join("queries.jsonl"))?;
     let qrels_path = dir.join("qrels.tsv");
-    let qrels_text =
-        std::fs::read_to_string(&qrels_path).with_context(|| format!("cannot read {}", qrels_path.display()))?;
+    let qrels_text = std::fs::read_to_string(&qrels_path).with_context(|| format!("cannot read {}", qrels_path.display()))?;
     let mut qrels: HashMap<String, HashMap<String, f64>> = HashMap::new();
     for (i, line) in qrels_text.lines().enumerate() {
         let f: Vec<&str> = line.split('\t').collect();
@@ -250,12 +249,7 @@ pub fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 fn ndcg(ranked: &[String], rel: &HashMap<String, f64>, k: usize) -> f64 {
-    let dcg: f64 = ranked
-        .iter()
-        .take(k)
-        .enumerate()
-        .map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2())
-        .sum();
+    let dcg: f64 = ranked.iter().take(k).enumerate().map(|(i, d)| rel.get(d).copied().unwrap_or(0.0) / ((i + 2) as f64).log2()).sum();
     let mut ideal: Vec<f64> = rel.values().copied().collect();
     ideal.sort_by(|a, b| b.total_cmp(a));
     let idcg: f64 = ideal.iter().take(k).enumerate().map(|(i, r)| r / ((i + 2) as f64).log2()).sum();
@@ -295,12 +289,7 @@ pub fn evaluate(
         let paths = rank(text)?;
         latencies.push(t.elapsed().as_secs_f64() * 1000.0);
         let mut seen = HashSet::new();
-        let ranked: Vec<String> = paths
-            .iter()
-            .filter_map(|p| doc_of_path.get(p))
-            .filter(|d| seen.insert((*d).clone()))
-            .cloned()
-            .collect();
+        let ranked: Vec<String> = paths.iter().filter_map(|p| doc_of_path.get(p)).filter(|d| seen.insert((*d).clone())).cloned().collect();
         if ranked.is_empty() {
             empty += 1;
         }
@@ -354,9 +343,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     }
     let mut store = Store::open(&work.join("lode.db"), config.store_options())?;
     let mut progress = Progress::new(!args.json);
-    let report = index_vault(&mut store, &vault, &IndexOptions::default(), |p| {
-        progress.update(p.phase, p.done, p.total, p.path)
-    })?;
+    let report = index_vault(&mut store, &vault, &IndexOptions::default(), |p| progress.update(p.phase, p.done, p.total, p.path))?;
     progress.finish();
     let mut opts = config.search_options();
     if let Some(w) = args.heading_weight {
@@ -383,7 +370,14 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     let mut embed_seconds = None;
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
         let mut progress = Progress::new(!args.json);
-        let r = lode_retrieval::sync_vectors(&mut store, i, e, config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
+        let r = lode_retrieval::sync_vectors(
+            &mut store,
+            i,
+            e,
+            config.models.window_tokens,
+            |d, t| progress.update("embedding", d, t, ""),
+            || true,
+        )?;
         progress.finish();
         if r.embedded > 0 {
             embed_seconds = Some(r.seconds);
@@ -399,7 +393,8 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
         if !want(mode) {
             continue;
         }
-        let available = loaded.embedder.is_some() && loaded.index.is_some() && (mode != lode_retrieval::Mode::Rerank || loaded.reranker.is_some());
+        let available =
+            loaded.embedder.is_some() && loaded.index.is_some() && (mode != lode_retrieval::Mode::Rerank || loaded.reranker.is_some());
         if !available {
             if !args.json {
                 eprintln!("skipping {mode:?}: {}", loaded.problems.join("; "));
@@ -448,7 +443,12 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             println!(
                 "{:<9} {:.4}   {:.4}      {:.4}  {:>5}  {:>6.2}  {:>6.2}",
                 format!("{mode:?}").to_lowercase(),
-                m.ndcg_at_10, m.recall_at_100, m.mrr_at_10, m.empty, m.latency_ms_p50, m.latency_ms_p95
+                m.ndcg_at_10,
+                m.recall_at_100,
+                m.mrr_at_10,
+                m.empty,
+                m.latency_ms_p50,
+                m.latency_ms_p95
             );
         }
         if let Some(m) = &baseline {
@@ -470,7 +470,9 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
 /// measured against it on every vault shape.
 fn note_bm25(beir: &Beir, vault: &Path, doc_of_path: &HashMap<String, String>, max_queries: Option<usize>) -> Result<Metrics> {
     let db = rusqlite::Connection::open_in_memory()?;
-    db.execute_batch("CREATE VIRTUAL TABLE notes USING fts5(path UNINDEXED, title, body, tokenize = 'porter unicode61 remove_diacritics 2')")?;
+    db.execute_batch(
+        "CREATE VIRTUAL TABLE notes USING fts5(path UNINDEXED, title, body, tokenize = 'porter unicode61 remove_diacritics 2')",
+    )?;
     {
         let mut ins = db.prepare("INSERT INTO notes (path, title, body) VALUES (?1, ?2, ?3)")?;
         for path in doc_of_path.keys() {
@@ -591,7 +593,8 @@ fn adversarial_report(path: &Path, scorer: &mut lode_core::gate::ScorerSlot<'_>)
             ("accept", false) => {
                 e.faithful += 1;
                 if !accepted {
-                    let structural = v["rung"] == "evidence_only" && v["why"].as_str().is_some_and(|w| w != lode_core::gate::WORDING_NOT_VERIFIED);
+                    let structural =
+                        v["rung"] == "evidence_only" && v["why"].as_str().is_some_and(|w| w != lode_core::gate::WORDING_NOT_VERIFIED);
                     match (v["rung"] == "evidence_only", structural) {
                         (_, true) => e.lost_structure += 1,
                         (true, false) => e.lost_wording += 1,
@@ -626,10 +629,7 @@ fn eval_gate(args: GateEvalArgs) -> Result<ExitCode> {
     let mut nli = super::gate::nli_slot(args.nli.clone());
     let adversarial: Vec<serde_json::Value> = args.adversarial.iter().map(|p| adversarial_report(p, &mut nli)).collect::<Result<_>>()?;
     let rows: Vec<ClaimRow> = read_jsonl(&args.claims)?;
-    let corpus_path = args
-        .corpus
-        .clone()
-        .unwrap_or_else(|| args.claims.parent().unwrap_or(Path::new(".")).join("corpus.jsonl"));
+    let corpus_path = args.corpus.clone().unwrap_or_else(|| args.claims.parent().unwrap_or(Path::new(".")).join("corpus.jsonl"));
     let docs: HashMap<String, String> = read_jsonl::<Doc>(&corpus_path)?.into_iter().map(|d| (d.id, d.text)).collect();
     let cfg = GateConfig::default();
     let mut scorer = ScorerSlot::None;
@@ -760,11 +760,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     for (qid, text) in beir.queries.iter().take(args.max_queries.unwrap_or(usize::MAX)) {
         n += 1;
         let t = Instant::now();
-        let models = lode_retrieval::Models {
-            embedder: loaded.embedder.as_mut(),
-            index: loaded.index.as_ref(),
-            reranker: None,
-        };
+        let models = lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: None };
         let a = match ask(&store, text, None, &ask_cfg, &rules, &synth, models, &mut ScorerSlot::None) {
             Ok(a) => a,
             Err(e) if args.llm.is_some() => {

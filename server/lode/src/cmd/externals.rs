@@ -59,7 +59,6 @@ pub fn run(c: ExternalsCommand) -> Result<ExitCode> {
     }
 }
 
-
 fn refresh(a: RefreshArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&a.vault)?;
     let mut store = vault.open_existing()?;
@@ -101,13 +100,16 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
         let mut withheld = |path: &str| -> bool {
             *verdict.entry(path.to_owned()).or_insert_with(|| {
                 // A note that cannot be read (moved, unreadable) withholds its links: fail closed.
-                let Ok(bytes) = lode_store::vault::read_note_file(&vault.root, path, lode_store::vault::DEFAULT_MAX_FILE_BYTES) else { return true };
+                let Ok(bytes) = lode_store::vault::read_note_file(&vault.root, path, lode_store::vault::DEFAULT_MAX_FILE_BYTES) else {
+                    return true;
+                };
                 rules.note_withheld(path, &String::from_utf8_lossy(&bytes)).is_some() || nested.withheld(path).is_some()
             })
         };
         let infos = store.externals_for(&urls)?;
         let before = urls.len();
-        urls = infos.into_iter().filter(|e| e.linked_from.is_empty() || !e.linked_from.iter().all(|p| withheld(p))).map(|e| e.url).collect();
+        urls =
+            infos.into_iter().filter(|e| e.linked_from.is_empty() || !e.linked_from.iter().all(|p| withheld(p))).map(|e| e.url).collect();
         if urls.len() < before {
             eprintln!("{} linked page(s) skipped: linked only from notes that may not leave this machine", before - urls.len());
         }
@@ -115,11 +117,7 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
     if a.stale {
         let now = now_ms();
         let infos = store.externals_for(&urls)?;
-        urls = infos
-            .into_iter()
-            .filter(|e| !matches!(freshness.state(e, now), State::Fresh { .. }))
-            .map(|e| e.url)
-            .collect();
+        urls = infos.into_iter().filter(|e| !matches!(freshness.state(e, now), State::Fresh { .. })).map(|e| e.url).collect();
     }
     if urls.is_empty() {
         if !invalid.is_empty() {
@@ -140,14 +138,18 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
         let recorded = lode_externals::record(&mut store, &url, Via::Link, fetched)?;
         if a.vault.json {
             let v = match &recorded {
-                Recorded::Saved(s) => serde_json::json!({"url": url, "ok": true, "snapshot_id": s.snapshot_id, "changed": s.changed, "passages": s.passages}),
+                Recorded::Saved(s) => {
+                    serde_json::json!({"url": url, "ok": true, "snapshot_id": s.snapshot_id, "changed": s.changed, "passages": s.passages})
+                }
                 Recorded::Failed(e) => serde_json::json!({"url": url, "ok": false, "error": e.to_string(), "status": e.status()}),
             };
             writeln!(out, "{v}")?;
         } else {
             progress.finish();
             match &recorded {
-                Recorded::Saved(s) if s.changed => writeln!(out, "new snapshot  {url}  ({}, {} passages)", &s.snapshot_id[..12], s.passages)?,
+                Recorded::Saved(s) if s.changed => {
+                    writeln!(out, "new snapshot  {url}  ({}, {} passages)", &s.snapshot_id[..12], s.passages)?
+                }
                 Recorded::Saved(_) => writeln!(out, "unchanged     {url}")?,
                 Recorded::Failed(e) => writeln!(out, "failed        {url}: {e}")?,
             }
@@ -166,7 +168,11 @@ fn refresh(a: RefreshArgs) -> Result<ExitCode> {
 
 /// Fetches on `parallel` threads; results come back as they complete, and the single writer
 /// (this thread) stores them one by one.
-fn fetch_all(urls: &[String], opts: &FetchOptions, parallel: usize) -> impl Iterator<Item = (String, Result<lode_externals::Fetched, lode_externals::FetchError>)> {
+fn fetch_all(
+    urls: &[String],
+    opts: &FetchOptions,
+    parallel: usize,
+) -> impl Iterator<Item = (String, Result<lode_externals::Fetched, lode_externals::FetchError>)> {
     let (tx, rx) = mpsc::channel();
     let queue = std::sync::Arc::new(std::sync::Mutex::new(urls.iter().cloned().enumerate().collect::<Vec<_>>().into_iter()));
     for _ in 0..parallel.min(urls.len()) {
@@ -277,7 +283,12 @@ fn show(a: ShowArgs) -> Result<ExitCode> {
         if let Some(t) = &e.title {
             writeln!(out, "  title       {t}")?;
         }
-        writeln!(out, "  fetched     {} (first seen {})", e.status.map(|s| s.to_string()).unwrap_or_default(), describe_age((now - e.fetched_at.unwrap_or(now)) as f64 / 86_400_000.0) + " ago")?;
+        writeln!(
+            out,
+            "  fetched     {} (first seen {})",
+            e.status.map(|s| s.to_string()).unwrap_or_default(),
+            describe_age((now - e.fetched_at.unwrap_or(now)) as f64 / 86_400_000.0) + " ago"
+        )?;
         writeln!(out, "  type        {}", e.content_type.clone().unwrap_or_default())?;
         if e.final_url.as_deref().is_some_and(|f| f != url) {
             writeln!(out, "  redirected  {}", e.final_url.clone().unwrap_or_default())?;

@@ -51,9 +51,11 @@ pub fn verdict(claim: &str, spans: &[String], source: &str, scorer: &mut ScorerS
                                "context": v.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>()})
         }
         // The claim is not verified; an answer would show its evidence only.
-        Outcome::EvidenceOnly(e) => serde_json::json!({"verdict": "dropped", "step": "entailment", "rung": "evidence_only", "reason": e.reason, "why": e.why,
+        Outcome::EvidenceOnly(e) => {
+            serde_json::json!({"verdict": "dropped", "step": "entailment", "rung": "evidence_only", "reason": e.reason, "why": e.why,
                                                       "context": e.spans.iter().map(|s| s.context.clone()).collect::<Vec<_>>(),
-                                                      "spans": e.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()}),
+                                                      "spans": e.spans.iter().map(|s| [s.range.start, s.range.end]).collect::<Vec<_>>()})
+        }
         Outcome::Dropped(d) => serde_json::json!({"verdict": "dropped", "step": d.step, "reason": d.reason}),
     }
 }

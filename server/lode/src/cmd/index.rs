@@ -65,14 +65,22 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
                     }
                 }
                 let mut progress = Progress::new(!args.quiet && !args.vault.json);
-                let r = lode_retrieval::sync_vectors(&mut store, index, embedder, vault.config.models.window_tokens, |d, t| progress.update("embedding", d, t, ""), || true)?;
+                let r = lode_retrieval::sync_vectors(
+                    &mut store,
+                    index,
+                    embedder,
+                    vault.config.models.window_tokens,
+                    |d, t| progress.update("embedding", d, t, ""),
+                    || true,
+                )?;
                 progress.finish();
                 let fresh = store.vector_freshness(embedder.id())?;
                 // Complete: this model serves, and a server that is switched to another one
                 // later answers with it until the new one's vectors are complete.
                 if fresh.with_vectors >= fresh.passages {
                     let m = &vault.config.models;
-                    let rec = lode_retrieval::Serving { id: embedder.id().to_owned(), path: m.resolve(&m.embedder), dims: embedder.dimensions() };
+                    let rec =
+                        lode_retrieval::Serving { id: embedder.id().to_owned(), path: m.resolve(&m.embedder), dims: embedder.dimensions() };
                     if let Err(e) = rec.write(&vault.vectors_dir()) {
                         eprintln!("warning: cannot record the serving model in {}: {e}", vault.vectors_dir().display());
                     }
@@ -118,14 +126,23 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
         }
         println!(
             "indexed {} notes in {:.2} s: {} new, {} updated, {} unchanged, {} renamed, {} deleted, {} skipped",
-            report.scanned, secs, report.created, report.updated, report.unchanged, report.renamed, report.deleted,
+            report.scanned,
+            secs,
+            report.created,
+            report.updated,
+            report.unchanged,
+            report.renamed,
+            report.deleted,
             report.skipped.len()
         );
         println!("{} notes, {} passages in {}", stats.notes, stats.passages, vault.db.display());
         if vectors["status"] == "ok" {
             println!(
                 "vectors: {}/{} passages ({}), {} embedded in {:.1} s",
-                vectors["with_vectors"], vectors["passages"], vectors["model"].as_str().unwrap_or(""), vectors["embedded"],
+                vectors["with_vectors"],
+                vectors["passages"],
+                vectors["model"].as_str().unwrap_or(""),
+                vectors["embedded"],
                 vectors["seconds"].as_f64().unwrap_or(0.0)
             );
         }

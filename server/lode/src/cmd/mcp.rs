@@ -18,9 +18,9 @@ use lode_engine::lookup::{Audience, ReadRequest, SearchRequest, VerifyRequest};
 use lode_engine::queries::AskRequest;
 use lode_engine::Engine;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource, ResourceContents,
-    ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult,
+    Resource, ResourceContents, ResourceTemplate, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
@@ -116,7 +116,8 @@ want to make (with the exact words you quote) before you state it, and `read` to
 Quote notes word for word; a claim `verify` does not return as `verified` should not be presented as what the notes say.";
 
 fn tools() -> Vec<Tool> {
-    let vault = json!({"type": "string", "description": "Which vault (its folder name or path), when lode serves several; default: the first."});
+    let vault =
+        json!({"type": "string", "description": "Which vault (its folder name or path), when lode serves several; default: the first."});
     let schema = |v: Value| Arc::new(v.as_object().cloned().unwrap_or_default());
     let ro = || ToolAnnotations::new().read_only(true);
     vec![
@@ -225,7 +226,9 @@ impl ArgsOf<'_> {
     fn strings(&self, key: &str) -> Result<Vec<String>, String> {
         match self.0.get(key) {
             None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::Array(a)) => a.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("`{key}` must be a list of strings"))).collect(),
+            Some(Value::Array(a)) => {
+                a.iter().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| format!("`{key}` must be a list of strings"))).collect()
+            }
             Some(Value::String(s)) => Ok(vec![s.clone()]),
             Some(v) => Err(format!("`{key}` must be a list of strings, not {v}")),
         }
@@ -263,9 +266,9 @@ impl LodeMcp {
                 a.known(&["query", "limit", "mode", "vault"])?;
                 let query = a.required("query")?;
                 let limit = a.usize("limit")?.unwrap_or(8);
-                let mode = match a.str("mode")?.as_deref().unwrap_or("hybrid") {
-                    m => m.parse::<lode_retrieval::Mode>().map_err(|_| format!("`mode` is one of hybrid, lexical, dense, rerank, not {m:?}"))?,
-                };
+                let m = a.str("mode")?.unwrap_or_else(|| "hybrid".into());
+                let mode =
+                    m.parse::<lode_retrieval::Mode>().map_err(|_| format!("`mode` is one of hybrid, lexical, dense, rerank, not {m:?}"))?;
                 let found = blocking(move || engine.search(SearchRequest { query, limit, mode, audience })).await?;
                 serde_json::to_value(found).map_err(|e| e.to_string())
             }
@@ -280,7 +283,8 @@ impl LodeMcp {
                 let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let _guard = CancelOnDrop(cancel.clone());
                 let e = engine.clone();
-                let answer = blocking(move || e.ask(AskRequest { question, pinned, limit, cancel, audience, ..Default::default() })).await?;
+                let answer =
+                    blocking(move || e.ask(AskRequest { question, pinned, limit, cancel, audience, ..Default::default() })).await?;
                 let markdown = lode_answer::render::markdown(&answer, "");
                 let mut v = serde_json::to_value(&answer).map_err(|e| e.to_string())?;
                 v["markdown"] = json!(markdown);
@@ -311,7 +315,11 @@ impl LodeMcp {
                 a.known(&["vault"])?;
                 let mut v = blocking(move || engine.status()).await?;
                 v["vaults"] = json!(self.vaults.iter().map(|e| e.root.clone()).collect::<Vec<_>>());
-                v["client"] = json!(if matches!(self.audience, Audience::Local) { "local ([trust] mcp_local)" } else { "remote: the egress rules hold" });
+                v["client"] = json!(if matches!(self.audience, Audience::Local) {
+                    "local ([trust] mcp_local)"
+                } else {
+                    "remote: the egress rules hold"
+                });
                 Ok(v)
             }
             other => Err(format!("no tool {other:?}; lode's tools are search, ask, verify, read, status")),
@@ -328,7 +336,13 @@ async fn settle(engine: &Engine) {
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Send + 'static) -> Result<T, String> {
-    tokio::task::spawn_blocking(f).await.map_err(|e| if e.is_panic() { "internal error: the call panicked (logged)".to_owned() } else { e.to_string() })?
+    tokio::task::spawn_blocking(f).await.map_err(|e| {
+        if e.is_panic() {
+            "internal error: the call panicked (logged)".to_owned()
+        } else {
+            e.to_string()
+        }
+    })?
 }
 
 /// Tells blocking work its request was withdrawn (the client cancelled, or went away).
@@ -406,13 +420,21 @@ impl ServerHandler for LodeMcp {
         Ok(result.into())
     }
 
-    async fn list_resources(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourcesResult, ErrorData> {
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
         let mut out = Vec::new();
         for (i, engine) in self.vaults.iter().enumerate() {
             settle(engine).await;
             let (e, audience) = (engine.clone(), self.audience.clone());
             let notes = blocking(move || e.notes_for(&audience)).await.map_err(|e| ErrorData::internal_error(e, None))?;
-            let suffix = if i == 0 { String::new() } else { format!("?vault={}", engine.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()) };
+            let suffix = if i == 0 {
+                String::new()
+            } else {
+                format!("?vault={}", engine.root.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+            };
             for p in notes.items.into_iter().take(MAX_LISTED.saturating_sub(out.len())) {
                 out.push(Resource::new(format!("lode://note/{}{suffix}", percent_encode_path(&p)), p).with_mime_type("text/markdown"));
             }
@@ -420,7 +442,11 @@ impl ServerHandler for LodeMcp {
         Ok(ListResourcesResult::with_all_items(out))
     }
 
-    async fn list_resource_templates(&self, _: Option<PaginatedRequestParams>, _: RequestContext<RoleServer>) -> Result<ListResourceTemplatesResult, ErrorData> {
+    async fn list_resource_templates(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
         Ok(ListResourceTemplatesResult::with_all_items(vec![
             ResourceTemplate::new("lode://note/{path}", "note")
                 .with_description("A note's current version (vault-relative path)")
@@ -431,15 +457,23 @@ impl ServerHandler for LodeMcp {
         ]))
     }
 
-    async fn read_resource(&self, request: ReadResourceRequestParams, _: RequestContext<RoleServer>) -> Result<ReadResourceResponse, ErrorData> {
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
         let Some((kind, what, vault)) = parse_uri(&request.uri) else {
-            return Err(ErrorData::invalid_params(format!("{} is not a lode resource (lode://note/<path> or lode://version/<id>)", request.uri), None));
+            return Err(ErrorData::invalid_params(
+                format!("{} is not a lode resource (lode://note/<path> or lode://version/<id>)", request.uri),
+                None,
+            ));
         };
         let engine = self.vault(vault.as_deref()).map_err(|e| ErrorData::invalid_params(e, None))?;
         settle(&engine).await;
         let audience = self.audience.clone();
         let (path, version) = if kind == "note" { (Some(what), None) } else { (None, Some(what)) };
-        let read = blocking(move || engine.read_whole(path, version, audience)).await.map_err(|e| ErrorData::resource_not_found(e, None))?;
+        let read =
+            blocking(move || engine.read_whole(path, version, audience)).await.map_err(|e| ErrorData::resource_not_found(e, None))?;
         Ok(ReadResourceResult::new(vec![ResourceContents::text(read, request.uri).with_mime_type("text/markdown")]).into())
     }
 }

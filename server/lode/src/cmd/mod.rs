@@ -12,9 +12,9 @@ pub mod eval;
 pub mod externals;
 pub mod gate;
 pub mod index;
+pub mod mcp;
 pub mod publish;
 pub mod search;
-pub mod mcp;
 pub mod serve;
 pub mod setup;
 pub mod stats;
@@ -88,7 +88,8 @@ impl Vault {
     pub fn open_for_reading(&self) -> Result<Store> {
         match self.open_existing() {
             Err(e) if matches!(e.downcast_ref::<lode_store::StoreError>(), Some(lode_store::StoreError::DiskFull { .. })) => {
-                let ro = Store::open(&self.db, lode_store::StoreOptions { read_only: true, immutable: true, ..self.config.store_options() });
+                let ro =
+                    Store::open(&self.db, lode_store::StoreOptions { read_only: true, immutable: true, ..self.config.store_options() });
                 match ro {
                     Ok(store) => {
                         eprintln!("warning: {e}; searching the index read-only");

@@ -122,7 +122,8 @@ pub fn run(args: PublishArgs) -> Result<ExitCode> {
     if args.vault.json {
         let mut v = serde_json::to_value(&report)?;
         v["kept_back"] = serde_json::json!(kept_back.iter().map(|(p, w)| serde_json::json!({"path": p, "reason": w})).collect::<Vec<_>>());
-        v["secrets_kept_back"] = serde_json::json!(secrets_kept.iter().map(|(at, kind)| serde_json::json!({"at": at, "kind": kind})).collect::<Vec<_>>());
+        v["secrets_kept_back"] =
+            serde_json::json!(secrets_kept.iter().map(|(at, kind)| serde_json::json!({"at": at, "kind": kind})).collect::<Vec<_>>());
         v["seconds"] = serde_json::json!(started.elapsed().as_secs_f64());
         writeln!(out, "{v}")?;
     } else {
@@ -182,7 +183,11 @@ fn without_secrets(
                 let line = text[..r.start.min(text.len())].matches('\n').count() + 1;
                 kept.push((format!("{path}:{line}"), kind));
             }
-            None => out.push(lode_store::PassageRow { text: masked.get(p.start..p.end).unwrap_or(&p.text).to_owned(), heading: mask_secrets(&p.heading), ..p }),
+            None => out.push(lode_store::PassageRow {
+                text: masked.get(p.start..p.end).unwrap_or(&p.text).to_owned(),
+                heading: mask_secrets(&p.heading),
+                ..p
+            }),
         }
     }
     Some((masked, out))
@@ -209,13 +214,27 @@ fn mask_meta(meta: serde_json::Map<String, serde_json::Value>) -> serde_json::Ma
                 if masked == line {
                     serde_json::Value::String(s)
                 } else {
-                    serde_json::Value::String(masked.strip_prefix(&format!("{key}: ")).map(str::to_owned).unwrap_or_else(|| "[REDACTED]".to_owned()))
+                    serde_json::Value::String(
+                        masked.strip_prefix(&format!("{key}: ")).map(str::to_owned).unwrap_or_else(|| "[REDACTED]".to_owned()),
+                    )
                 }
             }
             serde_json::Value::Array(a) => serde_json::Value::Array(a.into_iter().map(|x| value(key, x)).collect()),
-            serde_json::Value::Object(o) => serde_json::Value::Object(o.into_iter().map(|(k, x)| { let x = value(&k, x); (k, x) }).collect()),
+            serde_json::Value::Object(o) => serde_json::Value::Object(
+                o.into_iter()
+                    .map(|(k, x)| {
+                        let x = value(&k, x);
+                        (k, x)
+                    })
+                    .collect(),
+            ),
             other => other,
         }
     }
-    meta.into_iter().map(|(k, v)| { let v = value(&k, v); (k, v) }).collect()
+    meta.into_iter()
+        .map(|(k, v)| {
+            let v = value(&k, v);
+            (k, v)
+        })
+        .collect()
 }

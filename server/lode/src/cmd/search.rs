@@ -38,8 +38,13 @@ pub fn run(args: SearchArgs) -> Result<ExitCode> {
     // Every mode goes through the retrieval pipeline, so `lode search` ranks in the trust order
     // `lode ask` and the editor use (the user's notes, then annotations, then snapshots).
     let lexical = args.mode == lode_retrieval::Mode::Lexical;
-    let mut loaded = if lexical { crate::models::Loaded::default() } else { crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank) };
-    let models = lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: loaded.reranker.as_mut() };
+    let mut loaded = if lexical {
+        crate::models::Loaded::default()
+    } else {
+        crate::models::load(&vault, true, args.mode == lode_retrieval::Mode::Rerank)
+    };
+    let models =
+        lode_retrieval::Models { embedder: loaded.embedder.as_mut(), index: loaded.index.as_ref(), reranker: loaded.reranker.as_mut() };
     // The team's shared tier, when the config names one; unreachable, the vault's own notes answer.
     let shared = match vault.config.shared.as_ref().map(|s| lode_retrieval::shared::SharedTier::new(s.config()).get()) {
         Some(Ok(ix)) => Some(ix),

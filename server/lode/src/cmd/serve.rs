@@ -74,7 +74,11 @@ pub fn engine_settings() -> lode_engine::SettingsFn {
             dir: state_dir(root).join("vectors"),
         });
         let model = |name: &Option<String>| {
-            name.as_ref().filter(|n| !n.trim().is_empty()).map(|n| lode_engine::ModelSettings { dir: m.resolve(n), runtime: m.runtime.clone(), threads: m.threads })
+            name.as_ref().filter(|n| !n.trim().is_empty()).map(|n| lode_engine::ModelSettings {
+                dir: m.resolve(n),
+                runtime: m.runtime.clone(),
+                threads: m.threads,
+            })
         };
         let (reranker, nli) = (model(&m.reranker), model(&m.nli));
         Ok(lode_engine::Settings {
@@ -105,10 +109,7 @@ pub fn engine_settings() -> lode_engine::SettingsFn {
             vectors,
             reranker,
             nli,
-            externals: lode_engine::ExternalSettings {
-                fetch: config.externals.fetch_options(),
-                freshness: config.externals.freshness(),
-            },
+            externals: lode_engine::ExternalSettings { fetch: config.externals.fetch_options(), freshness: config.externals.freshness() },
             unload_after: (m.unload_after_secs > 0.0).then(|| std::time::Duration::try_from_secs_f64(m.unload_after_secs).ok()).flatten(),
             notices,
         })

@@ -55,8 +55,12 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
             println!("vectors          none (no embedder configured; lexical only)");
         } else {
             let pct = if fresh.passages > 0 { 100.0 * fresh.with_vectors as f64 / fresh.passages as f64 } else { 100.0 };
-            println!("vectors          {}/{} passages ({pct:.0}%, {model}){}", fresh.with_vectors, fresh.passages,
-                if fresh.with_vectors < fresh.passages { "; `lode index` embeds the rest" } else { "" });
+            println!(
+                "vectors          {}/{} passages ({pct:.0}%, {model}){}",
+                fresh.with_vectors,
+                fresh.passages,
+                if fresh.with_vectors < fresh.passages { "; `lode index` embeds the rest" } else { "" }
+            );
         }
         if let Some(c) = &check {
             if c.problems.is_empty() {

@@ -34,18 +34,76 @@ impl Rng {
 }
 
 const WORDS: &[&str] = &[
-    "review", "budget", "incident", "release", "migration", "design", "retro", "meeting", "draft", "plan", "server",
-    "cluster", "backup", "policy", "roadmap", "customer", "invoice", "latency", "garden", "recipe", "reading", "travel",
-    "training", "hiring", "onboarding", "security", "certificate", "rotation", "database", "index", "cache", "queue",
-    "deadline", "quarter", "estimate", "partner", "contract", "renewal", "audit", "experiment", "hypothesis", "result",
-    "protein", "enzyme", "sample", "dataset", "model", "baseline", "metric", "threshold", "alert", "dashboard", "runbook",
-    "outage", "capacity", "storage", "network", "firewall", "gateway", "compiler", "parser", "schema", "ticket", "sprint",
+    "review",
+    "budget",
+    "incident",
+    "release",
+    "migration",
+    "design",
+    "retro",
+    "meeting",
+    "draft",
+    "plan",
+    "server",
+    "cluster",
+    "backup",
+    "policy",
+    "roadmap",
+    "customer",
+    "invoice",
+    "latency",
+    "garden",
+    "recipe",
+    "reading",
+    "travel",
+    "training",
+    "hiring",
+    "onboarding",
+    "security",
+    "certificate",
+    "rotation",
+    "database",
+    "index",
+    "cache",
+    "queue",
+    "deadline",
+    "quarter",
+    "estimate",
+    "partner",
+    "contract",
+    "renewal",
+    "audit",
+    "experiment",
+    "hypothesis",
+    "result",
+    "protein",
+    "enzyme",
+    "sample",
+    "dataset",
+    "model",
+    "baseline",
+    "metric",
+    "threshold",
+    "alert",
+    "dashboard",
+    "runbook",
+    "outage",
+    "capacity",
+    "storage",
+    "network",
+    "firewall",
+    "gateway",
+    "compiler",
+    "parser",
+    "schema",
+    "ticket",
+    "sprint",
 ];
 
 const FILLER: &[&str] = &[
-    "the", "team", "agreed", "that", "we", "should", "check", "every", "week", "before", "after", "with", "for", "and",
-    "notes", "from", "last", "time", "show", "a", "small", "large", "change", "in", "on", "is", "was", "will", "be",
-    "needs", "owner", "follow", "up", "because", "of", "it", "this", "next", "days", "hours", "percent", "about",
+    "the", "team", "agreed", "that", "we", "should", "check", "every", "week", "before", "after", "with", "for", "and", "notes", "from",
+    "last", "time", "show", "a", "small", "large", "change", "in", "on", "is", "was", "will", "be", "needs", "owner", "follow", "up",
+    "because", "of", "it", "this", "next", "days", "hours", "percent", "about",
 ];
 
 fn sentence(rng: &mut Rng, out: &mut String) {
@@ -76,7 +134,8 @@ pub fn note_path(i: usize) -> String {
 
 /// A section name of note `i`: what `workspace/symbol` queries type.
 pub fn heading(rng: &mut Rng, i: usize) -> String {
-    format!("{} {} {}", capital(*rng.pick(WORDS)), rng.pick(WORDS), i % 997)
+    let first: &str = rng.pick::<&str>(WORDS);
+    format!("{} {} {}", capital(first), rng.pick(WORDS), i % 997)
 }
 
 fn capital(w: &str) -> String {
@@ -96,9 +155,15 @@ pub fn note(seed: u64, i: usize, n: usize) -> String {
     };
     let mut s = String::with_capacity(target + 512);
     if rng.below(3) == 0 {
-        s.push_str(&format!("---\ntags: [{}, {}]\nstatus: {}\n---\n\n", rng.pick(WORDS), rng.pick(WORDS), rng.pick(&["draft", "done", "open"])));
+        s.push_str(&format!(
+            "---\ntags: [{}, {}]\nstatus: {}\n---\n\n",
+            rng.pick(WORDS),
+            rng.pick(WORDS),
+            rng.pick(&["draft", "done", "open"])
+        ));
     }
-    s.push_str(&format!("# {} {} {i}\n\n", capital(*rng.pick(WORDS)), rng.pick(WORDS)));
+    let first: &str = rng.pick::<&str>(WORDS);
+    s.push_str(&format!("# {} {} {i}\n\n", capital(first), rng.pick(WORDS)));
     while s.len() < target {
         match rng.below(10) {
             0 | 1 => s.push_str(&format!("\n## {}\n\n", heading(&mut rng, i))),

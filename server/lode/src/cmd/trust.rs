@@ -37,7 +37,11 @@ pub struct TrustArgs {
 pub fn run(mut args: TrustArgs) -> Result<ExitCode> {
     if let Some(dir) = args.dir.take() {
         if args.vault.vault.as_ref().is_some_and(|v| v != &dir) {
-            anyhow::bail!("two folders given ({} and --vault {}): name one", dir.display(), args.vault.vault.as_ref().map(|v| v.display().to_string()).unwrap_or_default());
+            anyhow::bail!(
+                "two folders given ({} and --vault {}): name one",
+                dir.display(),
+                args.vault.vault.as_ref().map(|v| v.display().to_string()).unwrap_or_default()
+            );
         }
         args.vault.vault = Some(dir);
     }
@@ -77,7 +81,9 @@ pub fn run(mut args: TrustArgs) -> Result<ExitCode> {
         let had = crate::trust::revoke(&vault.root)?;
         println!("lode trust: {} {}", if had { "withdrew the approval of" } else { "there was no approval of" }, vault.root.display());
         if had {
-            println!("lode trust: a running language server drops an approved [llm] at its next question, the other settings when it restarts");
+            println!(
+                "lode trust: a running language server drops an approved [llm] at its next question, the other settings when it restarts"
+            );
         }
         return Ok(ExitCode::SUCCESS);
     }
@@ -92,14 +98,21 @@ pub fn run(mut args: TrustArgs) -> Result<ExitCode> {
                 // It must open as a lode store first; its errors say what it is otherwise.
                 drop(lode_store::Store::open(&vault.db, vault.config.store_options())?);
                 crate::trust::bind(&vault.db)?;
-                println!("lode trust: {} is now bound to you; lode cites from it (adopt only an index you built yourself)", vault.db.display());
+                println!(
+                    "lode trust: {} is now bound to you; lode cites from it (adopt only an index you built yourself)",
+                    vault.db.display()
+                );
             }
         }
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(want) = &args.expect {
         if r.hash.as_deref() != Some(want.as_str()) {
-            anyhow::bail!("the settings of {} changed since they were shown (their hash is {}); nothing approved", r.file.display(), r.hash.as_deref().unwrap_or("none"));
+            anyhow::bail!(
+                "the settings of {} changed since they were shown (their hash is {}); nothing approved",
+                r.file.display(),
+                r.hash.as_deref().unwrap_or("none")
+            );
         }
     }
     let hash = r.hash.clone().unwrap_or_else(|| "none".into());
@@ -114,11 +127,7 @@ pub fn run(mut args: TrustArgs) -> Result<ExitCode> {
         }
     }
     let record = crate::trust::approve(&vault.root, &hash)?;
-    println!(
-        "lode trust: approved {} (recorded in {}); a change to these settings asks again",
-        vault.root.display(),
-        record.display()
-    );
+    println!("lode trust: approved {} (recorded in {}); a change to these settings asks again", vault.root.display(), record.display());
     // What still does not hold after approval: a key variable the user config does not allow.
     let after = crate::config::Config::load(&vault.root)?;
     if let Some(line) = after.report.notice() {

@@ -107,7 +107,15 @@ impl Hub {
     /// Downloads `file` of `repo` at `commit` to `dest`, resuming the partial download an
     /// earlier run left in `partials` (named by the checksum), and checks it against the pin.
     /// `progress(done, total)` as bytes arrive.
-    pub fn download(&self, repo: &str, commit: &str, file: &Pinned, dest: &Path, partials: &Path, mut progress: impl FnMut(u64, Option<u64>)) -> Result<()> {
+    pub fn download(
+        &self,
+        repo: &str,
+        commit: &str,
+        file: &Pinned,
+        dest: &Path,
+        partials: &Path,
+        mut progress: impl FnMut(u64, Option<u64>),
+    ) -> Result<()> {
         std::fs::create_dir_all(partials).with_context(|| format!("cannot create {}", partials.display()))?;
         let partial = partial_path(partials, file);
         let mut have = std::fs::metadata(&partial).map(|m| m.len()).unwrap_or(0);
@@ -126,7 +134,9 @@ impl Hub {
             200 => false, // no ranges here: start over
             416 if file.size == Some(have) => true,
             404 => bail!("{repo} has no {} at {commit} on {} (404)", file.path, self.endpoint),
-            401 | 403 => bail!("the model hub refused {}/{} ({status}): set HF_TOKEN to a token that may read it{}", repo, file.path, refused()),
+            401 | 403 => {
+                bail!("the model hub refused {}/{} ({status}): set HF_TOKEN to a token that may read it{}", repo, file.path, refused())
+            }
             s => bail!("downloading {url} failed: HTTP {s}"),
         };
         let mut out = std::fs::OpenOptions::new()
@@ -154,7 +164,11 @@ impl Hub {
                 if file.size.is_some_and(|s| done > s) {
                     drop(out);
                     let _ = std::fs::remove_file(&partial);
-                    bail!("{} is larger than the catalogue's {} bytes (an altered download); nothing was installed", file.path, file.size.unwrap_or(0));
+                    bail!(
+                        "{} is larger than the catalogue's {} bytes (an altered download); nothing was installed",
+                        file.path,
+                        file.size.unwrap_or(0)
+                    );
                 }
                 progress(done, file.size);
             }

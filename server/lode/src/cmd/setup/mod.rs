@@ -82,7 +82,8 @@ impl Entry {
     /// Whether the entry can be installed as written: a plain name, a plain repository, a full
     /// commit, and every file a plain relative path pinned to a SHA-256 (docs/security.md).
     fn check(&self) -> Result<()> {
-        let plain_name = |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && !n.starts_with('.');
+        let plain_name =
+            |n: &str| !n.is_empty() && n.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) && !n.starts_with('.');
         if !plain_name(&self.name) {
             bail!("catalogue entry {:?}: a model's name is letters, digits, '-', '_' and '.' (it names a folder)", self.name);
         }
@@ -91,7 +92,11 @@ impl Entry {
             bail!("catalogue entry {}: repo {:?} is not owner/name", self.name, self.repo);
         }
         if self.commit.len() != 40 || !self.commit.bytes().all(|b| b.is_ascii_hexdigit()) {
-            bail!("catalogue entry {}: commit {:?} is not a full commit id (40 hex digits): lode installs only pinned files", self.name, self.commit);
+            bail!(
+                "catalogue entry {}: commit {:?} is not a full commit id (40 hex digits): lode installs only pinned files",
+                self.name,
+                self.commit
+            );
         }
         for (local, f) in &self.files {
             if !plain_path(local) || !plain_path(&f.path) {
@@ -126,7 +131,9 @@ struct Catalogue {
 
 fn catalogue(custom: Option<&Path>) -> Result<Vec<Entry>> {
     let (text, from) = match custom {
-        Some(p) => (std::fs::read_to_string(p).with_context(|| format!("cannot read the catalogue {}", p.display()))?, p.display().to_string()),
+        Some(p) => {
+            (std::fs::read_to_string(p).with_context(|| format!("cannot read the catalogue {}", p.display()))?, p.display().to_string())
+        }
         None => (CATALOGUE.to_owned(), "lode's catalogue".to_owned()),
     };
     let c: Catalogue = toml::from_str(&text).with_context(|| format!("{from} does not read"))?;
@@ -134,8 +141,10 @@ fn catalogue(custom: Option<&Path>) -> Result<Vec<Entry>> {
 }
 
 pub fn run(args: SetupArgs) -> Result<ExitCode> {
-    let wanted: Vec<(&str, &String)> =
-        [("embedder", &args.embedder), ("cross-encoder", &args.reranker), ("nli", &args.nli)].into_iter().filter_map(|(k, n)| Some((k, n.as_ref()?))).collect();
+    let wanted: Vec<(&str, &String)> = [("embedder", &args.embedder), ("cross-encoder", &args.reranker), ("nli", &args.nli)]
+        .into_iter()
+        .filter_map(|(k, n)| Some((k, n.as_ref()?)))
+        .collect();
     if !args.list && wanted.is_empty() {
         return run_pypi();
     }
@@ -201,7 +210,16 @@ fn list(entries: &[Entry], dir: &Path, json: bool) {
     println!("{:<24} {:<13} {:>8} {:>8} {:>6}  {:<9} about", "name", "kind", "download", "memory", "speed", "installed");
     for e in entries {
         let installed = if dir.join(&e.name).join("lode-model.toml").is_file() { "yes" } else { "" };
-        println!("{:<24} {:<13} {:>5} MB {:>5} MB {:>5.2}x  {:<9} {}", e.name, e.kind(), e.size_mb, e.memory_mb, e.speed, installed, e.about);
+        println!(
+            "{:<24} {:<13} {:>5} MB {:>5} MB {:>5.2}x  {:<9} {}",
+            e.name,
+            e.kind(),
+            e.size_mb,
+            e.memory_mb,
+            e.speed,
+            installed,
+            e.about
+        );
     }
     println!("(speed: passages or pairs per second relative to the default embedder; memory: what a loaded copy adds, estimated)");
     println!("models folder: {}", dir.display());
@@ -265,7 +283,12 @@ fn install(hub: &hub::Hub, entry: &Entry, dir: &Path) -> Result<()> {
             files.insert(local.clone(), t.into());
         }
         record.insert("files".into(), files.into());
-        let manifest = format!("# lode model manifest for {} ({}), written by `lode setup` from its catalogue.\n{}", entry.repo, entry.about, toml_text(&entry.manifest));
+        let manifest = format!(
+            "# lode model manifest for {} ({}), written by `lode setup` from its catalogue.\n{}",
+            entry.repo,
+            entry.about,
+            toml_text(&entry.manifest)
+        );
         std::fs::write(staging.join("lode-model.toml"), manifest)?;
         std::fs::write(
             staging.join("lode-source.toml"),
@@ -301,7 +324,9 @@ fn toml_text(table: &toml::Table) -> String {
             // A JSON string is a TOML basic string (the same escapes).
             toml::Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
             toml::Value::Array(a) => format!("[{}]", a.iter().map(value).collect::<Vec<_>>().join(", ")),
-            toml::Value::Table(t) => format!("{{ {} }}", t.iter().map(|(k, v)| format!("{} = {}", key(k), value(v))).collect::<Vec<_>>().join(", ")),
+            toml::Value::Table(t) => {
+                format!("{{ {} }}", t.iter().map(|(k, v)| format!("{} = {}", key(k), value(v))).collect::<Vec<_>>().join(", "))
+            }
             toml::Value::Integer(i) => i.to_string(),
             toml::Value::Float(f) => format!("{f:?}"),
             toml::Value::Boolean(b) => b.to_string(),
@@ -336,7 +361,8 @@ fn run_pypi() -> Result<ExitCode> {
     // The script finds its files relative to itself: lay them out as in the checkout.
     let work = std::env::temp_dir().join(format!("lode-setup-{}", std::process::id()));
     let result = (|| -> Result<std::process::ExitStatus> {
-        std::fs::create_dir_all(work.join("scripts")).and_then(|_| std::fs::create_dir_all(work.join("models")))
+        std::fs::create_dir_all(work.join("scripts"))
+            .and_then(|_| std::fs::create_dir_all(work.join("models")))
             .with_context(|| format!("cannot create {}", work.display()))?;
         std::fs::write(work.join("scripts/setup-models.sh"), SCRIPT)?;
         std::fs::write(work.join("scripts/make_test_models.py"), TEST_MODELS)?;
@@ -357,7 +383,11 @@ fn run_pypi() -> Result<ExitCode> {
     let config = crate::config::Config::default();
     match lode_models::Embedder::load(&config.models.resolve(&config.models.embedder), None, 1) {
         Ok(e) => {
-            println!("lode setup: ready: {} with ONNX Runtime {}", e.id(), lode_models::loaded_runtime().map(|p| p.display().to_string()).unwrap_or_default());
+            println!(
+                "lode setup: ready: {} with ONNX Runtime {}",
+                e.id(),
+                lode_models::loaded_runtime().map(|p| p.display().to_string()).unwrap_or_default()
+            );
             println!("lode setup: `lode doctor` reports everything lode uses");
             Ok(ExitCode::SUCCESS)
         }
@@ -383,10 +413,12 @@ mod tests {
         for good in ["model.onnx", "onnx/model.onnx", "a-b_c.d/e"] {
             assert!(plain_path(good), "{good:?}");
         }
-        let base = |files: &str| format!(
+        let base = |files: &str| {
+            format!(
             "[[model]]\nname = \"m\"\nabout = \"\"\nrepo = \"o/r\"\ncommit = \"{}\"\nfiles = {files}\nsize_mb = 1\nmemory_mb = 1\nspeed = 1.0\n[model.manifest]\nkind = \"nli\"\n",
             "a".repeat(40)
-        );
+        )
+        };
         let sha = "b".repeat(64);
         let check = |files: String| toml::from_str::<Catalogue>(&base(&files)).unwrap().model[0].check();
         assert!(check(format!("{{ \"model.onnx\" = {{ path = \"onnx/model.onnx\", sha256 = \"{sha}\" }} }}")).is_ok());
