@@ -623,13 +623,11 @@ pub fn answer_gathered(
     scorer: &mut ScorerSlot<'_>,
 ) -> Result<Answer, AskError> {
     let mut w = stages::withhold::withhold(store, origin, cfg, rules, synth, &mut items)?;
-    // For a reader off the machine what is withheld is no evidence at all, and its paths are
-    // not named: only how many passages were held back.
-    let mut held_back = 0;
+    // For a reader off the machine what is withheld is no evidence at all, and is neither named
+    // nor counted: a count that follows the question would tell the reader which words the
+    // withheld notes hold.
     if cfg.audience_remote {
-        let before = items.len();
         items.retain(|i| i.withheld.is_none());
-        held_back = before - items.len();
         w.withheld.clear();
     }
     let visible: Vec<&ContextItem> = items.iter().filter(|i| !(w.remote && i.withheld.is_some())).collect();
@@ -641,16 +639,6 @@ pub fn answer_gathered(
     }
     for r in &mut answer.related {
         r.short_id = store.short_version_id(&r.version_id)?;
-    }
-    if held_back > 0 {
-        let said = format!(
-            "{held_back} matching passage{} withheld from this client by the vault's egress rules.",
-            if held_back == 1 { " was" } else { "s were" }
-        );
-        answer.notice = Some(match answer.notice.take() {
-            Some(n) => format!("{n} {said}"),
-            None => said,
-        });
     }
     Ok(answer)
 }

@@ -58,7 +58,10 @@ pub struct Passage {
 #[derive(Debug, Clone, Serialize)]
 pub struct Found<T> {
     pub items: Vec<T>,
-    /// Passages (or notes) withheld from this reader by the egress rules.
+    /// Passages (or notes) withheld from this reader by the egress rules: for the door's log,
+    /// never for the reader (a count that follows the query would tell a remote reader which
+    /// words the withheld notes hold).
+    #[serde(skip)]
     pub withheld: usize,
     /// Secrets redacted from the text sent.
     pub redacted: usize,
@@ -462,7 +465,7 @@ impl Engine {
                 let ids = store.versions_with_prefix(v, 2).map_err(|e| e.to_string())?;
                 let id = match ids.as_slice() {
                     [one] => one.clone(),
-                    [] => return Err(format!("no version {v} in this vault")),
+                    [] => return Err(format!("no version {v} in this vault{}", judge.may_read())),
                     _ => return Err(format!("{v} names more than one version: give more of its digits")),
                 };
                 let path = store.version_info(&id).map_err(|e| e.to_string())?.map(|(p, _, _)| p).unwrap_or_default();
@@ -472,7 +475,7 @@ impl Engine {
                 let p = p.trim().trim_start_matches("./").to_owned();
                 match store.head_of(&p).map_err(|e| e.to_string())? {
                     Some(v) => (p, v),
-                    None => return Err(format!("no note {p} in this vault (paths are relative to the vault, e.g. `notes/boiler.md`)")),
+                    None => return Err(format!("no note {p} in this vault{} (paths are relative to the vault, e.g. `notes/boiler.md`)", judge.may_read())),
                 }
             }
             (None, None) => return Err("give a path or a version id".into()),
@@ -480,11 +483,13 @@ impl Engine {
         let body =
             store.version_body(&version_id).map_err(|e| e.to_string())?.ok_or_else(|| format!("version {version_id} could not be read"))?;
         let body = String::from_utf8_lossy(&body).into_owned();
+        // Said as a note or version that is not there: that a withheld note exists at a path
+        // the reader guessed is itself withheld.
         if judge.withheld(store, &path_of, &body).is_some() {
-            return Err(format!(
-                "{} is not available to this client: the vault's egress rules keep it on this machine",
-                if path.is_some() { path_of.as_str() } else { "that version" }
-            ));
+            return Err(match version {
+                Some(v) => format!("no version {} in this vault that this client may read", v.trim()),
+                None => format!("no note {path_of} in this vault that this client may read (paths are relative to the vault, e.g. `notes/boiler.md`)"),
+            });
         }
         Ok((path_of, version_id, body))
     }
@@ -562,6 +567,15 @@ impl Judge<'_> {
         match self.audience {
             Audience::Local => None,
             Audience::Remote { .. } => lode_answer::withheld_for_remote(store, &self.rules, &self.cfg, path, None),
+        }
+    }
+
+    /// How "not found" ends for this reader: the same whether a note is missing or withheld.
+    fn may_read(&self) -> &'static str {
+        if self.audience.is_remote() {
+            " that this client may read"
+        } else {
+            ""
         }
     }
 

@@ -210,40 +210,46 @@ fn an_mcp_client_is_a_reader_off_the_machine_unless_the_user_says_otherwise() {
         ),
         tool("read", json!({"path": "private/salary.md"})),
         json!({"op": "read_resource", "uri": "lode://note/private/salary.md"}),
+        tool("read", json!({"path": "private/wages.md"})),
         json!({"op": "list_resources"}),
         tool("search", json!({"query": "Quillfeather deploy key", "mode": "lexical"})),
         tool("read", json!({"path": "notes/deploy-keys.md"})),
         tool("verify", json!({"claim": "Redis Sentinel needs five nodes to fail over.", "quotes": ["Redis Sentinel needs five nodes"]})),
+        tool("search", json!({"query": "Zorblax salary 91,000", "mode": "lexical"})),
+        tool("search", json!({"query": "Zorblax salary 92,000", "mode": "lexical"})),
     ];
-    // A version of the no-egress note, by the id a citation would carry: step 10.
+    // A version of the no-egress note, by the id a citation would carry: step 13.
     plan.push(tool("read", json!({"version": &version[..12]})));
     let plan = Value::Array(plan);
     let (_, out) = session(&v, &home, &plan);
+    // Nothing of the no-egress note reaches the client, not even that its words are there (only
+    // the agent's own words come back: its quotes, the path it asked for): what is withheld is
+    // neither listed nor counted, and a withheld note reads as one that is not there.
     let all = serde_json::to_string(&out).unwrap();
-    // Nothing of the no-egress note reaches the client, not even where its words are (only the
-    // agent's own words come back: its quotes, the path it asked for).
-    for i in [0, 1, 5, 6, 10] {
+    for i in [0, 1, 5, 7, 13] {
         let said = out[i].to_string();
-        assert!(!said.contains("91,000") && (i == 5 || !said.contains("salary.md")) && !said.contains(&version[..12]), "{said}");
+        assert!(!said.contains("91,000") && (i == 5 || !said.contains("salary.md")) && (i == 13 || !said.contains(&version[..12])), "{said}");
     }
-    assert_eq!(ok(&out[0])["items"], json!([]), "{}", out[0]);
-    assert!(ok(&out[0])["withheld"].as_u64().unwrap() >= 1, "{}", out[0]);
+    assert_eq!(ok(&out[0]), &json!({"items": [], "redacted": 0, "notices": []}), "{}", out[0]);
     let answer = ok(&out[1]);
     assert_eq!(answer["abstained"], json!(true), "{answer:#}");
-    assert!(answer["notice"].as_str().unwrap().contains("withheld from this client"), "{answer}");
+    assert!(!answer.to_string().contains("withheld from"), "{answer}");
     assert_eq!(ok(&out[2])["verdict"], "not_found");
     assert_eq!(ok(&out[3])["verdict"], "not_found");
-    assert_eq!(out[4]["is_error"], json!(true));
-    assert!(out[4]["text"].as_str().unwrap().contains("not available to this client"), "{}", out[4]);
+    let (withheld, missing) = (out[4]["text"].as_str().unwrap(), out[6]["text"].as_str().unwrap());
+    assert_eq!(withheld.replace("salary", "wages"), missing, "a withheld note reads as a missing one");
     assert!(out[5]["error"].is_string(), "{}", out[5]);
-    assert!(!out[6]["uris"].as_array().unwrap().is_empty());
+    assert!(!out[7]["uris"].as_array().unwrap().is_empty());
+    // The same answer whether a guess at the withheld text is right or wrong.
+    assert_eq!(out[11]["structured"], out[12]["structured"]);
     // A secret in an ordinary note is redacted, and counted.
-    let keys = ok(&out[7]);
+    let keys = ok(&out[8]);
     assert!(keys["items"][0]["text"].as_str().unwrap().contains("Quillfeather"), "{keys}");
     assert!(!all.contains("AKIAIOSFODNN7QUILLFX"), "{all}");
     assert!(keys["redacted"].as_u64().unwrap() >= 1, "{keys}");
-    assert!(ok(&out[8])["redacted"].as_u64().unwrap() >= 1);
-    assert_eq!(out[10]["is_error"], json!(true), "{}", out[10]);
+    assert!(ok(&out[9])["redacted"].as_u64().unwrap() >= 1);
+    assert_eq!(out[13]["is_error"], json!(true), "{}", out[13]);
+    assert!(out[13]["text"].as_str().unwrap().contains("this client may read"), "{}", out[13]);
     // Each call that sent text is in the egress log, under the MCP client.
     let log: Vec<String> = {
         let c = db();

@@ -270,6 +270,9 @@ impl LodeMcp {
                 let mode =
                     m.parse::<lode_retrieval::Mode>().map_err(|_| format!("`mode` is one of hybrid, lexical, dense, rerank, not {m:?}"))?;
                 let found = blocking(move || engine.search(SearchRequest { query, limit, mode, audience })).await?;
+                if found.withheld > 0 {
+                    tracing::info!("search: {} passages withheld from the client by the egress rules", found.withheld);
+                }
                 serde_json::to_value(found).map_err(|e| e.to_string())
             }
             "ask" => {
