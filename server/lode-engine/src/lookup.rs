@@ -475,7 +475,12 @@ impl Engine {
                 let p = p.trim().trim_start_matches("./").to_owned();
                 match store.head_of(&p).map_err(|e| e.to_string())? {
                     Some(v) => (p, v),
-                    None => return Err(format!("no note {p} in this vault{} (paths are relative to the vault, e.g. `notes/boiler.md`)", judge.may_read())),
+                    None => {
+                        return Err(format!(
+                            "no note {p} in this vault{} (paths are relative to the vault, e.g. `notes/boiler.md`)",
+                            judge.may_read()
+                        ))
+                    }
                 }
             }
             (None, None) => return Err("give a path or a version id".into()),
@@ -488,7 +493,9 @@ impl Engine {
         if judge.withheld(store, &path_of, &body).is_some() {
             return Err(match version {
                 Some(v) => format!("no version {} in this vault that this client may read", v.trim()),
-                None => format!("no note {path_of} in this vault that this client may read (paths are relative to the vault, e.g. `notes/boiler.md`)"),
+                None => format!(
+                    "no note {path_of} in this vault that this client may read (paths are relative to the vault, e.g. `notes/boiler.md`)"
+                ),
             });
         }
         Ok((path_of, version_id, body))

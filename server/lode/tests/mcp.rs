@@ -228,7 +228,10 @@ fn an_mcp_client_is_a_reader_off_the_machine_unless_the_user_says_otherwise() {
     let all = serde_json::to_string(&out).unwrap();
     for i in [0, 1, 5, 7, 13] {
         let said = out[i].to_string();
-        assert!(!said.contains("91,000") && (i == 5 || !said.contains("salary.md")) && (i == 13 || !said.contains(&version[..12])), "{said}");
+        assert!(
+            !said.contains("91,000") && (i == 5 || !said.contains("salary.md")) && (i == 13 || !said.contains(&version[..12])),
+            "{said}"
+        );
     }
     assert_eq!(ok(&out[0]), &json!({"items": [], "redacted": 0, "notices": []}), "{}", out[0]);
     let answer = ok(&out[1]);
