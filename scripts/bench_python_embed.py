@@ -2,7 +2,7 @@
 tokenizer settings (truncation at the manifest's max_length, padding to the longest in a batch),
 threads and batching as lode (inputs sorted by length, at most BATCH per call and at most
 BATCH_TOKENS padded tokens) — and prints inputs per second and tokens per second (real tokens,
-special tokens included, padding excluded). `lode bench dense` reports lode's throughput as a
+special tokens included, padding excluded). `lode-bench dense` reports lode's throughput as a
 ratio of this one, and divides the vault's tokens by its tokens/s for the one-pass floor.
 
 usage: bench_python_embed.py MODEL_DIR TEXTS.jsonl THREADS BATCH MAX_LENGTH BATCH_TOKENS

@@ -73,7 +73,7 @@ ensure_models() {
 }
 
 # Tests only (not the demo): moto's S3 server, for the shared tier's tests on loopback
-# (server/lode/tests/shared.rs), from PyPI into .lode-tools/py-test. Idempotent.
+# (server/lode/tests/it/shared.rs), from PyPI into .lode-tools/py-test. Idempotent.
 ensure_test_tools() {
     # Each tool in a folder of its own: their dependencies never meet.
     install_py_tool .lode-tools/py-test "moto[server]==5.1.22"

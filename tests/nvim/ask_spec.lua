@@ -1,4 +1,4 @@
--- Driven by server/lode/tests/nvim.rs: real Neovim (headless) with the lode plugin against the
+-- Driven by server/lode/tests/it/nvim.rs: real Neovim (headless) with the lode plugin against the
 -- real `lode serve`. Asks with :LodeAsk, waits for the inserted answer, hovers its citation, runs
 -- :LodeStatus and :checkhealth lode, and writes what it saw to $LODE_OUT as JSON.
 local h = dofile(os.getenv('LODE_SPECS') .. '/harness.lua')

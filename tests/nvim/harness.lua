@@ -1,4 +1,4 @@
--- Shared by the Neovim specs that server/lode/tests/nvim.rs drives: writing what a spec saw to
+-- Shared by the Neovim specs that server/lode/tests/it/nvim.rs drives: writing what a spec saw to
 -- $LODE_OUT and quitting, and the running lode clients.
 local M = {}
 

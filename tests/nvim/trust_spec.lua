@@ -1,4 +1,4 @@
--- Driven by server/lode/tests/nvim.rs: the plugin on a folder whose .lode/config.toml holds
+-- Driven by server/lode/tests/it/nvim.rs: the plugin on a folder whose .lode/config.toml holds
 -- settings the user has not approved. vim.ui.select is answered with $LODE_CHOICE; the script
 -- records what was asked, whether lode was running before the answer, and whether it runs after.
 local h = dofile(os.getenv('LODE_SPECS') .. '/harness.lua')

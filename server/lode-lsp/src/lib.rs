@@ -6,7 +6,6 @@ mod framing;
 mod isolation;
 mod position;
 mod server;
-pub mod stdio_client;
 
 pub use lode_engine::{ExternalSettings, ModelSettings, Reloaded, RulesSource, Settings, SettingsFn, VectorSettings};
 pub use position::Encoding;

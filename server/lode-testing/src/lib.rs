@@ -2,6 +2,7 @@
 //! where the models installed by `scripts/setup-models.sh` live.
 
 pub mod llm;
+pub mod stdio_client;
 pub mod web;
 
 use std::path::{Path, PathBuf};

@@ -1,12 +1,6 @@
 //! One module per subcommand; each parses its flags, calls the store or core, and prints.
 
 pub mod ask;
-pub mod bench;
-pub mod bench_ann;
-pub mod bench_externals;
-pub mod bench_lsp;
-pub mod bench_memory;
-pub mod bench_scale;
 pub mod doctor;
 pub mod eval;
 pub mod externals;
@@ -18,7 +12,6 @@ pub mod search;
 pub mod serve;
 pub mod setup;
 pub mod stats;
-pub mod synth;
 pub mod trust;
 
 use std::path::PathBuf;

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use lode_lsp::stdio_client::StdioClient;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 const PRIVATE: &str = "---\nno_egress: true\n---\n# Salary\n\nMy Zorblax salary is 91,000 a year.\n";
@@ -60,7 +60,7 @@ fn vault(dir: &Path) -> (PathBuf, PathBuf) {
 /// (after the first line, the session's `initialize` result).
 fn session(v: &Path, home: &Path, plan: &Value) -> (Value, Vec<Value>) {
     let mut c = Command::new("python3");
-    c.arg(lode_testing::repo().join("server/lode/tests/mcp_client.py")).arg(env!("CARGO_BIN_EXE_lode")).args(["mcp", "--vault"]).arg(v);
+    c.arg(lode_testing::repo().join("server/lode/tests/it/mcp_client.py")).arg(env!("CARGO_BIN_EXE_lode")).args(["mcp", "--vault"]).arg(v);
     c.env("PYTHONPATH", python_path());
     for (k, val) in user_env(home) {
         c.env(k, val);

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 
-use lode_lsp::stdio_client::StdioClient;
 use lode_testing::llm::{completion, FakeLlm};
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 const BUDGET: &str = "# Budget\n\nThe Zq staging budget is 12000 euros.\n";

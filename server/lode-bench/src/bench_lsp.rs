@@ -1,4 +1,4 @@
-//! `lode bench lsp`: the language server's figures on a vault (a BEIR corpus written out, or a
+//! `lode-bench lsp`: the language server's figures on a vault (a BEIR corpus written out, or a
 //! generated one of `--notes N`) — initialize (process start included), cold scan and its peak
 //! RSS, didSave → committed, hover on a citation, `workspace/symbol` per keystroke, diagnostics
 //! publishing, restart → searchable and the restart's scan (unchanged files skipped). No models.
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
-use lode_lsp::stdio_client::StdioClient;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 /// Pause between an edit and its save in the paced run: five saves a second, faster than
@@ -55,9 +55,9 @@ impl Samples {
     fn figures(self) -> Value {
         let stalled = self.0.iter().filter(|s| s.1).count();
         let clean: Vec<f64> = self.0.iter().filter(|s| !s.1).map(|s| s.0).collect();
-        let mut v = super::bench::stats(self.0.iter().map(|s| s.0).collect());
+        let mut v = crate::bench::stats(self.0.iter().map(|s| s.0).collect());
         v["host_stalled"] = json!(stalled);
-        v["p99_without_host_stalls"] = super::bench::stats(clean)["p99"].clone();
+        v["p99_without_host_stalls"] = crate::bench::stats(clean)["p99"].clone();
         v
     }
 }
@@ -264,8 +264,8 @@ pub fn run(exe: &Path, vault: &Path, opts: &Options) -> Result<Value> {
         "did_save_10kb_committed_ms": save_ms.figures(),
         "did_save_10kb_open_note_burst_ms": editor_burst_ms.figures(),
         "did_save_10kb_open_note_every_200ms_ms": editor_paced_ms.figures(),
-        "hover_citation_ms": super::bench::stats(hover_ms),
-        "diagnostics_50_citations_open_to_publish_ms": super::bench::stats(diag_ms),
+        "hover_citation_ms": crate::bench::stats(hover_ms),
+        "diagnostics_50_citations_open_to_publish_ms": crate::bench::stats(diag_ms),
         "workspace_symbol_per_keystroke_ms": symbol_ms.figures(),
         "host_cpu_steal_ms_saves_to_symbols": steal_ms,
         "workspace_symbol_slowest": slowest(symbol_queries),
@@ -358,10 +358,10 @@ fn nav_figures(c: &mut StdioClient, vault: &Path, notes: &[String]) -> Result<Va
         c.notify("textDocument/didClose", json!({"textDocument": {"uri": uri(&vault.join(n))}}))?;
     }
     Ok(json!({
-        "definition_ms": super::bench::stats(def_ms), "definitions_resolved": format!("{resolved}/{}", notes.len() * 2),
-        "references_ms": super::bench::stats(ref_ms), "references_found": refs,
-        "completion_per_keystroke_ms": super::bench::stats(complete_ms), "completion_found": format!("{found}/{}", notes.len()),
-        "rename_heading_ms": super::bench::stats(rename_ms),
+        "definition_ms": crate::bench::stats(def_ms), "definitions_resolved": format!("{resolved}/{}", notes.len() * 2),
+        "references_ms": crate::bench::stats(ref_ms), "references_found": refs,
+        "completion_per_keystroke_ms": crate::bench::stats(complete_ms), "completion_found": format!("{found}/{}", notes.len()),
+        "rename_heading_ms": crate::bench::stats(rename_ms),
     }))
 }
 

@@ -1,4 +1,4 @@
-//! A minimal LSP client over a child process's stdio: what `lode bench lsp` and the end-to-end
+//! A minimal LSP client over a child process's stdio: what `lode-bench lsp` and the end-to-end
 //! tests use to drive the real `lode serve`. It answers the server's own requests
 //! (`workspace/applyEdit` with `applied: true`, anything else with `null`) and records every
 //! message it sees.

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use lode_lsp::stdio_client::StdioClient;
 use lode_testing::copy_dir;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.
@@ -20,7 +20,7 @@ fn uri(p: &Path) -> String {
     format!("file://{}", p.display())
 }
 
-/// The shared stdio client (`lode_lsp::stdio_client`), failing the test on I/O errors.
+/// The shared stdio client (`lode_testing::stdio_client`), failing the test on I/O errors.
 struct Lsp(StdioClient);
 
 impl Lsp {

@@ -1,4 +1,4 @@
-//! `lode bench lexical`: the foundation's performance figures on a BEIR corpus written out as a
+//! `lode-bench lexical`: the foundation's performance figures on a BEIR corpus written out as a
 //! vault — cold index (separate processes), re-save latency by note size, in-process search
 //! latency, whole `lode search` processes, empty answers, and lexical nDCG@10. Medians first.
 
@@ -10,8 +10,8 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
 use lode_store::{SearchOptions, Store};
 
-use super::eval::{default_work_dir, evaluate_lexical, load_beir, percentile, write_vault, Shape};
-use crate::config::Config;
+use lode::cmd::eval::{default_work_dir, evaluate_lexical, load_beir, percentile, write_vault, Shape};
+use lode::config::Config;
 
 #[derive(Subcommand)]
 pub enum BenchCommand {
@@ -24,15 +24,15 @@ pub enum BenchCommand {
     Lsp(LspArgs),
     /// The cold index's cost per note from 5k notes up, beside plain SQLite FTS5 on the same
     /// paragraphs (the floor)
-    Scale(super::bench_scale::ScaleArgs),
+    Scale(crate::bench_scale::ScaleArgs),
     /// The language server's RSS with the embedder: peak while embedding a generated vault,
     /// serving questions after a restart, and with no embedder
-    Memory(super::bench_memory::MemoryArgs),
+    Memory(crate::bench_memory::MemoryArgs),
     /// Snapshot ingest (100 KB pages from loopback) and snapshot diagnostics on 10,000 links
-    Externals(super::bench_externals::ExternalsArgs),
+    Externals(crate::bench_externals::ExternalsArgs),
     /// Dense queries at scale: a vector table of synthetic embeddings searched flat, then with
     /// its IVF-PQ index (latency, build time, recall@10)
-    Ann(super::bench_ann::AnnArgs),
+    Ann(crate::bench_ann::AnnArgs),
 }
 
 #[derive(Args)]
@@ -135,15 +135,15 @@ pub fn run(cmd: BenchCommand) -> Result<ExitCode> {
         BenchCommand::Lexical(a) => a,
         BenchCommand::Dense(a) => return dense(a),
         BenchCommand::Lsp(a) => return lsp(a),
-        BenchCommand::Externals(a) => return super::bench_externals::run(a),
-        BenchCommand::Memory(a) => return super::bench_memory::run(a),
-        BenchCommand::Scale(a) => return super::bench_scale::run(a),
-        BenchCommand::Ann(a) => return super::bench_ann::run(a),
+        BenchCommand::Externals(a) => return crate::bench_externals::run(a),
+        BenchCommand::Memory(a) => return crate::bench_memory::run(a),
+        BenchCommand::Scale(a) => return crate::bench_scale::run(a),
+        BenchCommand::Ann(a) => return crate::bench_ann::run(a),
     };
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
-    let exe = std::env::current_exe()?;
+    let exe = crate::lode_exe()?;
     let beir = load_beir(&args.beir_dir)?;
     let work = args.work.clone().unwrap_or_else(|| default_work_dir(&args.beir_dir, Shape::Paragraph).with_extension("bench"));
     let vault = work.join("vault");
@@ -268,13 +268,13 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
-    let mut rng = super::synth::Rng::new(42);
+    let mut rng = crate::synth::Rng::new(42);
     let (vault, symbol_headings, nav_notes) = match (&a.beir_dir, a.notes) {
         (_, Some(n)) => {
             let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("lode-bench-lsp-{n}")));
-            let vault = super::bench_lsp::vault_of(&work);
-            let mut progress = crate::progress::Progress::new(true);
-            let bytes = super::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
+            let vault = crate::bench_lsp::vault_of(&work);
+            let mut progress = lode::progress::Progress::new(true);
+            let bytes = crate::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
             drop(progress);
             eprintln!("{n} generated notes, {:.0} MB, in {}", bytes as f64 / 1e6, vault.display());
             // Headings that are in the vault: the first section heading of random notes, read
@@ -283,28 +283,28 @@ fn lsp(a: LspArgs) -> Result<ExitCode> {
             let mut tries = 0;
             while headings.len() < a.symbols && tries < a.symbols * 50 {
                 tries += 1;
-                let body = std::fs::read_to_string(vault.join(super::synth::note_path(rng.below(n)))).unwrap_or_default();
+                let body = std::fs::read_to_string(vault.join(crate::synth::note_path(rng.below(n)))).unwrap_or_default();
                 if let Some(h) = body.lines().find_map(|l| l.strip_prefix("## ")) {
                     headings.push(h.to_owned());
                 }
             }
-            let nav = (0..30).map(|_| super::synth::note_path(rng.below(n))).collect();
+            let nav = (0..30).map(|_| crate::synth::note_path(rng.below(n))).collect();
             (vault, headings, nav)
         }
         (Some(dir), None) => {
             let beir = load_beir(dir)?;
             let work = a.work.clone().unwrap_or_else(|| default_work_dir(dir, Shape::Paragraph).with_extension("lsp"));
-            let vault = super::bench_lsp::vault_of(&work);
+            let vault = crate::bench_lsp::vault_of(&work);
             write_vault(&beir, &vault, Shape::Paragraph)?;
             let headings = (0..a.symbols).map(|_| beir.docs[rng.below(beir.docs.len())].1.clone()).collect();
-            let nav = super::bench_lsp::some_notes(&vault, 30)?;
+            let nav = crate::bench_lsp::some_notes(&vault, 30)?;
             drop(beir);
             (vault, headings, nav)
         }
         (None, None) => bail!("give a BEIR corpus folder or --notes N"),
     };
-    let opts = super::bench_lsp::Options { saves: a.saves, symbol_headings, nav_notes, keep_index: a.keep_index };
-    let v = super::bench_lsp::run(&std::env::current_exe()?, &vault.canonicalize()?, &opts)?;
+    let opts = crate::bench_lsp::Options { saves: a.saves, symbol_headings, nav_notes, keep_index: a.keep_index };
+    let v = crate::bench_lsp::run(&crate::lode_exe()?, &vault.canonicalize()?, &opts)?;
     println!("{}", serde_json::to_string_pretty(&v)?);
     Ok(ExitCode::SUCCESS)
 }
@@ -327,7 +327,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     if let Some(w) = args.window_tokens {
         config.models.window_tokens = w;
     }
-    let vault = super::Vault { root: vault_dir.clone(), config: config.clone(), db: vault_dir.join(".lode/lode.db") };
+    let vault = lode::cmd::Vault { root: vault_dir.clone(), config: config.clone(), db: vault_dir.join(".lode/lode.db") };
     let window_tokens = config.models.window_tokens;
 
     // 1. The lexical index from nothing: the first half of "hybrid-ready".
@@ -363,7 +363,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     let texts = work.join("bench-texts.jsonl");
     std::fs::write(&texts, sample.iter().map(|t| serde_json::json!({"text": t}).to_string() + "\n").collect::<String>())?;
     let py = std::env::var("LODE_PYTHONPATH").ok().map(PathBuf::from).unwrap_or_else(|| m.models_dir().join("../py"));
-    let script = std::env::current_exe()?
+    let script = crate::lode_exe()?
         .ancestors()
         .nth(3)
         .map(|r| r.join("scripts/bench_python_embed.py"))
@@ -402,7 +402,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
         store.reset_vectors(None)?;
     }
     let index = lode_retrieval::VectorIndex::open(&vectors_dir, embedder.id(), embedder.dimensions())?;
-    let mut progress = crate::progress::Progress::new(!args.json);
+    let mut progress = lode::progress::Progress::new(!args.json);
     let sync = lode_retrieval::sync_vectors(
         &mut store,
         &index,
@@ -425,7 +425,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
     let mut quality = serde_json::Map::new();
     quality.insert("lexical".into(), serde_json::json!(lexical.ndcg_at_10));
     for mode in [lode_retrieval::Mode::Dense, lode_retrieval::Mode::Hybrid] {
-        let r = super::eval::evaluate(&beir, &doc_of_path, None, |q| {
+        let r = lode::cmd::eval::evaluate(&beir, &doc_of_path, None, |q| {
             let models = lode_retrieval::Models { embedder: Some(&mut embedder), index: Some(&index), reranker: None };
             Ok(lode_retrieval::retrieve(&store, q, mode, models, &cfg)?.hits.into_iter().map(|h| h.hit.path).collect())
         })?;

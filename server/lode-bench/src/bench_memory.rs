@@ -1,4 +1,4 @@
-//! `lode bench memory`: the language server's resident memory with the embedder, read from
+//! `lode-bench memory`: the language server's resident memory with the embedder, read from
 //! `/proc/<pid>/status` of the real `lode serve` over stdio — peak while it embeds a generated
 //! vault, after that pass, serving questions after a restart (embedder loaded), and the same
 //! server with no embedder configured.
@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use lode_lsp::stdio_client::StdioClient;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 #[derive(Args)]
@@ -30,9 +30,9 @@ pub struct MemoryArgs {
 
 /// `lode serve` on the vault, initialized, with answers waited for up to an hour.
 fn spawn(exe: &Path, vault: &Path) -> Result<StdioClient> {
-    let mut c = super::bench_lsp::spawn(exe, vault)?;
+    let mut c = crate::bench_lsp::spawn(exe, vault)?;
     c.timeout = Duration::from_secs(3600);
-    super::bench_lsp::init(&mut c, vault)?;
+    crate::bench_lsp::init(&mut c, vault)?;
     Ok(c)
 }
 
@@ -74,11 +74,11 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build (its code pages add ~100 MB to every figure); build with --release");
     }
-    let exe = std::env::current_exe()?;
+    let exe = crate::lode_exe()?;
     let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join(format!("lode-bench-memory-{}", a.notes)));
-    let vault = super::bench_lsp::vault_of(&work);
-    let mut progress = crate::progress::Progress::new(true);
-    super::synth::write_vault(&vault, a.notes, 1, |d, t| progress.update("writing notes", d, t, ""))?;
+    let vault = crate::bench_lsp::vault_of(&work);
+    let mut progress = lode::progress::Progress::new(true);
+    crate::synth::write_vault(&vault, a.notes, 1, |d, t| progress.update("writing notes", d, t, ""))?;
     drop(progress);
     let vault = vault.canonicalize()?;
     let state = vault.join(".lode");
@@ -159,7 +159,7 @@ pub fn run(a: MemoryArgs) -> Result<std::process::ExitCode> {
             "peak_rss_mib": round(serving_peak),
             "after_questions_by_mapping": parts(&serving_parts),
             "questions": a.questions,
-            "ask_ms": super::bench::stats(ms),
+            "ask_ms": crate::bench::stats(ms),
         },
         "no_embedder": {"rss_after_questions_mib": round(no_model), "by_mapping": parts(&no_model_parts)},
     });

@@ -6,8 +6,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lode_lsp::stdio_client::StdioClient;
 use lode_testing::llm::{completion, FakeLlm};
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 const SECRET: &str = "trust-test-secret-5be1c09d";

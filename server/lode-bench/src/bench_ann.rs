@@ -1,4 +1,4 @@
-//! `lode bench ann`: dense queries at scale. A LanceDB vector table of lode's own layout
+//! `lode-bench ann`: dense queries at scale. A LanceDB vector table of lode's own layout
 //! (`VectorIndex`) is filled with synthetic vectors shaped like sentence embeddings (unit
 //! vectors around a thousand topic centres), then searched flat, then again once
 //! `VectorIndex::maintain_ann` has built its IVF-PQ index: latency of each, the build's time,

@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use lode_lsp::stdio_client::StdioClient;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::{json, Value};
 
 /// The user approves the vault's settings (`lode trust`), as they would a folder of their own.

@@ -1,4 +1,4 @@
-//! `lode bench externals`: snapshot ingest throughput — `lode externals refresh` of 100 KB HTML
+//! `lode-bench externals`: snapshot ingest throughput — `lode externals refresh` of 100 KB HTML
 //! pages served from loopback (fetch, HTML → markdown, chunk, store), in pages/s — and the cost
 //! of snapshot diagnostics on a vault with 10,000 external links (a save → that note's
 //! diagnostics published, through the real `lode serve`).
@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 use clap::Args;
-use lode_lsp::stdio_client::StdioClient;
+use lode_testing::stdio_client::StdioClient;
 use serde_json::json;
 
 #[derive(Args)]
@@ -119,7 +119,7 @@ pub fn run(a: ExternalsArgs) -> Result<ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
-    let exe = std::env::current_exe()?;
+    let exe = crate::lode_exe()?;
     let work = a.work.clone().unwrap_or_else(|| std::env::temp_dir().join("lode-bench-externals"));
     let vault = work.join("vault");
     if vault.exists() {
@@ -197,7 +197,7 @@ pub fn run(a: ExternalsArgs) -> Result<ExitCode> {
         "refresh_all_pages_per_s": (a.links + a.pages) as f64 / all_s,
         "links_in_saved_note": a.per_note,
         "diagnostics_in_saved_note": shown,
-        "save_to_diagnostics_published_ms": super::bench::stats(save_ms),
+        "save_to_diagnostics_published_ms": crate::bench::stats(save_ms),
         "server_rss_mib": c.rss_mib(),
     });
     println!("{}", serde_json::to_string_pretty(&report)?);

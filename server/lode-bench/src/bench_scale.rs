@@ -1,4 +1,4 @@
-//! `lode bench scale`: the cold index's cost curve against its floor. For each vault size, a
+//! `lode-bench scale`: the cold index's cost curve against its floor. For each vault size, a
 //! generated vault is indexed from nothing by `lode index --no-vectors` (its own process), and
 //! the same notes' paragraphs are inserted into a plain SQLite FTS5 table (porter tokenizer,
 //! WAL on disk, one transaction, the SQLite lode itself links) in this process: the ratio says
@@ -75,14 +75,14 @@ pub fn run(a: ScaleArgs) -> Result<std::process::ExitCode> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; build with --release for representative figures");
     }
-    let exe = std::env::current_exe()?;
+    let exe = crate::lode_exe()?;
     let mut rows = Vec::new();
     let mut first_per_note: Option<(f64, f64)> = None;
     for &n in &a.notes {
         let work = a.work.clone().unwrap_or_else(std::env::temp_dir).join(format!("lode-bench-scale-{n}"));
         let vault = work.join("vault");
-        let mut progress = crate::progress::Progress::new(true);
-        let bytes = super::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
+        let mut progress = lode::progress::Progress::new(true);
+        let bytes = crate::synth::write_vault(&vault, n, 1, |d, t| progress.update("writing notes", d, t, ""))?;
         drop(progress);
         // The notes lode indexes, by its own rule (sorted).
         let (files, _) = lode_store::vault::walk(&vault);
