@@ -9,6 +9,7 @@
 //! `spawn_blocking`; nothing here knows a protocol: ranges are bytes (and lines where a door
 //! shows them), messages go through [`report::Reporter`].
 
+pub mod citations;
 pub mod faults;
 pub mod lookup;
 pub mod memory;

@@ -15,10 +15,6 @@ use crate::report::Level;
 use crate::writer::{Background, Done, Job};
 use crate::Engine as State;
 
-/// Scan steps per writer batch: the writer takes editor jobs between any two steps; the batch
-/// size only bounds how far the scan runs ahead of the writer.
-const BATCH: usize = 64;
-
 /// Starts a scan, or — when one is running — asks it to run once more when it ends (so a burst
 /// of folder events costs at most one extra scan).
 pub fn request_scan(state: Arc<State>) {
@@ -153,7 +149,10 @@ fn scan_steps_writing(
     // is the same. At most two batches are handed over at once, within `state.prechunked`'s
     // capacity.
     let cfg = state.settings.store.chunk;
-    let batches: Vec<&[vault::Step]> = plan.steps.chunks(BATCH).collect();
+    // Batches of the one size every scan commits in (`vault::BATCH`, which also sizes the
+    // prepared chunkings the writer holds): the writer takes editor jobs between any two steps,
+    // so the size only bounds how far the scan runs ahead of the writer.
+    let batches: Vec<&[vault::Step]> = plan.steps.chunks(vault::BATCH).collect();
     std::thread::scope(|scope| -> Result<(), String> {
         let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<vault::Prepared>>(1);
         let (root, index) = (&state.root, &state.settings.index);

@@ -2,6 +2,7 @@
 //! the head or the cited version), drift diagnostics.
 
 use super::*;
+use lode_engine::citations::{citation_state, current_head, full_id, learn_tier_head, materialize, Bodies, CitationState};
 
 impl Backend {
     /// Waits for earlier saves (the ticket is read before the first await: see writer.rs), then
@@ -65,7 +66,7 @@ impl Backend {
                 let verdict = match verdicts.get(&key) {
                     Some(v) => v.clone(),
                     None => {
-                        let v = citation_verdict(&store, &c, &mut bodies, shared_uri.as_deref())?;
+                        let v = citation_diagnostic(citation_state(&store, &c, &mut bodies, shared_uri.as_deref())?);
                         verdicts.insert(key, v.clone());
                         v
                     }
@@ -270,221 +271,43 @@ impl Backend {
     }
 }
 
-/// Writes a version's bytes read-only to `<cache>/lode/versions/<id>.md`, where goto opens text
-/// that has no file of its own, without following any link (docs/security.md): never inside the
-/// vault, whose `.lode/` may come with a clone; the folder is lode's own (created 0700, checked
-/// to be a real directory); the file is written under a fresh name (`O_EXCL` refuses a planted
-/// link) and renamed into place, which replaces a link rather than writing through it; a file
-/// found there already is used only if it is a regular file holding exactly these bytes.
-fn materialize(version_id: &str, body: &[u8]) -> std::result::Result<std::path::PathBuf, String> {
-    use std::io::Write;
-    if version_id.is_empty() || !version_id.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(format!("version id {version_id:?} is not hex"));
-    }
-    let dir =
-        lode_models::user_cache_dir().ok_or("neither XDG_CACHE_HOME nor HOME is set: no folder to open the version from")?.join("versions");
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::DirBuilderExt;
-        let _ = std::fs::DirBuilder::new().recursive(true).mode(0o700).create(&dir);
-    }
-    #[cfg(not(unix))]
-    let _ = std::fs::create_dir_all(&dir);
-    let meta = std::fs::symlink_metadata(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-    if !meta.file_type().is_dir() {
-        return Err(format!("{} is not a directory lode made (a link or a file): nothing is written there", dir.display()));
-    }
-    let file = dir.join(format!("{version_id}.md"));
-    match std::fs::symlink_metadata(&file) {
-        Ok(m) if m.file_type().is_file() && std::fs::read(&file).is_ok_and(|b| b == body) => return Ok(file),
-        _ => {}
-    }
-    // A name of this call's own: two go-tos at once never share a temporary file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let tmp = dir.join(format!(".{version_id}.{}.{n}.tmp", std::process::id()));
-    let _ = std::fs::remove_file(&tmp);
-    let written = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp).and_then(|mut f| f.write_all(body));
-    if let Err(e) = written {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(format!("cannot write {}: {e}", tmp.display()));
-    }
-    if let Ok(m) = std::fs::metadata(&tmp) {
-        let mut perms = m.permissions();
-        perms.set_readonly(true);
-        let _ = std::fs::set_permissions(&tmp, perms);
-    }
-    std::fs::rename(&tmp, &file).map_err(|e| format!("cannot move {} into place: {e}", file.display()))?;
-    Ok(file)
-}
-
-/// The citation with the full id of the version it names: lode writes the first 12 hex digits
-/// (more where two versions share them; a full id is read as well). `Ok(Err(why))` when the
-/// prefix names no version of this vault, or several.
-/// A version this vault never had may be the team's: with `shared`, it is looked up there and
-/// its bytes kept beside the store (checked against the id).
-pub(super) fn full_id(
-    store: &Store,
-    c: &lode_core::citation::CitationLink,
-    shared: Option<&lode_retrieval::shared::SharedTier>,
-) -> std::result::Result<std::result::Result<lode_core::citation::CitationLink, String>, String> {
-    let written = c.version_id.to_ascii_lowercase();
-    let found = store.versions_with_prefix(&written, 2).map_err(|e| e.to_string())?;
-    if let (true, Some(tier)) = (found.is_empty(), shared) {
-        let from_tier = tier.get().and_then(|ix| ix.version_body(&written).map_err(|e| e.detail));
-        match from_tier {
-            Ok(Some((vid, body))) => {
-                store.cache_shared_body(&vid, &body)?;
-                return Ok(Ok(lode_core::citation::CitationLink { version_id: vid, ..c.clone() }));
-            }
-            Ok(None) => return Ok(Err(format!("cited version {written} is neither in this vault's history nor in the shared index"))),
-            Err(why) => {
-                return Ok(Err(format!(
-                    "cited version {written} is not in this vault's history, and the shared index could not be read ({why})"
-                )))
-            }
-        }
-    }
-    Ok(match found.as_slice() {
-        [one] => Ok(lode_core::citation::CitationLink { version_id: one.clone(), ..c.clone() }),
-        [] => Err(format!("cited version {written} is not in this vault's history")),
-        _ => Err(format!("cited version {written} is ambiguous: more than one version starts with it; write more of its digits")),
-    })
-}
-
-/// Version texts read for one publication, by id.
-#[derive(Default)]
-struct Bodies(HashMap<String, Option<Arc<Vec<u8>>>>);
-
-impl Bodies {
-    fn get(&mut self, store: &Store, id: &str) -> std::result::Result<Option<Arc<Vec<u8>>>, String> {
-        if let Some(b) = self.0.get(id) {
-            return Ok(b.clone());
-        }
-        let b = store.version_body(id).map_err(|e| e.to_string())?.map(Arc::new);
-        self.0.insert(id.to_owned(), b.clone());
-        Ok(b)
-    }
-}
-
-/// The note a cited version belongs to and that note's current version: in the vault's history,
-/// or, for a citation into the team's shared tier (`shared_uri`), as the tier last showed it
-/// (remembered when an answer or a hover read the tier: no request is made here). The path of
-/// a tier note is its address (`s3://…/runbook.md`).
-pub(super) fn current_head(
-    store: &Store,
-    c: &lode_core::citation::CitationLink,
-    shared_uri: Option<&str>,
-) -> std::result::Result<Option<(String, String)>, String> {
-    if let Some(local) = store.head_for_version(&c.version_id).map_err(|e| e.to_string())? {
-        return Ok(Some(local));
-    }
-    let Some(uri) = shared_uri.filter(|u| lode_retrieval::shared::in_tier(&c.target, u)) else { return Ok(None) };
-    let Some(rel) = tier_rel(&c.target, uri) else { return Ok(None) };
-    Ok(store.shared_head(uri, &rel).and_then(|(head, _)| head).map(|h| (format!("{}/{rel}", uri.trim_end_matches('/')), h)))
-}
-
-/// The note of the tier a citation's target names, decoded as citations write it.
-fn tier_rel(target: &str, uri: &str) -> Option<String> {
-    lode_retrieval::shared::rel_in_tier(target, uri).map(lode_core::nav::percent_decode)
-}
-
-/// Asks the tier which version of the cited note it holds now, remembers it and keeps its
-/// text, so the citation is checked like a local one (hover and goto: the network is allowed
-/// there, not on the diagnostics path). Failures leave things as they were.
-fn learn_tier_head(store: &Store, c: &lode_core::citation::CitationLink, tier: &lode_retrieval::shared::SharedTier) {
-    let uri = tier.config().uri.clone();
-    if !lode_retrieval::shared::in_tier(&c.target, &uri) {
-        return;
-    }
-    let Some(rel) = tier_rel(&c.target, &uri) else { return };
-    let Ok(ix) = tier.get() else { return };
-    if let Ok(head) = ix.head_of(&rel) {
-        if let Some(h) = &head {
-            let _ = ix.keep_bodies(store, std::slice::from_ref(h));
-        }
-        let _ = store.remember_shared_heads(&uri, ix.publish().seq, &[(rel, head)]);
-    }
-}
-
-/// What a citation's diagnostic says (its range is the caller's): nothing while the quote is
-/// in its note's head version, else the drift or the move. A citation of the team's shared
-/// tier (`shared_uri`) whose version is not kept here yet is not fetched for a diagnostic (the
-/// network stays off this path): it is said to be unchecked, and a hover fetches and checks it.
-fn citation_verdict(
-    store: &Store,
-    c: &lode_core::citation::CitationLink,
-    bodies: &mut Bodies,
-    shared_uri: Option<&str>,
-) -> std::result::Result<Option<Diagnostic>, String> {
-    let range = Range::default();
-    let of_tier = shared_uri.is_some_and(|u| lode_retrieval::shared::in_tier(&c.target, u));
-    let unknown = |message: String| {
-        if of_tier {
-            return Some(Diagnostic {
-                range,
-                severity: Some(DiagnosticSeverity::INFORMATION),
-                code: Some(NumberOrString::String("lode.shared-unchecked".into())),
-                source: Some("lode".into()),
-                message: format!(
-                    "cited version {} of the team's shared index is not kept here yet, so not checked: hover it to fetch and check it",
-                    &c.version_id[..c.version_id.len().min(12)]
-                ),
-                ..Default::default()
-            });
-        }
-        Some(Diagnostic {
-            range,
-            severity: Some(DiagnosticSeverity::WARNING),
-            code: Some(NumberOrString::String("lode.unknown-version".into())),
-            source: Some("lode".into()),
-            message,
-            ..Default::default()
-        })
+/// A citation's state as the engine judged it, as the diagnostic the editor shows (its range is
+/// the caller's); `None` while the quote is in its note's current version.
+fn citation_diagnostic(state: CitationState) -> Option<Diagnostic> {
+    let d = |severity, code: &str, message: String, data: Option<Value>| Diagnostic {
+        range: Range::default(),
+        severity: Some(severity),
+        code: Some(NumberOrString::String(code.into())),
+        source: Some("lode".into()),
+        message,
+        data,
+        ..Default::default()
     };
-    let c = &match full_id(store, c, None)? {
-        Ok(c) => c,
-        Err(why) => return Ok(unknown(why)),
-    };
-    let Ok(Some(body)) = bodies.get(store, &c.version_id) else {
-        return Ok(unknown(format!("cited version {} is not in this vault's history", &c.version_id[..12])));
-    };
-    let quote = String::from_utf8_lossy(body.get(c.span.clone()).unwrap_or(&[])).into_owned();
-    let Some((path, head)) = current_head(store, c, shared_uri)? else {
-        return Ok(None);
-    };
-    if head == c.version_id {
-        return Ok(None);
-    }
-    // The tier's current version of the note is known but not kept here: not checked (a hover
-    // fetches it), never called drifted for want of its text.
-    let Some(head_body) = bodies.get(store, &head)? else {
-        return Ok(of_tier.then(|| unknown(String::new())).flatten());
-    };
-    let head_text = String::from_utf8_lossy(&head_body);
-    Ok(Some(match lode_core::gate::locate(&head_text, &quote) {
-        None => Diagnostic {
-            range,
-            severity: Some(DiagnosticSeverity::WARNING),
-            code: Some(NumberOrString::String("lode.drifted".into())),
-            source: Some("lode".into()),
-            message: format!("drifted: the quoted text is no longer in {path} (cited version {})", &c.version_id[..12]),
-            data: Some(json!({"version_id": c.version_id, "path": path})),
-            ..Default::default()
-        },
-        Some((r, _)) => Diagnostic {
-            range,
-            severity: Some(DiagnosticSeverity::HINT),
-            code: Some(NumberOrString::String("lode.older-version".into())),
-            source: Some("lode".into()),
-            message: format!("{path} changed since; the quoted text is still there (bytes {}-{})", r.start, r.end),
-            data: Some(
-                json!({"head": head, "cite_as": store.short_version_id(&head).map_err(|e| e.to_string())?, "start": r.start, "end": r.end, "path": path,
-                              "line": lode_core::text::line_of(&head_body, r.start)}),
+    match state {
+        CitationState::Current => None,
+        CitationState::SharedUnchecked { version_id } => Some(d(
+            DiagnosticSeverity::INFORMATION,
+            "lode.shared-unchecked",
+            format!(
+                "cited version {} of the team's shared index is not kept here yet, so not checked: hover it to fetch and check it",
+                &version_id[..version_id.len().min(12)]
             ),
-            ..Default::default()
-        },
-    }))
+            None,
+        )),
+        CitationState::UnknownVersion(why) => Some(d(DiagnosticSeverity::WARNING, "lode.unknown-version", why, None)),
+        CitationState::Drifted { path, version_id } => Some(d(
+            DiagnosticSeverity::WARNING,
+            "lode.drifted",
+            format!("drifted: the quoted text is no longer in {path} (cited version {})", &version_id[..version_id.len().min(12)]),
+            Some(json!({"version_id": version_id, "path": path})),
+        )),
+        CitationState::Moved { path, head, cite_as, range, line } => Some(d(
+            DiagnosticSeverity::HINT,
+            "lode.older-version",
+            format!("{path} changed since; the quoted text is still there (bytes {}-{})", range.start, range.end),
+            Some(json!({"head": head, "cite_as": cite_as, "start": range.start, "end": range.end, "path": path, "line": line})),
+        )),
+    }
 }
 
 /// A diagnostic on each near-miss egress spelling: a warning where lode keeps the note local on a
