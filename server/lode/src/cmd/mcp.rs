@@ -31,6 +31,10 @@ pub struct McpArgs {
     /// A vault to serve (repeat for several; the first is the default) [default: the current folder]
     #[arg(long, value_name = "DIR")]
     pub vault: Vec<PathBuf>,
+    /// Serve MCP's streamable HTTP at http://ADDR/mcp instead of stdio; loopback only
+    /// (127.0.0.1:PORT or [::1]:PORT; port 0 picks a free one, said on stderr)
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
 }
 
 /// How long a call waits for a vault's first scan before answering from what is indexed.
@@ -52,7 +56,11 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     // Only the user's own config says an MCP client is local (`[trust]` is user-only).
     let local = crate::config::Config::load(&canonical[0]).map(|c| c.trust.mcp_local).unwrap_or(false);
     let audience = if local { Audience::Local } else { Audience::Remote { destination: "mcp client".into() } };
+    if let Some(addr) = args.http.filter(|a| !a.ip().is_loopback()) {
+        bail!("--http {addr}: lode serves MCP over HTTP on a loopback address only (127.0.0.1 or ::1): anything else would open your notes to the network");
+    }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let http = args.http;
     let code = rt.block_on(async move {
         let settings = super::serve::engine_settings();
         let mut vaults = Vec::new();
@@ -62,12 +70,66 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
             vaults.push(engine);
         }
         let server = LodeMcp { vaults: Arc::new(vaults), audience };
+        if let Some(addr) = http {
+            return serve_http(server, addr).await;
+        }
+        let vaults = server.vaults.clone();
         let running = server.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
         let _ = running.waiting().await;
+        // The client has gone: the vector thread's round in progress ends and the models are
+        // dropped before the process exits (ONNX Runtime torn down under an inference fails it
+        // with a garbage error). Bounded, as for `lode serve`.
+        let release = tokio::task::spawn_blocking(move || vaults.iter().for_each(|e| e.release_models()));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(10), release).await;
         anyhow::Ok(ExitCode::SUCCESS)
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     code
+}
+
+/// MCP's streamable HTTP on a loopback address, until the process is stopped. Requests whose
+/// `Host` is not a loopback name are refused (DNS rebinding), and so is any request a browser
+/// sends on a page's behalf (it carries an `Origin`): a web page the user visits must not be
+/// able to ask the notes.
+async fn serve_http(server: LodeMcp, addr: std::net::SocketAddr) -> Result<ExitCode> {
+    use rmcp::transport::streamable_http_server::{session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService};
+    let listener = tokio::net::TcpListener::bind(addr).await.with_context(|| format!("listening on {addr}"))?;
+    let bound = listener.local_addr()?;
+    let config =
+        StreamableHttpServerConfig::default().with_allowed_hosts(["localhost", "127.0.0.1", "::1", "[::1]"]).enforce_origin_validation();
+    let service = StreamableHttpService::new(move || Ok(server.clone()), Arc::new(LocalSessionManager::default()), config);
+    eprintln!("lode mcp: listening on http://{bound}/mcp");
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("accepting a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let service = service.clone();
+        tokio::spawn(async move {
+            let io = hyper_util::rt::TokioIo::new(stream);
+            // Only /mcp is MCP; anything else is not found.
+            let svc = hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut service = service.clone();
+                async move {
+                    use tower_service::Service as _;
+                    if req.uri().path() != "/mcp" {
+                        let body = http_body_util::Full::new(bytes::Bytes::from_static(b"not found: lode serves MCP at /mcp\n"));
+                        let mut r = hyper::Response::new(http_body_util::BodyExt::boxed(body));
+                        *r.status_mut() = hyper::StatusCode::NOT_FOUND;
+                        return Ok::<_, std::convert::Infallible>(r);
+                    }
+                    service.call(req).await
+                }
+            });
+            if let Err(e) = hyper::server::conn::http1::Builder::new().serve_connection(io, svc).await {
+                tracing::debug!("an HTTP connection ended: {e}");
+            }
+        });
+    }
 }
 
 /// Opens a vault's engine, waiting out a database another process holds locked (the editor's

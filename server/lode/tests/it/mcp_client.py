@@ -8,11 +8,14 @@ client would. Reads a plan (a JSON list of steps) on stdin and prints one JSON l
   {"op": "read_resource", "uri": ...}             -> {"text"} or {"error"}
   {"op": "tool_until", "name", "args", "has": "a.b", "secs": 120}
                                                   -> the tool called again until its result has
-                                                     a value at that dotted path (or time is up)
+                                                     a value at that dotted path (or time is up);
+                                                     with "empty": "a.b" instead, until the value
+                                                     there is an empty list
   {"op": "signal", "path": ...}                   -> writes the file (tells the test where we are)
   {"op": "wait", "path": ..., "secs": 60}         -> waits until the file exists
 
-Usage: python3 mcp_client.py LODE_BINARY ARG... < plan.json
+Usage: python3 mcp_client.py LODE_BINARY ARG... < plan.json   (stdio: the client starts the server)
+       python3 mcp_client.py http://127.0.0.1:PORT/mcp < plan.json  (streamable HTTP: a running server)
 """
 
 import asyncio
@@ -23,16 +26,23 @@ import time
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
+from mcp.client.streamable_http import streamable_http_client
 
 
 def out(v):
     print(json.dumps(v), flush=True)
 
 
+def transport():
+    if sys.argv[1].startswith("http://"):
+        return streamable_http_client(sys.argv[1])
+    return stdio_client(StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ)))
+
+
 async def main():
     plan = json.load(sys.stdin)
-    params = StdioServerParameters(command=sys.argv[1], args=sys.argv[2:], env=dict(os.environ))
-    async with stdio_client(params) as (r, w):
+    async with transport() as streams:
+        r, w = streams[0], streams[1]
         async with ClientSession(r, w) as s:
             init = await s.initialize()
             out({"server": init.server_info.name, "protocol": init.protocol_version, "instructions": init.instructions})
@@ -47,8 +57,10 @@ async def main():
                     while True:
                         res = await s.call_tool(step["name"], step.get("args", {}))
                         v = res.structured_content
-                        for k in step["has"].split("."):
+                        for k in step.get("has", step.get("empty", "")).split("."):
                             v = v.get(k) if isinstance(v, dict) else None
+                        if "empty" in step:
+                            v = v == []
                         if v not in (None, False) or time.time() > deadline:
                             break
                         await asyncio.sleep(0.2)
