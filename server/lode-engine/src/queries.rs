@@ -120,6 +120,30 @@ impl Engine {
         Ok(answer)
     }
 
+    /// What an answer must say about saves it could not see: `all_saved` false when saves sent
+    /// before the question were still being written when it was answered; and the saves the
+    /// writer holds because the store would not take them (a lock, a full disk).
+    pub fn unsaved_notice(&self, all_saved: bool) -> Option<String> {
+        let unsaved = self.writer.unsaved();
+        let mut said: Vec<String> = Vec::new();
+        if !all_saved {
+            said.push(
+                "saves sent before this question are still being written; this answer comes from what was indexed before them.".into(),
+            );
+        }
+        if !unsaved.is_empty() {
+            let list: Vec<String> = unsaved.iter().map(|u| format!("{} ({})", u.path, u.error)).collect();
+            said.push(format!(
+                "{} save{} not indexed yet, kept and retried: {}; this answer does not include {}.",
+                unsaved.len(),
+                if unsaved.len() == 1 { " is" } else { "s are" },
+                list.join("; "),
+                if unsaved.len() == 1 { "it" } else { "them" }
+            ));
+        }
+        (!said.is_empty()).then(|| said.join(" "))
+    }
+
     /// The vector table's one health check, as a read sees it: a dense leg that failed (or a
     /// table found unusable) asks the vector thread to read the whole table before its next
     /// round and mend it if it cannot be read; the caller has already fallen back to lexical

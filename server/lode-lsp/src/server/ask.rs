@@ -3,11 +3,53 @@
 
 use super::*;
 
+/// `lode/ask`'s parameters (docs/lsp-extensions.md).
 #[derive(Deserialize)]
 pub(super) struct AskParams {
     question: String,
     pinned: Option<Uri>,
     limit: Option<usize>,
+}
+
+/// `lode/ask`'s result (docs/lsp-extensions.md): the engine's answer, each citation with its
+/// note's URI and its range in the cited version as the client counts positions, and whether
+/// the index was still being built.
+#[derive(serde::Serialize)]
+struct AskResult {
+    question: String,
+    synthesizer: String,
+    claims: Vec<WireClaim>,
+    dropped: Vec<lode_answer::DroppedClaim>,
+    abstained: bool,
+    abstain_reason: Option<String>,
+    related: Vec<lode_answer::Related>,
+    withheld: Vec<lode_answer::Withheld>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    notice: Option<String>,
+    index_partial: bool,
+}
+
+#[derive(serde::Serialize)]
+struct WireClaim {
+    rung: lode_answer::Rung,
+    text: String,
+    citations: Vec<WireCitation>,
+    verification: Option<lode_core::gate::Verification>,
+    label: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unverified_text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    why: Option<String>,
+}
+
+#[derive(serde::Serialize)]
+struct WireCitation {
+    #[serde(flatten)]
+    citation: lode_answer::Citation,
+    uri: Option<String>,
+    range: Range,
 }
 
 /// The "Ask lode" actions' kind: a standard kind (clients group and filter by it), specific
@@ -49,64 +91,53 @@ impl Backend {
         };
         let answer = self.answer(&state, p.question, None, pinned, p.limit).await?;
         let enc = self.enc();
-        let partial = state.scanning.load(Ordering::SeqCst);
-        let readers = state.readers.clone();
-        let root = state.root.clone();
-        let mut v = serde_json::to_value(&answer).map_err(internal)?;
-        // Every citation also gets its note's URI and an LSP range in the cited version.
-        let claims = answer.claims.clone();
-        let ranges = blocking(move || {
-            let store = readers.get()?;
-            let mut out = Vec::new();
-            for c in &claims {
-                let mut per = Vec::new();
-                for cit in &c.citations {
-                    let body = store.version_body(&cit.version_id).map_err(|e| e.to_string())?.unwrap_or_default();
-                    let rope = Rope::from_str(&String::from_utf8_lossy(&body));
-                    let r = position::range(&rope, cit.start..cit.end, enc);
-                    let uri = Uri::from_file_path(root.join(&cit.path)).map(|u| u.as_str().to_owned());
-                    per.push(json!({"uri": uri, "range": r}));
-                }
-                out.push(per);
-            }
-            Ok(out)
-        })
-        .await?;
-        if let Some(list) = v["claims"].as_array_mut() {
-            for (c, per) in list.iter_mut().zip(ranges) {
-                if let Some(cits) = c["citations"].as_array_mut() {
-                    for (cit, extra) in cits.iter_mut().zip(per) {
-                        cit["uri"] = extra["uri"].clone();
-                        cit["range"] = extra["range"].clone();
-                    }
-                }
-            }
-        }
-        v["index_partial"] = json!(partial);
+        let partial = state.scanning();
+        let (readers, root) = (state.readers.clone(), state.root.clone());
         // Saves this answer could not see: still being written, or held by the writer because
         // the store would not take them (a lock, a full disk).
-        let unsaved = state.writer.unsaved();
-        let mut said: Vec<String> = Vec::new();
-        if !all_saved {
-            said.push(
-                "saves sent before this question are still being written; this answer comes from what was indexed before them.".into(),
-            );
-        }
-        if !unsaved.is_empty() {
-            let list: Vec<String> = unsaved.iter().map(|u| format!("{} ({})", u.path, u.error)).collect();
-            said.push(format!(
-                "{} save{} not indexed yet, kept and retried: {}; this answer does not include {}.",
-                unsaved.len(),
-                if unsaved.len() == 1 { " is" } else { "s are" },
-                list.join("; "),
-                if unsaved.len() == 1 { "it" } else { "them" }
-            ));
-        }
-        if !said.is_empty() {
-            let before = v["notice"].as_str().map(str::to_owned);
-            v["notice"] = json!(before.into_iter().chain(said).collect::<Vec<_>>().join(" "));
-        }
-        Ok(v)
+        let unsaved = state.unsaved_notice(all_saved);
+        blocking(move || {
+            let store = readers.get()?;
+            let mut bodies: HashMap<String, Rope> = HashMap::new();
+            // Every citation also gets its note's URI and an LSP range in the cited version.
+            let mut cite = |c: lode_answer::Citation| -> std::result::Result<WireCitation, String> {
+                if !bodies.contains_key(&c.version_id) {
+                    let body = store.version_body(&c.version_id).map_err(|e| e.to_string())?.unwrap_or_default();
+                    bodies.insert(c.version_id.clone(), Rope::from_str(&String::from_utf8_lossy(&body)));
+                }
+                let range = position::range(&bodies[&c.version_id], c.start..c.end, enc);
+                let uri = Uri::from_file_path(root.join(&c.path)).map(|u| u.as_str().to_owned());
+                Ok(WireCitation { citation: c, uri, range })
+            };
+            let mut claims = Vec::with_capacity(answer.claims.len());
+            for c in answer.claims {
+                claims.push(WireClaim {
+                    rung: c.rung,
+                    text: c.text,
+                    citations: c.citations.into_iter().map(&mut cite).collect::<std::result::Result<_, _>>()?,
+                    verification: c.verification,
+                    label: c.label,
+                    unverified_text: c.unverified_text,
+                    reason: c.reason,
+                    why: c.why,
+                });
+            }
+            let notice = answer.notice.into_iter().chain(unsaved).collect::<Vec<_>>().join(" ");
+            let wire = AskResult {
+                question: answer.question,
+                synthesizer: answer.synthesizer,
+                claims,
+                dropped: answer.dropped,
+                abstained: answer.abstained,
+                abstain_reason: answer.abstain_reason,
+                related: answer.related,
+                withheld: answer.withheld,
+                notice: (!notice.is_empty()).then_some(notice),
+                index_partial: partial,
+            };
+            serde_json::to_value(wire).map_err(|e| e.to_string())
+        })
+        .await
     }
 
     pub(super) async fn answer(

@@ -350,6 +350,10 @@ impl LodeMcp {
                 let e = engine.clone();
                 let answer =
                     blocking(move || e.ask(AskRequest { question, pinned, limit, cancel, audience, ..Default::default() })).await?;
+                let mut answer = answer;
+                if let Some(n) = engine.unsaved_notice(true) {
+                    answer.notice = Some(answer.notice.take().map_or(n.clone(), |before| format!("{before} {n}")));
+                }
                 let markdown = lode_answer::render::markdown(&answer, "");
                 let mut v = serde_json::to_value(&answer).map_err(|e| e.to_string())?;
                 v["markdown"] = json!(markdown);
