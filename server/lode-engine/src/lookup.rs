@@ -50,7 +50,10 @@ pub struct Passage {
     pub breadcrumb: String,
     /// `note`, `annotation`, `shared`, `snapshot` or `stale_snapshot`: how far to trust it.
     pub trust: String,
-    pub score: f64,
+    /// Relevance, for a local reader only: a remote one's scores would follow the notes it may
+    /// not see (their terms' weights and ranks count in every score).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
     pub text: String,
 }
 
@@ -153,6 +156,54 @@ pub struct ReadRequest {
     pub audience: Audience,
 }
 
+/// Candidates a remote reader's search and quote lookup rank before withheld ones are dropped.
+const REMOTE_CANDIDATES: usize = 400;
+/// Notes a quote is looked for in.
+const QUOTE_NOTES: usize = 20;
+
+/// The words of a query, lower case, for telling how a passage matched.
+fn query_terms(q: &str) -> Vec<String> {
+    q.split(|c: char| !c.is_alphanumeric()).filter(|w| w.chars().count() >= 2).map(str::to_lowercase).collect()
+}
+
+/// Whether a passage holds some of the query's words, but none once its secrets are masked: it
+/// was found through a secret. A passage holding none of them (found by meaning) is not.
+fn matched_only_inside_secrets(terms: &[String], raw: &str, masked: &str) -> bool {
+    if raw == masked {
+        return false;
+    }
+    let (raw, masked) = (raw.to_lowercase(), masked.to_lowercase());
+    terms.iter().any(|t| raw.contains(t.as_str())) && !terms.iter().any(|t| masked.contains(t.as_str()))
+}
+
+/// The secrets of each version read, by id: found in the whole text, so a secret that runs past
+/// the edge of a window (a passage, some lines) is masked in it all the same.
+#[derive(Default)]
+struct SecretSpans(HashMap<String, Vec<(Range<usize>, &'static str)>>);
+
+/// `window` (bytes `at` of a version whose secrets are `spans`) with every part of a secret
+/// replaced by a marker; how many secrets it touched.
+pub(crate) fn mask_window(window: &str, at: Range<usize>, spans: &[(Range<usize>, &'static str)]) -> (String, usize) {
+    let mut out = String::with_capacity(window.len());
+    let (mut from, mut n) = (0, 0);
+    for (s, kind) in spans {
+        let (a, b) = (s.start.max(at.start), s.end.min(at.end));
+        if a >= b {
+            continue;
+        }
+        let (a, b) = (a - at.start, b - at.start);
+        if a < from || !window.is_char_boundary(a) || !window.is_char_boundary(b) {
+            continue;
+        }
+        out.push_str(&window[from..a]);
+        out.push_str(&format!("[REDACTED:{kind}]"));
+        from = b;
+        n += 1;
+    }
+    out.push_str(&window[from..]);
+    (out, n)
+}
+
 /// Most quotes one verify call may carry, and most places a quote is looked for.
 const MAX_QUOTES: usize = gate::MAX_QUOTES;
 const PLACES_PER_QUOTE: usize = 5;
@@ -201,7 +252,10 @@ impl Engine {
         let mut out = Found::default();
         let limit = req.limit.clamp(1, 50);
         let mut cfg = lode_retrieval::RetrievalConfig {
-            limit: if req.audience.is_remote() { limit * 2 } else { limit },
+            // Withheld passages are dropped after ranking: enough candidates that they do not
+            // crowd out what this reader may see (a crowded-out result told which words the
+            // withheld notes hold).
+            limit: if req.audience.is_remote() { (limit * 8).max(REMOTE_CANDIDATES) } else { limit },
             graph_limit: 0,
             search: self.settings.ask.search.clone(),
             stale_days: self.settings.ask.stale_days,
@@ -251,32 +305,44 @@ impl Engine {
         }
         let mut sent_ids = Vec::new();
         let mut bytes = 0u64;
+        let mut spans = SecretSpans::default();
+        let terms = query_terms(&req.query);
         for h in retrieved.hits {
             if out.items.len() >= limit {
                 break;
             }
             let hit = h.hit;
-            let (text, redacted) = match judge.send(&store, &hit.path, &hit.text) {
-                Ok(t) => t,
-                Err(_) => {
-                    out.withheld += 1;
-                    continue;
-                }
-            };
-            out.redacted += redacted;
-            bytes += text.len() as u64;
+            if judge.withheld(&store, &hit.path, &hit.text).is_some() {
+                out.withheld += 1;
+                continue;
+            }
+            // Masked where the whole version holds a secret (a key block or a token that runs
+            // across passages is masked in each), then checked once more.
+            let (text, redacted) = judge.mask(&store, &mut spans, &hit.version_id, hit.start..hit.end, &hit.text);
+            // A passage found only through the words of a secret it holds is not a result: it
+            // would confirm a guess at the secret.
+            if judge.audience.is_remote() && matched_only_inside_secrets(&terms, &hit.text, &text) {
+                out.withheld += 1;
+                continue;
+            }
+            // The heading path is text of the note too (a secret in a heading, a title), and
+            // so is the path (a token in a file name).
+            let (breadcrumb, in_heading) = judge.redact(&hit.heading);
+            let (path, in_path) = judge.redact(&hit.path);
+            out.redacted += redacted + in_heading + in_path;
+            bytes += (text.len() + breadcrumb.len()) as u64;
             sent_ids.push(hit.passage_id);
             let line_end = hit.line + hit.text.trim_end_matches('\n').matches('\n').count();
             out.items.push(Passage {
-                path: hit.path,
+                path,
                 line_start: hit.line,
                 line_end,
                 start: hit.start,
                 end: hit.end,
                 version_id: hit.version_id,
-                breadcrumb: hit.heading,
+                breadcrumb,
                 trust: trust_name(h.trust).to_owned(),
-                score: h.rerank.map(f64::from).unwrap_or(h.fused),
+                score: (!judge.audience.is_remote()).then(|| h.rerank.map(f64::from).unwrap_or(h.fused)),
                 text,
             });
         }
@@ -326,11 +392,17 @@ impl Engine {
         let mut places: Vec<Vec<(String, Range<usize>, bool)>> = Vec::new();
         for q in &req.quotes {
             let paths = if req.paths.is_empty() {
-                let opts = lode_store::SearchOptions { limit: 20, snippets: false, ..self.settings.ask.search.clone() };
+                // Withheld notes are skipped before the candidates are cut, so they cannot crowd
+                // out a note this reader may see.
+                let fetch = if req.audience.is_remote() { REMOTE_CANDIDATES } else { QUOTE_NOTES };
+                let opts = lode_store::SearchOptions { limit: fetch, snippets: false, ..self.settings.ask.search.clone() };
                 let found = store.search(q, &opts).map_err(|e| e.to_string())?;
                 let mut seen = Vec::new();
                 for h in found.hits {
-                    if !seen.contains(&h.path) && !h.path.contains("://") {
+                    if seen.len() >= QUOTE_NOTES {
+                        break;
+                    }
+                    if !seen.contains(&h.path) && !h.path.contains("://") && judge.withheld_path(&store, &h.path).is_none() {
                         seen.push(h.path);
                     }
                 }
@@ -341,7 +413,12 @@ impl Engine {
             let versions = candidates_of(paths, &mut bodies)?;
             let mut at = Vec::new();
             for v in versions {
+                // A quote that falls on a secret is not found: finding it would confirm a guess.
+                let secrets = if req.audience.is_remote() { lode_answer::egress::secrets::secret_spans(&bodies[&v].1) } else { Vec::new() };
                 for (r, normalized) in gate::locate_all(&bodies[&v].1, q) {
+                    if secrets.iter().any(|(s, _)| s.start < r.end && r.start < s.end) {
+                        continue;
+                    }
                     if at.len() < PLACES_PER_QUOTE {
                         at.push((v.clone(), r, normalized));
                     }
@@ -436,8 +513,14 @@ impl Engine {
         let mut redacted = 0;
         for q in &mut quotes {
             let (text, n) = judge.redact(&q.quote);
-            q.quote = text;
-            redacted += n;
+            let (context, m) = judge.redact(&q.context);
+            (q.quote, q.context) = (text, context);
+            redacted += n + m;
+            if let Some(p) = q.path.as_mut() {
+                let (masked, k) = judge.redact(p);
+                *p = masked;
+                redacted += k;
+            }
         }
         judge.log(&store, "verify", &[], quotes.iter().map(|q| q.quote.len() as u64).sum(), redacted);
         Ok(match outcome {
@@ -462,7 +545,17 @@ impl Engine {
                 if v.len() < 4 || !v.bytes().all(|b| b.is_ascii_hexdigit()) {
                     return Err(format!("{v:?} is not a version id (hex digits, at least 4)"));
                 }
-                let ids = store.versions_with_prefix(v, 2).map_err(|e| e.to_string())?;
+                // Only versions this reader may read count: a prefix two withheld versions share
+                // must read as one no version has, or the ids of withheld versions could be spelt
+                // out digit by digit.
+                let mut ids = store.versions_with_prefix(v, if judge.audience.is_remote() { 64 } else { 2 }).map_err(|e| e.to_string())?;
+                if judge.audience.is_remote() {
+                    ids.retain(|id| {
+                        let path = store.version_info(id).ok().flatten().map(|(p, _, _)| p).unwrap_or_default();
+                        let body = store.version_body(id).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned());
+                        body.is_some_and(|b| judge.withheld(store, &path, &b).is_none())
+                    });
+                }
                 let id = match ids.as_slice() {
                     [one] => one.clone(),
                     [] => return Err(format!("no version {v} in this vault{}", judge.may_read())),
@@ -517,7 +610,13 @@ impl Engine {
         let judge = self.judge(&req.audience)?;
         let (path, version_id, body) = self.resolve_read(&store, &judge, req.path.as_deref(), req.version.as_deref())?;
         let head = store.head_for_version(&version_id).map_err(|e| e.to_string())?.is_some_and(|(_, h)| h == version_id);
-        let lines: Vec<&str> = body.lines().collect();
+        // Each line with where it starts in the version.
+        let mut lines: Vec<(usize, &str)> = Vec::new();
+        let mut at = 0;
+        for piece in body.split_inclusive('\n') {
+            lines.push((at, piece.trim_end_matches('\n').trim_end_matches('\r')));
+            at += piece.len();
+        }
         let total = lines.len();
         let (from, to) = req.lines.unwrap_or((1, total.max(1)));
         if from == 0 || to < from {
@@ -527,12 +626,19 @@ impl Engine {
             return Err(format!("line {from} is past the end: the version has {total} lines"));
         }
         let to = to.min(total).min(from + MAX_READ_LINES - 1);
+        // The secrets of the whole version, masked line by line: a window that starts inside
+        // a key block masks its lines too.
+        let secrets = if judge.audience.is_remote() { lode_answer::egress::secrets::secret_spans(&body) } else { Vec::new() };
         let width = to.to_string().len();
         let mut text = String::new();
-        for (i, l) in lines.iter().enumerate().take(to).skip(from - 1) {
+        let mut masked = 0;
+        for (i, (start, l)) in lines.iter().enumerate().take(to).skip(from - 1) {
+            let (l, n) = mask_window(l, *start..*start + l.len(), &secrets);
+            masked += n;
             text.push_str(&format!("{:>width$}│ {l}\n", i + 1));
         }
         let (text, redacted) = judge.redact(&text);
+        let redacted = redacted + masked;
         judge.log(&store, "read", &[], text.len() as u64, redacted);
         Ok(Read { path, version_id, head, line_start: from, line_end: to.max(from), total_lines: total, text, redacted })
     }
@@ -543,7 +649,8 @@ impl Engine {
         let judge = self.judge(audience)?;
         let mut out = Found::default();
         for n in store.notes().map_err(|e| e.to_string())? {
-            if audience.is_remote() && judge.withheld_path(&store, &n.path).is_some() {
+            // A path holding a secret (a token in a file name) is not listed either.
+            if audience.is_remote() && (judge.withheld_path(&store, &n.path).is_some() || judge.redact(&n.path).1 > 0) {
                 out.withheld += 1;
             } else {
                 out.items.push(n.path);
@@ -586,13 +693,19 @@ impl Judge<'_> {
         }
     }
 
-    /// The text this reader gets of a passage of `path`: `Err` when withheld, else the text
-    /// with its secrets redacted (for a remote reader) and how many.
-    fn send(&self, store: &Store, path: &str, text: &str) -> Result<(String, usize), String> {
-        if let Some(why) = self.withheld(store, path, text) {
-            return Err(why);
+    /// The text of `range` of version `version_id` (`window`) for this reader: the secrets of
+    /// the whole version masked in it, then [`Judge::redact`] for anything left.
+    fn mask(&self, store: &Store, spans: &mut SecretSpans, version_id: &str, range: Range<usize>, window: &str) -> (String, usize) {
+        if !self.audience.is_remote() {
+            return (window.to_owned(), 0);
         }
-        Ok(self.redact(text))
+        let found = spans.0.entry(version_id.to_owned()).or_insert_with(|| {
+            let body = store.version_body(version_id).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            lode_answer::egress::secrets::secret_spans(&body)
+        });
+        let (masked, n) = mask_window(window, range, found);
+        let (text, m) = self.redact(&masked);
+        (text, n + m)
     }
 
     fn redact(&self, text: &str) -> (String, usize) {

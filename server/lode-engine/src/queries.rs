@@ -49,9 +49,22 @@ impl Engine {
             return Err(format!("nothing may leave this machine now ({why})"));
         }
         cfg.egress_blocked = blocked;
-        cfg.audience_remote = matches!(audience, crate::lookup::Audience::Remote { .. });
+        let remote = matches!(audience, crate::lookup::Audience::Remote { .. });
+        cfg.audience_remote = remote;
         if let Some(l) = limit {
             cfg.context_limit = l.clamp(1, 50);
+        }
+        let wanted = cfg.context_limit;
+        if remote {
+            // A note this reader may not see reads as one that is not there.
+            if let Some(p) = &pinned {
+                if lode_answer::withheld_for_remote(&store, &rules, &cfg, p, None).is_some() {
+                    return Err(lode_answer::AskError::UnknownNote(p.clone()).to_string());
+                }
+            }
+            // Withheld passages are dropped after retrieval: enough candidates that they do
+            // not crowd out what this reader may see.
+            cfg.context_limit = (wanted * 4).clamp(64, 200);
         }
         // The models are lent for retrieval only: the lock is gone before synthesis, so a
         // slow model answer holds up neither another ask's dense leg nor the vector thread.
@@ -85,8 +98,16 @@ impl Engine {
                 None => lode_retrieval::Models::default(),
             };
             models.reranker = reranker.as_deref_mut();
-            let (items, shortfalls) =
+            let (mut items, shortfalls) =
                 lode_answer::gather_noting(&store, &question, pinned.as_deref(), &cfg, &rules, models).map_err(|e| e.to_string())?;
+            if remote {
+                items.retain(|it| lode_answer::withheld_for_remote(&store, &rules, &cfg, &it.path, Some(&it.text)).is_none());
+                let mut kept = 0;
+                items.retain(|it| {
+                    kept += usize::from(!it.pinned);
+                    it.pinned || kept <= wanted
+                });
+            }
             (items, shortfalls.dense_failed.clone().or(reload_failed), shortfalls)
         };
         drop(reranker);
@@ -110,7 +131,7 @@ impl Engine {
         }
         crate::memory::trim();
         if let crate::lookup::Audience::Remote { destination } = &audience {
-            let redacted = redact_answer(&mut answer);
+            let redacted = redact_answer(&store, &mut answer);
             let passages: Vec<i64> = Vec::new();
             let bytes = serde_json::to_string(&answer).map_or(0, |s| s.len() as u64);
             if let Err(e) = store.log_egress(destination, "answer", &passages, bytes, redacted as u64) {
@@ -229,9 +250,37 @@ impl Engine {
     }
 }
 
-/// Redacts secrets from every text of an answer bound off the machine; how many.
-fn redact_answer(answer: &mut lode_answer::Answer) -> usize {
+/// Redacts secrets from every text of an answer bound off the machine; how many. A quote is
+/// masked where its version holds a secret, whatever part of the secret the quote holds.
+fn redact_answer(store: &lode_store::Store, answer: &mut lode_answer::Answer) -> usize {
     let mut n = 0;
+    // Each version's text and its secrets, read once.
+    let mut versions: HashMap<String, (String, Vec<(std::ops::Range<usize>, &'static str)>)> = HashMap::new();
+    let mut mask = |version_id: &str, range: std::ops::Range<usize>, text: &mut String| -> usize {
+        let (body, secrets) = versions.entry(version_id.to_owned()).or_insert_with(|| {
+            let body = store.version_body(version_id).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
+            let secrets = lode_answer::egress::secrets::secret_spans(&body);
+            (body, secrets)
+        });
+        if !secrets.iter().any(|(s, _)| s.start < range.end && range.start < s.end) {
+            return 0;
+        }
+        // The window touches a secret: what is sent is the version's own bytes there, masked
+        // (a quote may be the version's text with its whitespace read apart).
+        let Some(window) = body.get(range.clone()) else {
+            *text = "[REDACTED]".into();
+            return 1;
+        };
+        let (masked, k) = crate::lookup::mask_window(window, range, secrets);
+        *text = masked;
+        k
+    };
+    for cit in answer.claims.iter_mut().flat_map(|c| c.citations.iter_mut()) {
+        n += mask(&cit.version_id, cit.start..cit.end, &mut cit.quoted_span);
+    }
+    for r in &mut answer.related {
+        n += mask(&r.version_id, r.start..r.end, &mut r.text);
+    }
     let mut red = |s: &mut String| {
         let (t, k) = lode_answer::egress::secrets::redact(s);
         *s = t;
@@ -239,18 +288,22 @@ fn redact_answer(answer: &mut lode_answer::Answer) -> usize {
     };
     for c in &mut answer.claims {
         red(&mut c.text);
-        if let Some(t) = c.unverified_text.as_mut() {
+        for t in [c.unverified_text.as_mut(), c.reason.as_mut(), c.why.as_mut()].into_iter().flatten() {
             red(t);
         }
         for cit in &mut c.citations {
             red(&mut cit.quoted_span);
+            red(&mut cit.context);
+            red(&mut cit.path);
         }
     }
     for d in &mut answer.dropped {
         red(&mut d.text);
+        red(&mut d.reason);
     }
     for r in &mut answer.related {
         red(&mut r.text);
+        red(&mut r.path);
     }
     n
 }

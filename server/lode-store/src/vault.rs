@@ -194,7 +194,19 @@ pub fn read_small_file(path: &Path, max: u64, follow_links: bool) -> std::io::Re
     if !follow_links && std::fs::symlink_metadata(path)?.file_type().is_symlink() {
         return Err(invalid("not a regular file (a link)".into()));
     }
-    let f = std::fs::File::open(path)?;
+    // Not opened unless it is a regular file: opening a named pipe waits for a writer (a
+    // folder's `.lode/config.toml` made a FIFO hung every read of it). Opened without waiting
+    // all the same, for a file swapped for a pipe between the check and the open.
+    if !std::fs::metadata(path)?.is_file() {
+        return Err(invalid("not a regular file (a folder, a pipe or a device)".into()));
+    }
+    let f = {
+        let mut o = std::fs::OpenOptions::new();
+        o.read(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::custom_flags(&mut o, libc::O_NONBLOCK);
+        o.open(path)?
+    };
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(invalid("not a regular file (a folder or a device)".into()));

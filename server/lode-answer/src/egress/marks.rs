@@ -96,13 +96,15 @@ const PRIVATE_TAGS: &[&str] = &["private", "confidential", "noai", "nollm", "loc
 /// Whether a tag is one users put on private notes, other than lode's.
 fn is_private_tag(t: &str) -> bool {
     let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
-    PRIVATE_TAGS.contains(&norm(t.rsplit('/').next().unwrap_or(t)).as_str())
+    // Any part: a child tag (`#private/work`) is filed under its parent.
+    t.split('/').any(|part| PRIVATE_TAGS.contains(&norm(part).as_str()))
 }
 
-/// Whether a tag (`no-egress`, `#no-egress`, a nested `lode/no-egress`) is lode's.
+/// Whether a tag (`no-egress`, `#no-egress`, a nested `lode/no-egress`, a child tag
+/// `no-egress/drafts`) is lode's: any of its parts, as Obsidian files a child tag under its parent.
 fn is_egress_tag(t: &str) -> bool {
     let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
-    TAGS.contains(&norm(t.rsplit('/').next().unwrap_or(t)).as_str())
+    t.split('/').any(|part| TAGS.contains(&norm(part).as_str()))
 }
 
 /// Reads a note's marks. Works on any text; never panics.
@@ -754,6 +756,10 @@ fn body_lines(text: &str, from: usize, code: &[Range<usize>], entries: &mut Vec<
         }
         let content = line.trim_end();
         let t = content.trim_start().trim_start_matches(['-', '*', '>', ' ']);
+        // A flag hidden from the rendered note is a flag all the same: `<!-- no_egress: true -->`
+        // (an HTML comment) and `%% no_egress: true %%` (an Obsidian comment).
+        let t = t.strip_prefix("<!--").map_or(t, |r| r.trim_end().trim_end_matches("-->").trim());
+        let t = if t.starts_with("%%") { t.trim_matches('%').trim() } else { t };
         let Some((key, raw)) = split_pair(t, ':').or_else(|| split_pair(t, '=')) else { continue };
         let k = norm(&key);
         if k != NO_EGRESS && k != EGRESS {

@@ -34,6 +34,8 @@ fn patterns() -> &'static [SecretPattern] {
             p("stripe-key", r"(?-u:\b)(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}", 0),
             p("api-key", r"(?-u:\b)sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{20,}", 0),
             p("slack-token", r"(?-u:\b)xox[abprse]-[A-Za-z0-9\-]{10,}", 0),
+            // Twilio API key SIDs and Shopify access tokens.
+            p("api-key", r"(?-u:\b)(?:SK[0-9a-f]{32}|shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32})(?-u:\b)", 0),
             // Other services' prefixed secrets: Stripe webhook signing secrets, Hugging Face, npm,
             // PyPI, SendGrid, DigitalOcean, Grafana, Azure storage account keys.
             p(

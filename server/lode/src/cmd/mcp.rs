@@ -383,6 +383,18 @@ impl LodeMcp {
             "status" => {
                 a.known(&["vault"])?;
                 let mut v = blocking(move || engine.status()).await?;
+                if !matches!(self.audience, Audience::Local) {
+                    // Counts that move as withheld notes are edited, and the paths of saves not
+                    // indexed yet, are not for a reader off the machine.
+                    for k in ["notes", "passages", "unsaved"] {
+                        if let Some(o) = v.as_object_mut() {
+                            o.remove(k);
+                        }
+                    }
+                    if let Some(d) = v["dense"].as_object_mut() {
+                        d.retain(|k, _| matches!(k.as_str(), "model" | "complete" | "lexical_only" | "resident" | "mended" | "switching"));
+                    }
+                }
                 v["vaults"] = json!(self.vaults.iter().map(|e| e.root.clone()).collect::<Vec<_>>());
                 v["client"] = json!(if matches!(self.audience, Audience::Local) {
                     "local ([trust] mcp_local)"

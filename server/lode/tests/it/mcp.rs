@@ -182,7 +182,7 @@ fn an_agent_searches_asks_verifies_and_reads_with_checked_citations() {
 
     // status: what the index holds, and who the client is.
     let status = ok(&out[9]);
-    assert!(status["notes"].as_u64().unwrap() >= 14, "{status}");
+    assert!(status.get("notes").is_none() && status.get("unsaved").is_none(), "no counts for a remote client: {status}");
     assert_eq!(status["scanning"], json!(false));
     assert!(status["client"].as_str().unwrap().starts_with("remote"), "{status}");
 
@@ -452,4 +452,196 @@ fn the_mcp_server_speaks_streamable_http_on_loopback_only() {
     assert!(raw(&addr, "/elsewhere", "").contains(" 404"));
     server.kill().unwrap();
     let _ = server.wait();
+}
+
+/// One row of `fixtures/mcp/*.jsonl`: a vault built to make `lode mcp` leak what it must
+/// withhold, the calls an agent makes, and what must never come back.
+struct Attack {
+    id: String,
+    row: Value,
+}
+
+/// Builds a row's vault under `dir` (files, links, configs; trusted and indexed as the user
+/// would), then applies its changes made after indexing. Returns the vault and the test HOME.
+fn attack_vault(dir: &Path, row: &Value) -> (PathBuf, PathBuf) {
+    let home = dir.join("home");
+    let v = dir.join("vault");
+    std::fs::create_dir_all(v.join(".lode")).unwrap();
+    std::fs::create_dir_all(&home).unwrap();
+    let write_files = |files: &Value| {
+        for (rel, text) in files.as_object().into_iter().flatten() {
+            let p = v.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(&p, text.as_str().unwrap_or_default()).unwrap();
+        }
+    };
+    let make_links = |links: &Value| {
+        for (rel, target) in links.as_object().into_iter().flatten() {
+            let p = v.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            let _ = std::fs::remove_file(&p);
+            #[cfg(unix)]
+            std::os::unix::fs::symlink(target.as_str().unwrap(), &p).unwrap();
+        }
+    };
+    write_files(&row["files"]);
+    make_links(&row["links"]);
+    let vault_config = row["vault_config"].as_str().unwrap_or("[models]\nembedder = \"\"\n");
+    std::fs::write(v.join(".lode/config.toml"), vault_config).unwrap();
+    if let Some(user) = row["user_config"].as_str() {
+        std::fs::create_dir_all(home.join(".config/lode")).unwrap();
+        std::fs::write(home.join(".config/lode/config.toml"), user).unwrap();
+    }
+    let run = |args: &[&str]| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+        c.args(args).arg("--vault").arg(&v);
+        for (k, val) in user_env(&home) {
+            c.env(k, val);
+        }
+        c.output().unwrap()
+    };
+    run(&["trust"]);
+    let o = run(&["index", "--no-vectors"]);
+    assert!(o.status.success(), "{}: lode index: {}", row["id"], String::from_utf8_lossy(&o.stderr));
+    let after = &row["after_index"];
+    write_files(&after["files"]);
+    for rel in after["remove"].as_array().into_iter().flatten() {
+        let p = v.join(rel.as_str().unwrap());
+        let _ = std::fs::remove_file(&p).or_else(|_| std::fs::remove_dir_all(&p));
+    }
+    make_links(&after["links"]);
+    (v, home)
+}
+
+/// Replays one attack; `Err` says what leaked.
+fn replay(a: &Attack) -> Result<(), String> {
+    let tmp = tempfile::tempdir().unwrap();
+    let (v, home) = attack_vault(tmp.path(), &a.row);
+    let calls = a.row["calls"].clone();
+    let (_, out) = session(&v, &home, &calls);
+    let markers: Vec<&str> = a.row["secret"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    for (i, (call, got)) in calls.as_array().unwrap().iter().zip(&out).enumerate() {
+        let asked = call.to_string();
+        let said = got.to_string();
+        for m in &markers {
+            // The agent's own words may come back (its quotes, the path it asked for).
+            if said.contains(m) && !asked.contains(m) {
+                return Err(format!("call {i} ({asked}) leaked {m:?}: {}", said.chars().take(600).collect::<String>()));
+            }
+        }
+    }
+    for e in a.row["expect"].as_array().into_iter().flatten() {
+        let i = e["call"].as_u64().unwrap() as usize;
+        let mut v = &out[i]["structured"];
+        for k in e["path"].as_str().unwrap().split('.') {
+            v = match k.parse::<usize>() {
+                Ok(n) => &v[n],
+                Err(_) => &v[k],
+            };
+        }
+        if *v != e["eq"] {
+            return Err(format!("call {i}: {} is {v}, not {}: {}", e["path"], e["eq"], out[i]));
+        }
+    }
+    for pair in a.row["same"].as_array().into_iter().flatten() {
+        let (i, j) = (pair[0].as_u64().unwrap() as usize, pair[1].as_u64().unwrap() as usize);
+        // A result may echo the call's own words (a quote, a path it asked for): those are
+        // read as the same placeholder in both.
+        let strip = |k: usize| {
+            let mut said = out[k].to_string();
+            let mut words = Vec::new();
+            fn strings(v: &Value, out: &mut Vec<String>) {
+                match v {
+                    Value::String(s) if !s.is_empty() => out.push(serde_json::to_string(s).unwrap().trim_matches('"').to_owned()),
+                    Value::Array(a) => a.iter().for_each(|x| strings(x, out)),
+                    Value::Object(o) => o.values().for_each(|x| strings(x, out)),
+                    _ => {}
+                }
+            }
+            strings(&calls[k]["args"], &mut words);
+            words.sort_by_key(|w| std::cmp::Reverse(w.len()));
+            for w in words {
+                said = said.replace(&w, "<ARG>");
+            }
+            said
+        };
+        if strip(i) != strip(j) {
+            return Err(format!("calls {i} and {j} differ, so a guess is confirmed:\n{}\n{}", out[i], out[j]));
+        }
+    }
+    Ok(())
+}
+
+/// Every row of `fixtures/mcp/ours.jsonl`: our attacks on what `lode mcp` withholds from a
+/// remote client, by class (scope, oracles, paths, versions, secrets, config, malformed input).
+#[test]
+fn attacks_on_what_mcp_withholds_leak_nothing() {
+    let dir = lode_testing::repo().join("fixtures/mcp");
+    let mut attacks = Vec::new();
+    // ours.jsonl (gen_ours.py); the blind set has a runner of its own (see below).
+    for e in std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "jsonl")) {
+        for (n, line) in std::fs::read_to_string(e.path()).unwrap().lines().enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            let row: Value = serde_json::from_str(line).unwrap_or_else(|err| panic!("{}:{}: {err}", e.path().display(), n + 1));
+            attacks.push(Attack { id: format!("{}:{}", e.file_name().to_string_lossy(), row["id"].as_str().unwrap_or("?")), row });
+        }
+    }
+    assert!(attacks.len() >= 20, "{} rows", attacks.len());
+    // Two at a time: each row is a vault, an index and a session of its own.
+    let failures = std::sync::Mutex::new(Vec::new());
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let Some(a) = attacks.get(i) else { return };
+                if let Err(why) = replay(a) {
+                    failures.lock().unwrap().push(format!("{}: {why}", a.id));
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{} of {} attacks leaked:\n{}", failures.len(), attacks.len(), failures.join("\n\n"));
+}
+
+/// Rows of the blind set (`fixtures/mcp/blind/`) that still get through, each with why it is
+/// left: the exposures lode knows of and says in docs/mcp.md.
+const BLIND_KNOWN: &[(&str, &str)] = &[
+    ("oracle-status-counts", "status leaves the counts out for a remote client rather than recounting what it may see; the row expects a recount"),
+    ("secrets-cards", "a card number broken across a line is not recognised as one (secret shapes are matched within a line)"),
+    ("secrets-obfuscated", "a key with a soft hyphen inside it, or in full-width letters, is not recognised (secret shapes are matched on the text as written)"),
+    ("config-served-nested", "a folder the user serves as a vault of its own (`--vault V/team`) follows its own rules, not those of a vault around it"),
+];
+
+/// The set written blind by a helper who saw only docs/mcp.md and docs/security.md (112 rows,
+/// by class; its own runner, `fixtures/mcp/blind/run.py`, with the Python MCP SDK): every row
+/// holds, or is a known exposure above, or the server refuses to start on it.
+#[test]
+fn the_blind_set_of_attacks_on_what_mcp_withholds_holds() {
+    let dir = lode_testing::repo().join("fixtures/mcp/blind");
+    let work = tempfile::tempdir().unwrap();
+    let o = Command::new("python3")
+        .arg(dir.join("run.py"))
+        .env("PYTHONPATH", python_path())
+        .env("LODE_BIN", env!("CARGO_BIN_EXE_lode"))
+        .env("LODE_ATTACK_WORK", work.path())
+        .output()
+        .unwrap();
+    let report = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "the blind runner failed:\n{report}\n{}", String::from_utf8_lossy(&o.stderr));
+    let mut rows = 0;
+    let mut through = Vec::new();
+    for line in report.lines() {
+        let mut words = line.split_whitespace();
+        let (Some(id), Some(status)) = (words.next(), words.next()) else { continue };
+        if !matches!(status, "PASS" | "LEAK" | "REFUSED" | "ERROR") || line.starts_with(' ') {
+            continue;
+        }
+        rows += 1;
+        if matches!(status, "LEAK" | "ERROR") && !BLIND_KNOWN.iter().any(|(k, _)| *k == id) {
+            through.push(id.to_owned());
+        }
+    }
+    assert!(rows >= 112, "{rows} rows reported:\n{report}");
+    assert!(through.is_empty(), "{} rows got through: {through:?}\n{report}", through.len());
 }
