@@ -30,6 +30,20 @@ ensure_neovim() {
     fi
 }
 
+# Emacs with Eglot (Debian's emacs-nox and elpa-eglot): the test suite drives editors/emacs/lode.el
+# in batch mode.
+ensure_emacs() {
+    if ! command -v emacs >/dev/null 2>&1 || ! ls -d /usr/share/emacs/site-lisp/elpa/eglot-* >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "==> installing emacs-nox and elpa-eglot (for the Emacs package test)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq emacs-nox elpa-eglot >/dev/null
+        else
+            echo "error: emacs with eglot not found; install them (Debian/Ubuntu: sudo apt-get install emacs-nox elpa-eglot)" >&2
+            exit 1
+        fi
+    fi
+}
+
 # The VS Code extension, packaged and checked: `npm ci` when node_modules is missing or stale
 # (package.json or package-lock.json changed since it ran), then `npm test` (compile, unit tests,
 # `vsce package`, and scripts/check-vsix.js on the .vsix). Node.js and npm come from Debian when

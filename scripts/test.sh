@@ -7,6 +7,7 @@ ensure_toolchain
 ensure_models
 ensure_test_tools
 ensure_neovim
+ensure_emacs
 ensure_vscode_package
 # Style first: formatting (rustfmt.toml) and lints as errors (allowed lints: Cargo.toml).
 if cargo fmt --version >/dev/null 2>&1; then

@@ -11,6 +11,7 @@
 
 pub mod citations;
 pub mod faults;
+pub mod links;
 pub mod lookup;
 pub mod memory;
 pub mod models;

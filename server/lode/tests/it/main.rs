@@ -3,6 +3,7 @@
 
 mod cli;
 mod egress;
+mod emacs;
 mod hostile;
 mod install;
 mod lsp;
