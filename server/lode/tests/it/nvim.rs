@@ -127,3 +127,28 @@ fn neovim_asks_before_starting_on_an_unapproved_folder() {
         }
     }
 }
+
+/// The nvim-lspconfig / Neovim 0.11 config (editors/nvim/lsp/lode.lua) loads in Neovim and
+/// starts `lode serve` for markdown at a vault's markers.
+#[test]
+fn the_lsp_config_for_neovim_0_11_and_lspconfig_loads() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let file = root.join("editors/nvim/lsp/lode.lua");
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cfg.json");
+    let lua = format!(
+        "lua local c = dofile('{}'); local f = io.open('{}', 'w'); f:write(vim.fn.json_encode(c)); f:close()",
+        file.display(),
+        out.display()
+    );
+    let status = Command::new("nvim")
+        .args(["--headless", "-n", "-i", "NONE", "-u", "NONE", "-c", &lua, "-c", "qa!"])
+        .env("HOME", tmp.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let c: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(c["cmd"], serde_json::json!(["lode", "serve"]));
+    assert_eq!(c["filetypes"], serde_json::json!(["markdown"]));
+    assert_eq!(c["root_markers"], serde_json::json!([".lode", ".obsidian", ".git"]));
+}
