@@ -97,6 +97,19 @@ ensure_test_tools() {
     export LODE_TEST_MCP_PYTHONPATH="$PWD/.lode-tools/py-mcp"
 }
 
+# The Python wheel (pyproject.toml: maturin, `bindings = "bin"`), built in the dev profile into
+# target/wheels for the test that installs it in a fresh virtual environment. maturin comes from
+# PyPI into .lode-tools/py-maturin. The release recipe builds it in the dist profile.
+build_wheel() {
+    install_py_tool .lode-tools/py-maturin "maturin==1.9.4"
+    echo "==> building the Python wheel (maturin, dev profile) ($(lode_elapsed))"
+    rm -f target/wheels/lode_notes-*.whl
+    PATH="$PWD/.lode-tools/py-maturin/bin:$PATH" PYTHONPATH="$PWD/.lode-tools/py-maturin" \
+        maturin build --quiet --locked --profile dev --manifest-path server/lode/Cargo.toml -o target/wheels
+    LODE_TEST_WHEEL="$(ls "$PWD"/target/wheels/lode_notes-*.whl)"
+    export LODE_TEST_WHEEL
+}
+
 # install_py_tool DIR PACKAGE: PACKAGE from PyPI into DIR, once (a stamp names what is there).
 install_py_tool() {
     local dir=$1 pkg=$2

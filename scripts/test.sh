@@ -20,4 +20,5 @@ if cargo clippy --version >/dev/null 2>&1; then
 else
     echo "tests: clippy is not installed with this toolchain; the lint check is skipped" >&2
 fi
+build_wheel
 cargo test --workspace --locked "$@"

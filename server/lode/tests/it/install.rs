@@ -108,3 +108,38 @@ fn installed_binary_finds_its_models_from_any_folder() {
     assert_eq!(unparsable["config"]["ok"], false);
     assert!(unparsable["problems"].to_string().contains("config.toml"), "{unparsable:#}");
 }
+
+/// The Python wheel (pyproject.toml, maturin `bindings = "bin"`), built by scripts/test.sh into
+/// target/wheels: installed with pip into a fresh virtual environment, it puts `lode` on that
+/// environment's PATH, which indexes the example vault and answers the demo question with a
+/// verified citation.
+#[test]
+fn the_python_wheel_installs_lode_which_answers_the_demo_question() {
+    let wheel = std::env::var_os("LODE_TEST_WHEEL").map(PathBuf::from).or_else(|| {
+        let dir = repo().join("target/wheels");
+        std::fs::read_dir(dir).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "whl"))
+    });
+    let wheel = wheel.expect("no wheel: scripts/test.sh builds it (maturin build --profile dev -o target/wheels)");
+    let tmp = tempfile::tempdir().unwrap();
+    let venv = tmp.path().join("venv");
+    let o = Command::new("python3").args(["-m", "venv"]).arg(&venv).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = Command::new(venv.join("bin/pip")).args(["install", "--quiet", "--no-index"]).arg(&wheel).output().unwrap();
+    assert!(o.status.success(), "pip install {}: {}", wheel.display(), String::from_utf8_lossy(&o.stderr));
+    let bin = venv.join("bin/lode");
+    assert!(bin.is_file(), "the wheel put no lode in {}", venv.join("bin").display());
+    let home = tmp.path().join("home");
+    let vault = tmp.path().join("notes");
+    copy_dir(&repo().join("fixtures/vault"), &vault);
+    let _ = std::fs::remove_dir_all(vault.join(".lode"));
+    let vault_arg = vault.to_string_lossy().into_owned();
+    let o = lode(&bin, &home, tmp.path(), &["--version"]);
+    assert_eq!(String::from_utf8_lossy(&o.stdout).trim(), format!("lode {}", env!("CARGO_PKG_VERSION")));
+    let o = lode(&bin, &home, tmp.path(), &["index", "-q", "--no-vectors", "--vault", &vault_arg]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = lode(&bin, &home, tmp.path(), &["ask", "--json", "--vault", &vault_arg, "How often are staging certificates rotated?"]);
+    let answer = json(&o);
+    let claim = answer["claims"].as_array().unwrap().iter().find(|c| c["rung"] == "verified").unwrap_or_else(|| panic!("{answer:#}"));
+    assert!(claim["text"].as_str().unwrap().contains("every 60 days"), "{claim}");
+    assert_eq!(claim["citations"][0]["path"], "runbooks/rotate-staging-certs.md", "{claim}");
+}
