@@ -74,7 +74,7 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
             return serve_http(server, addr).await;
         }
         let vaults = server.vaults.clone();
-        let running = server.serve(rmcp::transport::stdio()).await.context("starting the MCP session")?;
+        let running = server.serve(guarded_stdio()).await.context("starting the MCP session")?;
         let _ = running.waiting().await;
         // The client has gone: the vector thread's round in progress ends and the models are
         // dropped before the process exits (ONNX Runtime torn down under an inference fails it
@@ -85,6 +85,104 @@ pub fn run(args: McpArgs) -> Result<ExitCode> {
     });
     rt.shutdown_timeout(std::time::Duration::from_secs(2));
     code
+}
+
+/// Longest message line read from the client: a bigger one is answered with an error, not read.
+const MAX_LINE: usize = 16 << 20;
+
+/// stdin and stdout for the MCP session, with a guard between: a line that is not valid UTF-8
+/// or not JSON is answered with a JSON-RPC parse error (-32700) carrying the request's id when it
+/// can be read, instead of being dropped while the client waits for ever; everything else passes
+/// through. One task writes stdout, the session's lines and the guard's whole, never mixed.
+fn guarded_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
+    use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt};
+    let (session_in, mut to_session) = tokio::io::duplex(1 << 20);
+    let (from_session, session_out) = tokio::io::duplex(1 << 20);
+    let (errors, mut error_lines) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    tokio::spawn(async move {
+        let mut stdin = tokio::io::BufReader::new(tokio::io::stdin());
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match (&mut stdin).take(MAX_LINE as u64 + 1).read_until(b'\n', &mut line).await {
+                Ok(0) | Err(_) => return,
+                Ok(_) => {}
+            }
+            if line.len() > MAX_LINE && !line.ends_with(b"\n") {
+                // Skip the rest of the line, then say why.
+                let mut rest = Vec::new();
+                let _ = stdin.read_until(b'\n', &mut rest).await;
+                let _ = errors.send(parse_error(&line, "the message is over 16 MiB"));
+                continue;
+            }
+            let text = String::from_utf8_lossy(&line);
+            if text.trim().is_empty() {
+                continue;
+            }
+            let why = match std::str::from_utf8(&line) {
+                Err(_) => Some("the message is not valid UTF-8".to_owned()),
+                Ok(t) => serde_json::from_str::<Value>(t).err().map(|e| format!("the message is not valid JSON ({e})")),
+            };
+            match why {
+                Some(why) => {
+                    let _ = errors.send(parse_error(&line, &why));
+                }
+                None => {
+                    if to_session.write_all(&line).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        let mut lines = tokio::io::BufReader::new(from_session);
+        let mut line = Vec::new();
+        loop {
+            tokio::select! {
+                read = lines.read_until(b'\n', &mut line) => {
+                    if !matches!(read, Ok(n) if n > 0) {
+                        return;
+                    }
+                    if out.write_all(&line).await.is_err() {
+                        return;
+                    }
+                    line.clear();
+                }
+                Some(e) = error_lines.recv() => {
+                    if out.write_all(&e).await.is_err() {
+                        return;
+                    }
+                }
+            }
+            let _ = out.flush().await;
+        }
+    });
+    (session_in, session_out)
+}
+
+/// The JSON-RPC parse error for a message `line` that could not be read, with its `"id"` when
+/// one can be picked out of it (so the client's request is answered, not left waiting).
+fn parse_error(line: &[u8], why: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(line);
+    let id = regex_id(&text).unwrap_or(Value::Null);
+    let mut out = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32700, "message": format!("lode: {why}")}}))
+        .unwrap_or_default();
+    out.push(b'\n');
+    out
+}
+
+/// The id of a JSON-RPC message that does not parse: `"id": 7` or `"id": "abc"`.
+fn regex_id(text: &str) -> Option<Value> {
+    let at = text.find("\"id\"")? + 4;
+    let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
+    if let Some(s) = rest.strip_prefix('"') {
+        let end = s.find('"')?;
+        return Some(Value::String(s[..end].to_owned()));
+    }
+    let digits: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '-').collect();
+    digits.parse::<i64>().ok().map(Value::from)
 }
 
 /// MCP's streamable HTTP on a loopback address, until the process is stopped. Requests whose

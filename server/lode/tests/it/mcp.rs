@@ -645,3 +645,61 @@ fn the_blind_set_of_attacks_on_what_mcp_withholds_holds() {
     assert!(rows >= 112, "{rows} rows reported:\n{report}");
     assert!(through.is_empty(), "{} rows got through: {through:?}\n{report}", through.len());
 }
+
+/// Messages a client library should never send, sent raw: each request is answered with a
+/// JSON-RPC error under its own id (a client waiting on it is not left waiting), and the
+/// session goes on.
+#[test]
+fn malformed_messages_get_an_answer_and_the_session_goes_on() {
+    use std::io::{BufRead, Write};
+    let tmp = tempfile::tempdir().unwrap();
+    let (v, home) = vault(tmp.path());
+    let mut c = Command::new(env!("CARGO_BIN_EXE_lode"));
+    c.args(["mcp", "--vault"]).arg(&v).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null());
+    for (k, val) in user_env(&home) {
+        c.env(k, val);
+    }
+    let mut server = c.spawn().unwrap();
+    let mut stdin = server.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = server.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                let _ = tx.send(v);
+            }
+        }
+    });
+    let answer = |id: Value| -> Value {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            let m = rx.recv_timeout(left).unwrap_or_else(|_| panic!("no answer to id {id}"));
+            if m["id"] == id {
+                return m;
+            }
+        }
+    };
+    let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}"#;
+    stdin.write_all(init.as_bytes()).unwrap();
+    stdin.write_all(b"\n").unwrap();
+    assert!(answer(json!(1))["result"]["serverInfo"]["name"] == "lode");
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n").unwrap();
+    // Invalid UTF-8, a lone surrogate, JSON cut short, an id that is a string.
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"search\",\"arguments\":{\"query\":\"\xff\xfe\"}}}\n").unwrap();
+    stdin
+        .write_all(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"search","arguments":{"query":"\ud800"}}}"#)
+        .unwrap();
+    stdin.write_all(b"\n").unwrap();
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\"nine\",\"method\":\"tools/list\"\n").unwrap();
+    for id in [json!(7), json!(8), json!("nine")] {
+        let m = answer(id.clone());
+        assert_eq!(m["error"]["code"], -32700, "{m}");
+        assert!(m["error"]["message"].as_str().unwrap().starts_with("lode: the message is not valid"), "{m}");
+    }
+    // And the session goes on.
+    stdin.write_all(b"{\"jsonrpc\":\"2.0\",\"id\":10,\"method\":\"tools/list\"}\n").unwrap();
+    assert_eq!(answer(json!(10))["result"]["tools"].as_array().map(Vec::len), Some(5));
+    drop(stdin);
+    let _ = server.wait();
+}
