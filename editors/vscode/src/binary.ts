@@ -107,6 +107,26 @@ export function resolveExecutable(command: string, env: SearchEnv, probe: Probe 
   return { ok: false, problem: 'not-found', path: searched[0] ?? cmd, searched };
 }
 
+/**
+ * The binary to run: `setting` (the user's `lode.path`) when it is set; else `lode` on PATH; else
+ * the binary a platform-specific .vsix carries (`bundled`, `<extension>/server/lode`), when it is
+ * there. A `lode` of the user's own (set, or on PATH) always wins over the bundled one; a set
+ * `lode.path` that leads nowhere is reported, not replaced.
+ */
+export function chooseBinary(setting: string | undefined, bundled: string | undefined, env: SearchEnv, probe: Probe = probeFile): Resolution {
+  if (setting && setting.trim() !== '' && setting.trim() !== 'lode') {
+    return resolveExecutable(setting, env, probe);
+  }
+  const onPath = resolveExecutable('lode', env, probe);
+  if (onPath.ok || !bundled) {
+    return onPath;
+  }
+  if (probe(bundled) === 'executable') {
+    return { ok: true, path: bundled };
+  }
+  return onPath;
+}
+
 /** Where `cargo install` and common installers put a binary, to point at when it is not on PATH. */
 export function usualPlaces(env: SearchEnv): string[] {
   if (!env.home) {

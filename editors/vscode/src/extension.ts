@@ -1,9 +1,10 @@
 // lode for VS Code: starts `lode serve` for markdown files in a trusted workspace, shows the index's state in the status bar, and adds the "Lode: …" commands.
 import { execFile } from 'child_process';
 import * as os from 'os';
+import * as path from 'path';
 import * as vscode from 'vscode';
 import { ExecuteCommandRequest, LanguageClient, LanguageClientOptions, State } from 'vscode-languageclient/node';
-import { SearchEnv, binaryProblem, resolveExecutable, shellCommandLine } from './binary';
+import { SearchEnv, binaryProblem, chooseBinary, shellCommandLine } from './binary';
 import { Answer, BarState, Status, citationAllowed, formatBar, parseCitationQuery, renderAnswer, setupPrompt } from './format';
 
 const STATUS_EVERY_MS = 5000;
@@ -29,6 +30,9 @@ function errorText(e: unknown): string {
 function lodeSetting(): string {
   return vscode.workspace.getConfiguration('lode').get<string>('path')?.trim() || 'lode';
 }
+
+/** The binary a platform-specific .vsix carries (`server/lode`), used when the user has none. */
+let bundledBinary: string | undefined;
 
 function vaultSetting(): string | undefined {
   return vscode.workspace.getConfiguration('lode').get<string>('vault')?.trim() || undefined;
@@ -211,7 +215,7 @@ class Server implements vscode.Disposable {
     }
     const command = lodeSetting();
     const env = searchEnv();
-    const found = resolveExecutable(command, env);
+    const found = chooseBinary(command, bundledBinary, env);
     if (!found.ok) {
       const message = binaryProblem(command, found, env) ?? `lode: ${command} was not found`;
       this.binary = undefined;
@@ -309,7 +313,7 @@ async function showStatus(output: vscode.OutputChannel, bar: StatusBar): Promise
   output.appendLine('');
   const command = lodeSetting();
   const env = searchEnv();
-  const found = resolveExecutable(command, env);
+  const found = chooseBinary(command, bundledBinary, env);
   if (!found.ok) {
     output.appendLine(binaryProblem(command, found, env) ?? `${command} was not found`);
     output.appendLine(`Looked for: ${found.searched.join(', ') || command}`);
@@ -339,6 +343,7 @@ async function showStatus(output: vscode.OutputChannel, bar: StatusBar): Promise
 }
 
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  bundledBinary = context.extensionPath ? path.join(context.extensionPath, 'server', process.platform === 'win32' ? 'lode.exe' : 'lode') : undefined;
   const output = vscode.window.createOutputChannel('lode');
   const answers = new AnswerDocuments();
   const watcher = vscode.workspace.createFileSystemWatcher('**/*.md');

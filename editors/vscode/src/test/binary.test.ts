@@ -4,7 +4,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { Kind, SearchEnv, binaryProblem, probeFile, resolveExecutable, shellCommandLine } from '../binary';
+import { Kind, SearchEnv, binaryProblem, chooseBinary, probeFile, resolveExecutable, shellCommandLine } from '../binary';
 
 /** A file system of the given paths and kinds. */
 const fake = (files: Record<string, Kind>) => (f: string): Kind => files[f] ?? 'missing';
@@ -78,4 +78,22 @@ test('the setup terminal’s command line is quoted for its shell', () => {
   assert.equal(shellCommandLine('C:\\Program Files\\lode\\lode.exe', ['setup'], 'C:\\Program Files\\PowerShell\\7\\pwsh.exe', 'win32'), "& 'C:\\Program Files\\lode\\lode.exe' 'setup'");
   assert.equal(shellCommandLine('C:\\Program Files\\lode\\lode.exe', ['setup'], '', 'win32'), "& 'C:\\Program Files\\lode\\lode.exe' 'setup'");
   assert.equal(shellCommandLine('C:\\Program Files\\lode\\lode.exe', ['setup'], 'C:\\Windows\\System32\\cmd.exe', 'win32'), '"C:\\Program Files\\lode\\lode.exe" setup');
+});
+
+test('the bundled binary of a platform .vsix is used only when the user has no lode of their own', () => {
+  const bundled = '/ext/lode-0.1.0-linux-x64/server/lode';
+  const env = linux('/usr/bin:/home/me/.cargo/bin');
+  // No lode on PATH, lode.path unset: the bundled one.
+  assert.deepEqual(chooseBinary(undefined, bundled, env, fake({ [bundled]: 'executable' })), { ok: true, path: bundled });
+  assert.deepEqual(chooseBinary('lode', bundled, env, fake({ [bundled]: 'executable' })), { ok: true, path: bundled });
+  // A lode on PATH wins over it.
+  const both = fake({ [bundled]: 'executable', '/home/me/.cargo/bin/lode': 'executable' });
+  assert.deepEqual(chooseBinary(undefined, bundled, env, both), { ok: true, path: '/home/me/.cargo/bin/lode' });
+  // So does lode.path; and a lode.path that leads nowhere is reported, not replaced.
+  assert.deepEqual(chooseBinary('/opt/lode', bundled, env, fake({ [bundled]: 'executable', '/opt/lode': 'executable' })), { ok: true, path: '/opt/lode' });
+  const wrong = chooseBinary('/opt/nothing/lode', bundled, env, fake({ [bundled]: 'executable' }));
+  assert.equal(wrong.ok, false);
+  // A universal .vsix (no server/lode) or a bundled file that is not executable: PATH's "not found".
+  assert.deepEqual(chooseBinary(undefined, bundled, env, fake({})), { ok: false, problem: 'not-found', path: '/usr/bin/lode', searched: ['/usr/bin/lode', '/home/me/.cargo/bin/lode'] });
+  assert.equal(chooseBinary(undefined, bundled, env, fake({ [bundled]: 'file' })).ok, false);
 });
