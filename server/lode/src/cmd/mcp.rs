@@ -442,6 +442,9 @@ impl LodeMcp {
                     return Err(format!("the question is {} bytes; at most 4096", question.len()));
                 }
                 let pinned = a.str("note")?;
+                if pinned.as_deref().is_some_and(|n| n.trim().is_empty()) {
+                    return Err("`note` is empty: give a note's path (vault-relative), or leave it out".into());
+                }
                 let limit = a.usize("limit")?;
                 let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
                 let _guard = CancelOnDrop(cancel.clone());
@@ -503,6 +506,17 @@ impl LodeMcp {
             }
             other => Err(format!("no tool {other:?}; lode's tools are search, ask, verify, read, status")),
         }
+    }
+}
+
+/// Longest tool error, in characters: an error may quote what it was given (a path, a value), and
+/// a huge argument is not sent back whole.
+const MAX_ERROR_CHARS: usize = 600;
+
+fn shorten(why: &str) -> String {
+    match why.char_indices().nth(MAX_ERROR_CHARS) {
+        Some((at, _)) => format!("{}… ({} characters in all)", &why[..at], why.chars().count()),
+        None => why.to_owned(),
     }
 }
 
@@ -594,7 +608,7 @@ impl ServerHandler for LodeMcp {
         let args = request.arguments.unwrap_or_default();
         let result = match self.call(&request.name, &args).await {
             Ok(v) => CallToolResult::structured(v),
-            Err(why) => CallToolResult::error(vec![ContentBlock::text(format!("lode: {why}"))]),
+            Err(why) => CallToolResult::error(vec![ContentBlock::text(format!("lode: {}", shorten(&why)))]),
         };
         Ok(result.into())
     }

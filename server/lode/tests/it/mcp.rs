@@ -118,6 +118,8 @@ fn an_agent_searches_asks_verifies_and_reads_with_checked_citations() {
         tool("verify", json!({"claim": "x", "quotes": "not a list", "bogus": 1})),
         tool("teleport", json!({})),
         tool("search", json!({"query": "quorum AND (NOT \"", "mode": "lexical"})),
+        tool("read", json!({"path": "x".repeat(200_000)})),
+        tool("ask", json!({"question": "What?", "note": " "})),
         {"op": "list_templates"},
         {"op": "read_resource", "uri": "lode://note/runbooks/redis-failover.md"},
         {"op": "read_resource", "uri": "lode://elsewhere/x"},
@@ -197,9 +199,17 @@ fn an_agent_searches_asks_verifies_and_reads_with_checked_citations() {
     assert_eq!(out[14]["is_error"], json!(false), "{}", out[14]);
 
     // Resources: templates, a note by URI, a clear error for an address that is not lode's.
-    assert_eq!(out[15]["templates"], json!(["lode://note/{path}", "lode://version/{id}"]));
-    assert!(out[16]["text"].as_str().unwrap().starts_with("# Runbook: Redis failover"), "{}", out[16]);
-    assert!(out[17]["error"].as_str().unwrap().contains("not a lode resource"), "{}", out[17]);
+    // A huge argument is not sent back whole; an empty note is said to be empty.
+    let huge = out[15]["text"].as_str().unwrap();
+    assert!(
+        out[15]["is_error"] == json!(true) && huge.len() < 2000 && huge.contains("characters in all"),
+        "{}",
+        &huge[..huge.len().min(300)]
+    );
+    assert!(out[16]["text"].as_str().unwrap().contains("`note` is empty"), "{}", out[16]);
+    assert_eq!(out[17]["templates"], json!(["lode://note/{path}", "lode://version/{id}"]));
+    assert!(out[18]["text"].as_str().unwrap().starts_with("# Runbook: Redis failover"), "{}", out[18]);
+    assert!(out[19]["error"].as_str().unwrap().contains("not a lode resource"), "{}", out[19]);
 }
 
 #[test]
