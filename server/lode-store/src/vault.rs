@@ -902,6 +902,29 @@ fn apply_steps(
 mod tests {
     use super::*;
 
+    /// A small file read (a folder's config, a note read outside the scan) is a regular file or
+    /// nothing: a named pipe, a folder, a file over the limit and a link (when links are not
+    /// followed) are refused at once, never waited on.
+    #[cfg(unix)]
+    #[test]
+    fn read_small_file_refuses_pipes_folders_and_oversize_files_without_waiting() {
+        let tmp = tempfile::tempdir().unwrap();
+        let fifo = tmp.path().join("config.toml");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let started = std::time::Instant::now();
+        let e = read_small_file(&fifo, 1 << 20, true).unwrap_err();
+        assert!(e.to_string().contains("not a regular file") && started.elapsed() < std::time::Duration::from_secs(2), "{e}");
+        assert!(read_small_file(tmp.path(), 1 << 20, true).is_err());
+        let big = tmp.path().join("big.toml");
+        std::fs::write(&big, vec![b'a'; 2048]).unwrap();
+        assert!(read_small_file(&big, 1024, true).unwrap_err().to_string().contains("limit"));
+        let link = tmp.path().join("link.toml");
+        std::os::unix::fs::symlink(&big, &link).unwrap();
+        assert!(read_small_file(&link, 1 << 20, false).is_err());
+        assert_eq!(read_small_file(&link, 1 << 20, true).unwrap().len(), 2048);
+    }
+
     /// The verdict's name in `fixtures/notes-rule/cases.json`.
     fn verdict(r: &Result<(), NotANote>) -> &'static str {
         match r {

@@ -100,8 +100,15 @@ fn is_private_tag(t: &str) -> bool {
     t.split('/').any(|part| PRIVATE_TAGS.contains(&norm(part).as_str()))
 }
 
-/// Whether a tag (`no-egress`, `#no-egress`, a nested `lode/no-egress`, a child tag
-/// `no-egress/drafts`) is lode's: any of its parts, as Obsidian files a child tag under its parent.
+/// Whether a tag is lode's own spelling (`no-egress`, `#no-egress`, a nested `lode/no-egress`).
+fn is_lode_tag(t: &str) -> bool {
+    let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
+    TAGS.contains(&norm(t.rsplit('/').next().unwrap_or(t)).as_str())
+}
+
+/// Whether a tag keeps the note local as lode's does: lode's own, or a child of it
+/// (`no-egress/drafts`), as Obsidian files a child tag under its parent. A child is honoured and
+/// reported.
 fn is_egress_tag(t: &str) -> bool {
     let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
     t.split('/').any(|part| TAGS.contains(&norm(part).as_str()))
@@ -121,7 +128,7 @@ pub fn read(text: &str) -> Marks {
         if marks.local.is_none() {
             marks.local = Some(format!("tag `{tag}`"));
         }
-        if !is_egress_tag(&tag) {
+        if !is_lode_tag(&tag) {
             marks.near_misses.push(NearMiss {
                 message: format!("the tag `{tag}` is not lode's; lode keeps this note on this machine as if it were `#no-egress` (tag it `#no-egress` to say so)"),
                 range,
@@ -249,11 +256,11 @@ fn judge(e: &Entry, marks: &mut Marks) {
         };
         for t in items {
             let t = t.trim().trim_matches(['"', '\'', '[', ']']).trim_start_matches('#');
-            if is_egress_tag(t) {
+            if is_lode_tag(t) {
                 let near =
                     place_note.as_ref().map(|p| format!("`{shown}` keeps this note on this machine, though {p}: lode reads it anyway"));
                 local(marks, format!("frontmatter tag `{t}`"), near);
-            } else if is_private_tag(t) {
+            } else if is_egress_tag(t) || is_private_tag(t) {
                 local(
                     marks,
                     format!("frontmatter tag `{t}`"),
