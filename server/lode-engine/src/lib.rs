@@ -397,6 +397,16 @@ impl Engine {
     }
 }
 
+/// Tells blocking work its request was withdrawn when dropped: a door holds one while it waits
+/// on an engine call, so `$/cancelRequest` (or a client that goes away) stops the work.
+pub struct CancelOnDrop(pub Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+}
+
 /// What a door reacts to once a vault has started.
 pub struct Started {
     /// Deferred saves that landed, by path (the language server clears their diagnostic).

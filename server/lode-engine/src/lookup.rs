@@ -212,10 +212,6 @@ const MAX_TEXT: usize = 4096;
 /// Most lines one read returns.
 pub const MAX_READ_LINES: usize = 2000;
 
-fn line_of(body: &str, at: usize) -> usize {
-    body.as_bytes()[..at.min(body.len())].iter().filter(|&&b| b == b'\n').count() + 1
-}
-
 fn trust_name(t: lode_core::fusion::Trust) -> &'static str {
     use lode_core::fusion::Trust::*;
     match t {
@@ -434,8 +430,8 @@ impl Engine {
                     found: true,
                     path: Some(path.clone()),
                     version_id: Some(v.clone()),
-                    line_start: Some(line_of(body, r.start)),
-                    line_end: Some(line_of(body, r.end.saturating_sub(1).max(r.start))),
+                    line_start: Some(lode_core::text::line_of(body.as_bytes(), r.start)),
+                    line_end: Some(lode_core::text::line_of(body.as_bytes(), r.end.saturating_sub(1).max(r.start))),
                     range: Some(r.clone()),
                     normalized: *normalized,
                     context: String::new(),

@@ -159,7 +159,7 @@ impl Backend {
             });
         };
         let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let _guard = CancelOnDrop(cancel.clone());
+        let _guard = lode_engine::CancelOnDrop(cancel.clone());
         let st = state.clone();
         // What the editor holds now decides egress for its notes, saved or not.
         let buffers = self.open_buffers(state);

@@ -283,15 +283,6 @@ impl lode_engine::Bar for ClientBar {
     }
 }
 
-/// Sets its flag when dropped: a handler's future is dropped when its request is cancelled.
-struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::SeqCst);
-    }
-}
-
 /// Runs blocking work off the message loop; a panic becomes an error answer, not a dead server.
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> std::result::Result<T, String> + Send + 'static) -> Result<T> {
     match tokio::task::spawn_blocking(f).await {

@@ -166,7 +166,7 @@ fn guarded_stdio() -> (tokio::io::DuplexStream, tokio::io::DuplexStream) {
 /// one can be picked out of it (so the client's request is answered, not left waiting).
 fn parse_error(line: &[u8], why: &str) -> Vec<u8> {
     let text = String::from_utf8_lossy(line);
-    let id = regex_id(&text).unwrap_or(Value::Null);
+    let id = id_of(&text).unwrap_or(Value::Null);
     let mut out = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32700, "message": format!("lode: {why}")}}))
         .unwrap_or_default();
     out.push(b'\n');
@@ -174,7 +174,7 @@ fn parse_error(line: &[u8], why: &str) -> Vec<u8> {
 }
 
 /// The id of a JSON-RPC message that does not parse: `"id": 7` or `"id": "abc"`.
-fn regex_id(text: &str) -> Option<Value> {
+fn id_of(text: &str) -> Option<Value> {
     let at = text.find("\"id\"")? + 4;
     let rest = text[at..].trim_start().strip_prefix(':')?.trim_start();
     if let Some(s) = rest.strip_prefix('"') {
@@ -447,7 +447,7 @@ impl LodeMcp {
                 }
                 let limit = a.usize("limit")?;
                 let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                let _guard = CancelOnDrop(cancel.clone());
+                let _guard = lode_engine::CancelOnDrop(cancel.clone());
                 let e = engine.clone();
                 let answer =
                     blocking(move || e.ask(AskRequest { question, pinned, limit, cancel, audience, ..Default::default() })).await?;
@@ -538,20 +538,11 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> Result<T, String> + Sen
     })?
 }
 
-/// Tells blocking work its request was withdrawn (the client cancelled, or went away).
-struct CancelOnDrop(Arc<std::sync::atomic::AtomicBool>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
-    }
-}
-
 /// `lode://note/<path>` or `lode://version/<id>`, with `?vault=<name>` for another vault.
 fn parse_uri(uri: &str) -> Option<(&'static str, String, Option<String>)> {
     let rest = uri.strip_prefix("lode://")?;
     let (rest, vault) = match rest.split_once("?vault=") {
-        Some((r, v)) => (r, Some(percent_decode(v))),
+        Some((r, v)) => (r, Some(lode_core::nav::percent_decode(v))),
         None => (rest, None),
     };
     let (kind, what) = rest.split_once('/')?;
@@ -560,25 +551,7 @@ fn parse_uri(uri: &str) -> Option<(&'static str, String, Option<String>)> {
         "version" => "version",
         _ => return None,
     };
-    Some((kind, percent_decode(what), vault))
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    Some((kind, lode_core::nav::percent_decode(what), vault))
 }
 
 fn percent_encode_path(p: &str) -> String {

@@ -7,19 +7,13 @@
 use std::path::Path;
 use std::process::Command;
 
-use lode_testing::copy_dir;
-
 #[test]
 fn emacs_asks_hovers_and_follows_a_citation() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let emacs = Command::new("emacs").arg("--version").output();
     assert!(emacs.is_ok_and(|o| o.status.success()), "emacs is not installed: scripts/test.sh installs Debian's emacs-nox and elpa-eglot");
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&root.join("fixtures/vault"), &vault);
-    std::fs::create_dir_all(vault.join(".lode")).unwrap();
-    let note = vault.join("questions.md");
-    std::fs::write(&note, "# Questions\n\nHow often are staging certificates rotated?\n").unwrap();
+    let (vault, note) = super::support::question_vault(tmp.path());
     let out = tmp.path().join("out.json");
     let status = Command::new("emacs")
         .args(["--batch", "-Q", "-l"])

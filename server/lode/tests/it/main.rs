@@ -11,4 +11,5 @@ mod mcp;
 mod nvim;
 mod setup;
 mod shared;
+mod support;
 mod trust;

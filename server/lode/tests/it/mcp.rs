@@ -14,14 +14,9 @@ const KEYS: &str = "# Deploy keys\n\nThe Quillfeather deploy key is AKIAIOSFODNN
 const MYTHS: &str = "# Redis lore\n\n## Myths\n\n- Redis Sentinel needs five nodes to fail over.\n";
 
 fn user_env(home: &Path) -> Vec<(String, String)> {
-    let h = |p: &str| home.join(p).display().to_string();
-    vec![
-        ("HOME".into(), home.display().to_string()),
-        ("XDG_CONFIG_HOME".into(), h(".config")),
-        ("XDG_DATA_HOME".into(), h(".local/share")),
-        ("XDG_CACHE_HOME".into(), h(".cache")),
-        ("LODE_LOG".into(), "warn".into()),
-    ]
+    let mut env = super::support::user_home(home);
+    env.push(("LODE_LOG".into(), "warn".into()));
+    env
 }
 
 fn python_path() -> PathBuf {

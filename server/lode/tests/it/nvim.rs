@@ -34,15 +34,10 @@ fn run_spec(spec: &str, home: &Path, vars: &[(&str, &std::ffi::OsStr)]) -> serde
 
 #[test]
 fn neovim_asks_and_hovers() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let nvim = Command::new("nvim").arg("--version").output();
     assert!(nvim.is_ok_and(|o| o.status.success()), "nvim is not installed: scripts/test.sh installs Debian's neovim");
     let tmp = tempfile::tempdir().unwrap();
-    let vault = tmp.path().join("vault");
-    copy_dir(&root.join("fixtures/vault"), &vault);
-    std::fs::create_dir_all(vault.join(".lode")).unwrap();
-    let note = vault.join("questions.md");
-    std::fs::write(&note, "# Questions\n\nHow often are staging certificates rotated?\n").unwrap();
+    let (_, note) = super::support::question_vault(tmp.path());
     let v = run_spec("ask_spec.lua", tmp.path(), &[("LODE_NOTE", note.as_os_str())]);
     assert!(v["error"].is_null(), "{}", v["error"]);
     let lines: Vec<&str> = v["lines"].as_array().unwrap().iter().map(|l| l.as_str().unwrap()).collect();

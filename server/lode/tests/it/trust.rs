@@ -19,14 +19,9 @@ fn uri(p: &Path) -> String {
 /// The user's environment for one test: its own HOME and XDG folders (approvals, store records
 /// and the user config live there), and a secret in a variable a folder may name.
 fn user_env(home: &Path) -> Vec<(String, String)> {
-    let h = |p: &str| home.join(p).display().to_string();
-    vec![
-        ("HOME".into(), home.display().to_string()),
-        ("XDG_CONFIG_HOME".into(), h(".config")),
-        ("XDG_DATA_HOME".into(), h(".local/share")),
-        ("XDG_CACHE_HOME".into(), h(".cache")),
-        ("LODE_T_SECRET".into(), SECRET.into()),
-    ]
+    let mut env = super::support::user_home(home);
+    env.push(("LODE_T_SECRET".into(), SECRET.into()));
+    env
 }
 
 fn lode(args: &[&str], vault: &Path, home: &Path) -> std::process::Output {
