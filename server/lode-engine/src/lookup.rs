@@ -232,7 +232,7 @@ impl Engine {
         let mut cfg = self.settings.ask.clone();
         cfg.vault_root = Some(self.root.clone());
         cfg.egress_blocked = blocked;
-        Ok(Judge { audience, rules, cfg })
+        Ok(Judge { audience, rules, cfg, by_path: Default::default() })
     }
 
     /// Ranked passages for a query, as `lode search` ranks them (the vault's trust order).
@@ -661,6 +661,9 @@ struct Judge<'a> {
     audience: &'a Audience,
     rules: Arc<lode_answer::egress::EgressRules>,
     cfg: lode_answer::AskConfig,
+    /// The verdict on each note's path (its rules, the index's metadata, the file on disk now),
+    /// read once per call: a search weighs many passages of the same note.
+    by_path: std::cell::RefCell<HashMap<String, Option<String>>>,
 }
 
 impl Judge<'_> {
@@ -668,7 +671,8 @@ impl Judge<'_> {
     fn withheld(&self, store: &Store, path: &str, body: &str) -> Option<String> {
         match self.audience {
             Audience::Local => None,
-            Audience::Remote { .. } => lode_answer::withheld_for_remote(store, &self.rules, &self.cfg, path, Some(body)),
+            // The marks in the bytes about to be sent, then what holds for the whole note.
+            Audience::Remote { .. } => self.rules.note_withheld(path, body).or_else(|| self.withheld_path(store, path)),
         }
     }
 
@@ -676,7 +680,14 @@ impl Judge<'_> {
     fn withheld_path(&self, store: &Store, path: &str) -> Option<String> {
         match self.audience {
             Audience::Local => None,
-            Audience::Remote { .. } => lode_answer::withheld_for_remote(store, &self.rules, &self.cfg, path, None),
+            Audience::Remote { .. } => {
+                if let Some(v) = self.by_path.borrow().get(path) {
+                    return v.clone();
+                }
+                let v = lode_answer::withheld_for_remote(store, &self.rules, &self.cfg, path, None);
+                self.by_path.borrow_mut().insert(path.to_owned(), v.clone());
+                v
+            }
         }
     }
 
