@@ -408,6 +408,7 @@ fn dense(args: DenseArgs) -> Result<ExitCode> {
         &index,
         &mut embedder,
         window_tokens,
+        None,
         |d, t| progress.update("embedding", d, t, ""),
         || true,
     )?;

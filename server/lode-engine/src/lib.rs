@@ -74,7 +74,9 @@ pub struct Settings {
 
 #[derive(Clone)]
 pub struct VectorSettings {
-    pub embedder: PathBuf,
+    /// The model folder or server, or why the config names none that can be used.
+    pub embedder: std::result::Result<lode_models::EmbedderSource, String>,
+    /// For a model folder recorded as serving before a switch (see `vectors::previous`).
     pub runtime: Option<PathBuf>,
     pub threads: usize,
     /// Embedding window size in model tokens.
@@ -327,12 +329,17 @@ impl Engine {
                 let reporter = report::Slot::default();
                 let log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>> = Arc::default();
                 let closing: Arc<AtomicBool> = Arc::default();
+                let this: Arc<std::sync::OnceLock<std::sync::Weak<Engine>>> = Arc::default();
                 let (kick, dense, dense_off, dense_loaded) = match settings.vectors.clone() {
                     Some(vs) => {
+                        let mut cfg = settings.ask.clone();
+                        cfg.vault_root = Some(root.clone());
+                        let outbound = Arc::new(vectors::EngineOutbound { engine: this.clone(), cfg });
                         let (k, d, off, loaded) = start_vectors(
                             settings.db.clone(),
                             settings.store.clone(),
                             vs,
+                            outbound,
                             reporter.clone(),
                             log_kick.clone(),
                             closing.clone(),
@@ -362,7 +369,7 @@ impl Engine {
                     }
                 });
                 let _ = log_kick.set(writer.log_kick());
-                Ok(Arc::new(Engine {
+                let engine = Arc::new(Engine {
                     root,
                     settings,
                     writer,
@@ -391,7 +398,9 @@ impl Engine {
                     landed: Mutex::new(Some(landed_rx)),
                     reranker: settings_reranker.map(models::Pool::new),
                     nli: settings_nli.map(models::Pool::new),
-                }))
+                });
+                let _ = this.set(Arc::downgrade(&engine));
+                Ok(engine)
             })(),
         }
     }

@@ -6,8 +6,52 @@ use std::sync::Arc;
 use lode_store::{Store, StoreOptions};
 use parking_lot::Mutex;
 
+use lode_models::EmbedderSource;
+
 use crate::report::{Level, Slot as Reporter};
 use crate::VectorSettings;
+
+/// The egress rules in force now, as the vector thread's embedder off this machine must follow
+/// them ([`lode_retrieval::Outbound`]): the same verdicts an MCP client gets.
+pub(crate) struct EngineOutbound {
+    /// The engine, once made (the vector thread starts before it exists); gone: it closes, and
+    /// nothing is sent.
+    pub(crate) engine: Arc<std::sync::OnceLock<std::sync::Weak<crate::Engine>>>,
+    pub(crate) cfg: lode_answer::AskConfig,
+}
+
+impl lode_retrieval::Outbound for EngineOutbound {
+    fn note_withheld(&self, store: &Store, path: &str) -> Option<String> {
+        let Some(engine) = self.engine.get().and_then(std::sync::Weak::upgrade) else {
+            return Some("the vault is closing".into());
+        };
+        let (rules, _, blocked) = engine.rules_now();
+        if let Some(why) = blocked {
+            return Some(format!("nothing may leave this machine now ({why})"));
+        }
+        lode_answer::withheld_for_remote(store, &rules, &self.cfg, path, None)
+    }
+
+    fn passage_withheld(&self, _path: &str, text: &str) -> Option<String> {
+        lode_answer::egress::marks::read(text).local
+    }
+}
+
+/// The egress rules read once, for a command that embeds and ends (`lode index`).
+pub struct FixedOutbound {
+    pub rules: lode_answer::egress::EgressRules,
+    pub cfg: lode_answer::AskConfig,
+}
+
+impl lode_retrieval::Outbound for FixedOutbound {
+    fn note_withheld(&self, store: &Store, path: &str) -> Option<String> {
+        lode_answer::withheld_for_remote(store, &self.rules, &self.cfg, path, None)
+    }
+
+    fn passage_withheld(&self, _path: &str, text: &str) -> Option<String> {
+        lode_answer::egress::marks::read(text).local
+    }
+}
 
 /// The embedder and vector index, shared by the vector thread (which keeps vectors fresh after
 /// saves) and readers (which embed questions).
@@ -17,9 +61,7 @@ pub(crate) type Dense = Arc<Mutex<Option<(Resident, lode_retrieval::VectorIndex)
 /// without use (its ONNX session is most of the server's memory): the next question or
 /// embedding pass loads it again. Its id and dimensions are known throughout.
 pub(crate) struct Resident {
-    dir: PathBuf,
-    runtime: Option<PathBuf>,
-    threads: usize,
+    source: EmbedderSource,
     id: String,
     dims: usize,
     model: Option<lode_models::Embedder>,
@@ -27,11 +69,9 @@ pub(crate) struct Resident {
 }
 
 impl Resident {
-    pub(crate) fn new(model: lode_models::Embedder, dir: PathBuf, runtime: Option<PathBuf>, threads: usize) -> Resident {
+    pub(crate) fn new(model: lode_models::Embedder, source: EmbedderSource) -> Resident {
         Resident {
-            dir,
-            runtime,
-            threads,
+            source,
             id: model.id().to_owned(),
             dims: model.dimensions(),
             model: Some(model),
@@ -57,12 +97,11 @@ impl Resident {
     pub(crate) fn get(&mut self) -> std::result::Result<&mut lode_models::Embedder, String> {
         self.used = std::time::Instant::now();
         if self.model.is_none() {
-            let m = lode_models::Embedder::load(&self.dir, self.runtime.as_deref(), self.threads)
-                .map_err(|e| format!("loading the embedder again: {e}"))?;
+            let m = lode_models::Embedder::open(&self.source).map_err(|e| format!("loading the embedder again: {e}"))?;
             if m.id() != self.id || m.dimensions() != self.dims {
                 return Err(format!(
                     "{} is now {} ({} dimensions), not {}: restart the server",
-                    self.dir.display(),
+                    self.source.describe(),
                     m.id(),
                     m.dimensions(),
                     self.id
@@ -159,6 +198,7 @@ pub(crate) fn start_vectors(
     db: PathBuf,
     opts: StoreOptions,
     vs: VectorSettings,
+    outbound: Arc<dyn lode_retrieval::Outbound>,
     reporter: Reporter,
     log_kick: Arc<std::sync::OnceLock<crate::writer::LogKick>>,
     closing: Arc<std::sync::atomic::AtomicBool>,
@@ -178,14 +218,17 @@ pub(crate) fn start_vectors(
             // retrieval off with a reason, as an error does: the status never says "loading"
             // for ever.
             let loaded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                lode_models::Embedder::load(&vs.embedder, vs.runtime.as_deref(), vs.threads).and_then(|e| {
-                    lode_retrieval::VectorIndex::open(&vs.dir, e.id(), e.dimensions())
-                        .map(|i| (e, i))
-                        .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
-                })
+                let source = vs.embedder.clone()?;
+                lode_models::Embedder::open(&source)
+                    .and_then(|e| {
+                        lode_retrieval::VectorIndex::open(&vs.dir, e.id(), e.dimensions())
+                            .map(|i| (e, i))
+                            .map_err(|err| lode_models::ModelError::Model { path: vs.dir.clone(), detail: err.to_string() })
+                    })
+                    .map_err(|e| e.to_string())
             }))
             .map_err(|_| "loading the embedding model panicked".to_owned())
-            .and_then(|r| r.map_err(|e| e.to_string()));
+            .and_then(|r| r);
             // The configured model while its table is filled after a switch (see `previous`);
             // `None` when it is the one serving.
             let mut switching: Option<(lode_models::Embedder, lode_retrieval::VectorIndex)> = None;
@@ -213,12 +256,9 @@ pub(crate) fn start_vectors(
                         st.table = Some(serving.1.table_dir());
                         st.model = Some(serving.0.id().to_owned());
                     }
-                    let (dir, runtime) = if serving.0.id() == id {
-                        (vs.embedder.clone(), vs.runtime.clone())
-                    } else {
-                        (previous_dir(&vs).unwrap_or_else(|| vs.embedder.clone()), vs.runtime.clone())
-                    };
-                    *shared.lock() = Some((Resident::new(serving.0, dir, runtime, vs.threads), serving.1));
+                    let configured = vs.embedder.clone().expect("loaded above");
+                    let source = if serving.0.id() == id { configured } else { previous_source(&vs).unwrap_or(configured) };
+                    *shared.lock() = Some((Resident::new(serving.0, source), serving.1));
                     let _ = loaded_tx.send(Loaded::Ready { mended: m_mended });
                     id
                 }
@@ -276,6 +316,7 @@ pub(crate) fn start_vectors(
                         }
                     };
                     sync.window_tokens = vs.window_tokens;
+                    sync.outbound = Some(outbound.clone());
                     loop {
                         // Kicks that came in meanwhile: their notes go first; any kick means
                         // the pass goes on until nothing is pending (so none is lost).
@@ -314,7 +355,7 @@ pub(crate) fn start_vectors(
                     if complete {
                         if let Some(new) = switching.take() {
                             let table = new.1.table_dir();
-                            let new = (Resident::new(new.0, vs.embedder.clone(), vs.runtime.clone(), vs.threads), new.1);
+                            let new = (Resident::new(new.0, vs.embedder.clone().expect("loaded above")), new.1);
                             let old = shared.lock().replace(new);
                             let mut st = shared_off.lock();
                             st.model = Some(model.clone());
@@ -335,7 +376,12 @@ pub(crate) fn start_vectors(
                         // Recorded before `finish` drops the old model's table: a kill between
                         // the two leaves a record naming a complete table, never a missing one.
                         if complete && embedder.id() == model {
-                            let rec = lode_retrieval::Serving { id: model.clone(), path: vs.embedder.clone(), dims: embedder.dimensions() };
+                            let path = match vs.embedder.as_ref() {
+                                Ok(EmbedderSource::Onnx { dir, .. }) => dir.clone(),
+                                // A server has no folder: its id names the model and the server.
+                                _ => PathBuf::new(),
+                            };
+                            let rec = lode_retrieval::Serving { id: model.clone(), path, dims: embedder.dimensions() };
                             if lode_retrieval::Serving::read(&vs.dir).as_ref() != Some(&rec) {
                                 if let Err(e) = rec.write(&vs.dir) {
                                     tracing::warn!("recording the serving model: {e}");
@@ -393,8 +439,21 @@ pub(crate) fn start_vectors(
 /// bridge (no record, the same model, the new table complete, the old model or table gone).
 /// The folder of the model recorded as serving (`serving.json`), to load it again after an idle
 /// release while it bridges a switch.
-fn previous_dir(vs: &VectorSettings) -> Option<PathBuf> {
-    lode_retrieval::Serving::read(&vs.dir).map(|r| r.path)
+fn previous_source(vs: &VectorSettings) -> Option<EmbedderSource> {
+    lode_retrieval::Serving::read(&vs.dir).and_then(|r| source_of(vs, &r))
+}
+
+/// How to load the model a record names: its folder, with the configured runtime and threads;
+/// a server's model only behind the server the user's config names now (the record, a file in
+/// the vault, never chooses where text is sent).
+fn source_of(vs: &VectorSettings, rec: &lode_retrieval::Serving) -> Option<EmbedderSource> {
+    if let Some(rest) = rec.id.strip_prefix("openai:") {
+        let Ok(EmbedderSource::Http(h)) = vs.embedder.as_ref() else { return None };
+        let mut old = h.clone();
+        old.model = rest.strip_suffix(&format!("@{}", h.url))?.to_owned();
+        return Some(EmbedderSource::Http(old));
+    }
+    rec.path.is_absolute().then(|| EmbedderSource::Onnx { dir: rec.path.clone(), runtime: vs.runtime.clone(), threads: vs.threads })
 }
 
 fn previous(vs: &VectorSettings, db: &Path, opts: &StoreOptions, id: &str) -> Option<(lode_models::Embedder, lode_retrieval::VectorIndex)> {
@@ -404,7 +463,7 @@ fn previous(vs: &VectorSettings, db: &Path, opts: &StoreOptions, id: &str) -> Op
     if complete(id) || !complete(&rec.id) {
         return None;
     }
-    let old = lode_models::Embedder::load(&rec.path, vs.runtime.as_deref(), vs.threads)
+    let old = lode_models::Embedder::open(&source_of(vs, &rec)?)
         .map_err(|e| {
             tracing::warn!("the model that served before ({}) cannot be loaded: {e}; answering lexically until {id} is ready", rec.id)
         })

@@ -1,9 +1,11 @@
-//! The embedder: text → unit vectors, with distinct entry points for passages and questions.
+//! The embedder: text → unit vectors, with distinct entry points for passages and questions;
+//! run here by ONNX Runtime, or by an OpenAI-compatible server the user runs ([`crate::remote`]).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::cross::OnnxModel;
 use crate::manifest::{Manifest, ModelKind, Pooling};
+use crate::remote::{HttpConfig, HttpEmbedder};
 use crate::ModelError;
 
 /// Inputs per inference call. On two cores very big batches are slower, not faster: the int8
@@ -46,11 +48,92 @@ fn estimated_tokens(text: &str, max_length: usize) -> usize {
     (text.len() / 4 + 2).min(max_length.max(1))
 }
 
+/// Where an embedder comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum EmbedderSource {
+    /// A model folder run here by ONNX Runtime.
+    Onnx { dir: PathBuf, runtime: Option<PathBuf>, threads: usize },
+    /// An OpenAI-compatible `/v1/embeddings` server.
+    Http(HttpConfig),
+}
+
+impl EmbedderSource {
+    /// What the user reads: the folder, or the model and the server.
+    pub fn describe(&self) -> String {
+        match self {
+            EmbedderSource::Onnx { dir, .. } => dir.display().to_string(),
+            EmbedderSource::Http(h) => format!("{} at {}", h.model, h.url),
+        }
+    }
+
+    /// Whether what it embeds leaves this machine.
+    pub fn off_machine(&self) -> bool {
+        matches!(self, EmbedderSource::Http(h) if h.off_machine)
+    }
+}
+
 pub struct Embedder {
-    model: OnnxModel,
+    backend: Backend,
+}
+
+enum Backend {
+    Onnx(OnnxModel),
+    Http { server: HttpEmbedder, manifest: Manifest },
 }
 
 impl Embedder {
+    /// Loads the model, or connects to the server (asking it for one vector).
+    pub fn open(source: &EmbedderSource) -> Result<Embedder, ModelError> {
+        match source {
+            EmbedderSource::Onnx { dir, runtime, threads } => Embedder::load(dir, runtime.as_deref(), *threads),
+            EmbedderSource::Http(config) => {
+                let server = HttpEmbedder::connect(config.clone())?;
+                let c = &server.config;
+                let manifest = Manifest {
+                    id: c.id(),
+                    kind: ModelKind::Embedder,
+                    pooling: Pooling::Mean,
+                    normalize: true,
+                    max_length: c.max_tokens.max(16),
+                    dimensions: server.dims,
+                    query_prefix: c.query_prefix.clone(),
+                    passage_prefix: c.passage_prefix.clone(),
+                    logit_index: 0,
+                    output: None,
+                    labels: Vec::new(),
+                };
+                Ok(Embedder { backend: Backend::Http { server, manifest } })
+            }
+        }
+    }
+
+    /// Whether the texts it embeds leave this machine (an embedding server elsewhere): they are
+    /// scrubbed of secrets on the way, and callers keep no-egress notes from it.
+    pub fn sends_off_machine(&self) -> bool {
+        matches!(&self.backend, Backend::Http { server, .. } if server.config.off_machine)
+    }
+
+    /// The text as this embedder sends it, and how many secrets were masked in it: as given
+    /// when it stays on the machine.
+    pub fn scrub(&self, text: &str) -> (String, usize) {
+        match &self.backend {
+            Backend::Http { server, .. } if server.config.off_machine => match &server.config.scrub {
+                Some(s) => s(text),
+                // `connect` refuses this: nothing is what may be sent.
+                None => (String::new(), 0),
+            },
+            _ => (text.to_owned(), 0),
+        }
+    }
+
+    /// Where the texts go, for the egress log (`None`: nowhere, they are embedded here).
+    pub fn destination(&self) -> Option<&str> {
+        match &self.backend {
+            Backend::Http { server, .. } => Some(&server.config.url),
+            Backend::Onnx(_) => None,
+        }
+    }
+
     /// Loads `dir` (model.onnx, tokenizer.json, lode-model.toml) and checks it really produces
     /// vectors of the manifest's dimensions.
     pub fn load(dir: &Path, runtime: Option<&Path>, threads: usize) -> Result<Embedder, ModelError> {
@@ -58,52 +141,64 @@ impl Embedder {
         if manifest.kind != ModelKind::Embedder {
             return Err(ModelError::model(dir, format!("{} is a {:?}, not an embedder", manifest.id, manifest.kind)));
         }
-        let mut e = Embedder { model: OnnxModel::load(dir, manifest, runtime, threads)? };
+        let model = OnnxModel::load(dir, manifest, runtime, threads)?;
+        let mut e = Embedder { backend: Backend::Onnx(model) };
         let probe = e.embed(vec!["lode".to_owned()])?;
         let dims = probe.first().map_or(0, Vec::len);
-        if dims != e.model.manifest.dimensions {
-            return Err(ModelError::model(
-                dir,
-                format!("the model produces {dims}-dimensional vectors, the manifest says {}", e.model.manifest.dimensions),
-            ));
+        if dims != e.manifest().dimensions {
+            return Err(ModelError::model(dir, format!("the model produces {dims}-dimensional vectors, the manifest says {}", e.manifest().dimensions)));
         }
         Ok(e)
     }
 
     pub fn manifest(&self) -> &Manifest {
-        &self.model.manifest
+        match &self.backend {
+            Backend::Onnx(m) => &m.manifest,
+            Backend::Http { manifest, .. } => manifest,
+        }
     }
 
     pub fn id(&self) -> &str {
-        &self.model.manifest.id
+        &self.manifest().id
     }
 
     pub fn dimensions(&self) -> usize {
-        self.model.manifest.dimensions
+        self.manifest().dimensions
     }
 
     /// The model's input length in tokens (longer inputs are truncated to it).
     pub fn max_length(&self) -> usize {
-        self.model.manifest.max_length
+        self.manifest().max_length
     }
 
     /// After a bulk pass: hands back the inference arena the pass's largest batch grew (see
     /// `OnnxModel::release_scratch`); queries then run in a small one.
     pub fn release_scratch(&mut self) -> Result<(), ModelError> {
-        self.model.release_scratch()
+        match &mut self.backend {
+            Backend::Onnx(m) => m.release_scratch(),
+            Backend::Http { .. } => Ok(()),
+        }
     }
 
-    /// Tokens of each text as the model sees it (special tokens and prefix excluded).
+    /// Tokens of each text as the model sees it (special tokens and prefix excluded). A server's
+    /// tokenizer is not known here: about four bytes a token, as its windows are planned.
     pub fn token_counts(&self, texts: &[&str]) -> Result<Vec<usize>, ModelError> {
-        self.model.token_counts(texts)
+        match &self.backend {
+            Backend::Onnx(m) => m.token_counts(texts),
+            Backend::Http { .. } => Ok(texts.iter().map(|t| t.len().div_ceil(4)).collect()),
+        }
     }
 
     /// Document side: passages get the manifest's `passage_prefix`.
     /// Inputs are batched by length ([`length_batches`]); vectors come back in input order.
     pub fn embed_passages(&mut self, texts: &[&str]) -> Result<Vec<Vec<f32>>, ModelError> {
-        let prefix = self.model.manifest.passage_prefix.clone();
-        let max_length = self.model.manifest.max_length;
+        let prefix = self.manifest().passage_prefix.clone();
+        let max_length = self.manifest().max_length;
         let inputs: Vec<String> = texts.iter().map(|t| format!("{prefix}{t}")).collect();
+        if let Backend::Http { server, .. } = &mut self.backend {
+            // The server batches its own way; requests of `batch` inputs each, in order.
+            return server.embed(&inputs);
+        }
         let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
         for batch in length_batches(inputs.len(), |i| estimated_tokens(&inputs[i], max_length), BATCH, BATCH_TOKENS) {
             let vectors = self.embed(batch.iter().map(|&i| inputs[i].clone()).collect())?;
@@ -117,17 +212,24 @@ impl Embedder {
     /// Query side: questions get the manifest's `query_prefix` (asymmetric models lose recall
     /// when a question is embedded like a document).
     pub fn embed_query(&mut self, text: &str) -> Result<Vec<f32>, ModelError> {
-        let q = format!("{}{text}", self.model.manifest.query_prefix);
-        // A question comes now and then: the arena its run grows is handed back at the run's
-        // end rather than held between questions (the next one grows it again, ~1 ms).
-        self.model.shrink_after_next_run();
+        let q = format!("{}{text}", self.manifest().query_prefix);
+        match &mut self.backend {
+            Backend::Http { server, .. } => return Ok(server.embed(&[q])?.pop().unwrap_or_default()),
+            // A question comes now and then: the arena its run grows is handed back at the run's
+            // end rather than held between questions (the next one grows it again, ~1 ms).
+            Backend::Onnx(m) => m.shrink_after_next_run(),
+        }
         Ok(self.embed(vec![q])?.pop().unwrap_or_default())
     }
 
     fn embed(&mut self, texts: Vec<String>) -> Result<Vec<Vec<f32>>, ModelError> {
+        let model = match &mut self.backend {
+            Backend::Onnx(m) => m,
+            Backend::Http { server, .. } => return server.embed(&texts),
+        };
         let inputs: Vec<tokenizers::EncodeInput> = texts.into_iter().map(Into::into).collect();
-        let (shape, data, mask) = self.model.run(inputs)?;
-        let m = &self.model.manifest;
+        let (shape, data, mask) = model.run(inputs)?;
+        let m = &model.manifest;
         let (batch, seq) = (mask.len(), mask.first().map_or(0, Vec::len));
         let mut out = Vec::with_capacity(batch);
         match shape.len() {

@@ -1,6 +1,7 @@
 //! lode's local models through ONNX Runtime (loaded dynamically, so lode runs lexical-only when
 //! no runtime is installed): the embedder (passages and queries, asymmetric prefixes) and the
-//! cross-encoder (reranking, and repurposed as the gate's entailment scorer).
+//! cross-encoder (reranking, and repurposed as the gate's entailment scorer). The embedder may
+//! also be a server the user runs (`remote`).
 //!
 //! A model directory holds `model.onnx`, `tokenizer.json` and `lode-model.toml` (see
 //! [`Manifest`]); `models/*.toml` in the repository has manifests for common models.
@@ -9,12 +10,13 @@ mod cross;
 mod embedder;
 mod graph;
 mod manifest;
+pub mod remote;
 mod runtime;
 
 use std::path::PathBuf;
 
 pub use cross::{CrossEncoder, NliModel};
-pub use embedder::{Embedder, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
+pub use embedder::{Embedder, EmbedderSource, BATCH as EMBED_BATCH, BATCH_TOKENS as EMBED_BATCH_TOKENS};
 pub use graph::{externalize as externalize_weights, prepare as prepare_graph, Externalized, Prepared as PreparedGraph};
 pub use manifest::{Manifest, ModelKind, Pooling};
 pub use runtime::{environment, loaded_runtime, runtime_candidates, user_cache_dir, user_data_dir, xdg_dir};
@@ -27,6 +29,8 @@ pub enum ModelError {
     RuntimeLoad { path: PathBuf, detail: String },
     #[error("model at {path}: {detail}")]
     Model { path: PathBuf, detail: String },
+    #[error("embedding server {endpoint}: {detail}")]
+    Remote { endpoint: String, detail: String },
     #[error("model {model}: inference failed: {detail}")]
     Inference { model: String, detail: String },
 }

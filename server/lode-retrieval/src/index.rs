@@ -83,7 +83,7 @@ async fn replace_table(dir: &Path, name: &str, dims: usize, cause: &str) -> Resu
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Serving {
     pub id: String,
-    /// The model's folder (to load it again after a restart mid-switch).
+    /// The model's folder (to load it again after a restart mid-switch); empty for a server's.
     pub path: PathBuf,
     pub dims: usize,
 }
@@ -94,14 +94,15 @@ impl Serving {
     }
 
     /// The record, if there is one whose model folder is an absolute path (lode writes no
-    /// other: a relative one would be resolved against wherever the server was started).
+    /// other: a relative one would be resolved against wherever the server was started), or
+    /// that names a server's model (`openai:…`, no folder).
     pub fn read(dir: &Path) -> Option<Serving> {
         let file = Self::file(dir);
         if std::fs::symlink_metadata(&file).map_or(true, |m| !m.file_type().is_file() || m.len() > 64 << 10) {
             return None;
         }
         let rec: Serving = serde_json::from_slice(&std::fs::read(file).ok()?).ok()?;
-        rec.path.is_absolute().then_some(rec)
+        (rec.path.is_absolute() || rec.id.starts_with("openai:")).then_some(rec)
     }
 
     /// Written whole: a temporary file of its own, created new (a planted link is refused, not
@@ -126,6 +127,20 @@ impl Serving {
 }
 
 /// Table name for a model: letters, digits and `_` only.
+/// The `version_id` prefix of a placeholder row: a window whose passages may not go to an
+/// embedder off this machine holds a fixed vector under it, so the bookkeeping stays whole (every
+/// window has its row) while the text never left; searches skip these rows.
+pub const WITHHELD: &str = "withheld:";
+
+/// A placeholder row's vector: the first axis, the same for every such window.
+pub fn placeholder_vector(dims: usize) -> Vec<f32> {
+    let mut v = vec![0f32; dims];
+    if let Some(x) = v.first_mut() {
+        *x = 1.0;
+    }
+    v
+}
+
 pub fn table_name(model_id: &str, dims: usize) -> String {
     let id: String = model_id.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect();
     format!("passages_{id}_{dims}")
@@ -415,10 +430,15 @@ impl VectorIndex {
         for b in &batches {
             let ids = b.column_by_name("passage_id").and_then(|c| c.as_any().downcast_ref::<Int64Array>());
             let dist = b.column_by_name("_distance").and_then(|c| c.as_any().downcast_ref::<Float32Array>());
+            let versions = b.column_by_name("version_id").and_then(|c| c.as_any().downcast_ref::<StringArray>());
             let (Some(ids), Some(dist)) = (ids, dist) else {
                 return Err(self.err("search result lacks passage_id or _distance"));
             };
             for i in 0..ids.len() {
+                // A placeholder stands for text that was not sent to the embedder: it is no hit.
+                if versions.is_some_and(|v| v.value(i).starts_with(WITHHELD)) {
+                    continue;
+                }
                 out.push((ids.value(i), dist.value(i)));
             }
         }

@@ -211,6 +211,10 @@ fn catch_up(
     k: usize,
     cfg: &RetrievalConfig,
 ) -> Result<usize, RetrievalError> {
+    // Passages go to an embedder off the machine only through the worker, which screens them.
+    if embedder.sends_off_machine() {
+        return Ok(0);
+    }
     let shortlist: Vec<i64> =
         lexical.iter().take(cfg.catch_up).map(|h| h.passage_id).filter(|id| !dense.iter().any(|(d, _)| d == id)).collect();
     if shortlist.is_empty() {

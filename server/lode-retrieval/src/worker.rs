@@ -2,13 +2,25 @@
 //! vectors of passages that left, embeds passages that lack one, in batches. Everything it needs
 //! to resume is in SQLite, so a crash or restart only means running it again.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use lode_models::Embedder;
 use lode_store::{PendingPassage, Store};
 
-use crate::index::{VectorIndex, VectorRow};
+use crate::index::{placeholder_vector, VectorIndex, VectorRow, WITHHELD};
 use crate::RetrievalError;
+
+/// What may go to an embedder off this machine. The door running the worker knows the egress
+/// rules (`lode-answer`); the worker asks it about every passage before its text is sent, and a
+/// worker whose embedder sends off the machine without one sends nothing (fail closed).
+pub trait Outbound: Send + std::marker::Sync {
+    /// Why the note at `path` may not leave this machine, if so (asked once per note a round).
+    fn note_withheld(&self, store: &Store, path: &str) -> Option<String>;
+    /// Why the passage `text` of that note may not, by the marks in its own bytes.
+    fn passage_withheld(&self, path: &str, text: &str) -> Option<String>;
+}
 
 /// Passages fetched and embedded per round: a round is what a just-saved note waits behind
 /// (and what a question waits for before it can embed itself).
@@ -120,6 +132,8 @@ pub struct Sync {
     /// Passages lacking a vector when the pass started (progress is out of this).
     pub total: usize,
     pub report: SyncReport,
+    /// Required when the embedder sends off the machine (see [`Outbound`]).
+    pub outbound: Option<Arc<dyn Outbound>>,
 }
 
 impl Sync {
@@ -146,7 +160,7 @@ impl Sync {
         }
         let fresh = store.vector_freshness(model)?;
         let total = (fresh.passages - fresh.with_vectors).max(0) as usize;
-        Ok(Sync { model: model.to_owned(), started, cursor: 0, window_tokens: WINDOW_TOKENS, total, report })
+        Ok(Sync { model: model.to_owned(), started, cursor: 0, window_tokens: WINDOW_TOKENS, total, report, outbound: None })
     }
 
     /// Embeds one round: passages of the notes at `first` before any other. Returns whether it
@@ -199,19 +213,25 @@ impl Sync {
             let next = windows.iter().flatten().max().map_or(0, |&i| i + 1);
             self.cursor = batch.get(next).unwrap_or(&batch[batch.len() - 1]).note_id;
         }
-        let texts: Vec<String> = windows.iter().map(|w| window_text(&batch, w)).collect();
-        let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
-        let vectors = embedder.embed_passages(&refs)?;
+        // Each window's text, or `None`: none of its passages may leave the machine.
+        let texts: Vec<Option<String>> = if embedder.sends_off_machine() {
+            self.screen(store, embedder, &batch, &windows)?
+        } else {
+            windows.iter().map(|w| Some(window_text(&batch, w))).collect()
+        };
+        let refs: Vec<&str> = texts.iter().flatten().map(String::as_str).collect();
+        let mut vectors = embedder.embed_passages(&refs)?.into_iter();
         self.report.model_seconds += t.elapsed().as_secs_f64();
         self.report.tokens += costs.iter().sum::<usize>();
-        let rows: Vec<VectorRow> = windows
-            .iter()
-            .zip(vectors)
-            .map(|(w, v)| {
-                let p = &batch[w[0]];
-                VectorRow { passage_id: p.id, note_id: p.note_id, version_id: p.version_id.clone(), vector: v }
-            })
-            .collect();
+        let mut rows: Vec<VectorRow> = Vec::with_capacity(windows.len());
+        for (w, text) in windows.iter().zip(&texts) {
+            let p = &batch[w[0]];
+            let (vector, version_id) = match text {
+                Some(_) => (vectors.next().ok_or_else(|| RetrievalError::Unavailable("fewer vectors than windows".into()))?, p.version_id.clone()),
+                None => (placeholder_vector(embedder.dimensions()), format!("{WITHHELD}{}", p.version_id)),
+            };
+            rows.push(VectorRow { passage_id: p.id, note_id: p.note_id, version_id, vector });
+        }
         // Only leaders whose earlier window is queued for deletion can have a row already; the
         // others are queued first, so a crash before they are recorded leaves no orphan rows.
         let leaders: Vec<i64> = rows.iter().map(|r| r.passage_id).collect();
@@ -229,6 +249,59 @@ impl Sync {
         }
         self.report.round_seconds_max = self.report.round_seconds_max.max(round_started.elapsed().as_secs_f64());
         Ok(true)
+    }
+
+    /// For an embedder off this machine: each window's text without the passages that may not
+    /// leave it (`None`: none may), its secrets masked; what is sent goes in the egress log.
+    fn screen(
+        &mut self,
+        store: &Store,
+        embedder: &Embedder,
+        batch: &[PendingPassage],
+        windows: &[Vec<usize>],
+    ) -> Result<Vec<Option<String>>, RetrievalError> {
+        let Some(outbound) = self.outbound.clone() else {
+            return Err(RetrievalError::Unavailable(
+                "the embedder sends off this machine and no egress rules were given to this pass: nothing was sent".into(),
+            ));
+        };
+        // Per note: its path, if the index has it and the note may leave the machine.
+        let mut notes: HashMap<i64, Option<String>> = HashMap::new();
+        let (mut sent, mut bytes, mut masked) = (Vec::new(), 0u64, 0u64);
+        let mut out = Vec::with_capacity(windows.len());
+        for w in windows {
+            let mut keep = Vec::new();
+            for &i in w {
+                let p = &batch[i];
+                let path = match notes.get(&p.note_id) {
+                    Some(v) => v.clone(),
+                    None => {
+                        // A note the index no longer knows is withheld: its rules cannot be read.
+                        let v = store.note_path(p.note_id)?.filter(|path| outbound.note_withheld(store, path).is_none());
+                        notes.insert(p.note_id, v.clone());
+                        v
+                    }
+                };
+                let ok = path.is_some_and(|path| outbound.passage_withheld(&path, &p.passage).is_none());
+                if ok {
+                    keep.push(i);
+                }
+            }
+            if keep.is_empty() {
+                out.push(None);
+                continue;
+            }
+            let heading = &batch[keep[0]].heading;
+            let (text, n) = embedder.scrub(&embedded_text(heading, keep.iter().map(|&i| batch[i].passage.as_str())));
+            sent.extend(keep.iter().map(|&i| batch[i].id));
+            bytes += text.len() as u64;
+            masked += n as u64;
+            out.push(Some(text));
+        }
+        if !sent.is_empty() {
+            store.log_egress(embedder.destination().unwrap_or("embedding server"), "embed passages", &sent, bytes, masked)?;
+        }
+        Ok(out)
     }
 
     /// Passages embedded so far out of [`Sync::total`] (saves during the pass may add more).
@@ -269,12 +342,14 @@ pub fn sync_vectors(
     index: &VectorIndex,
     embedder: &mut Embedder,
     window_tokens: usize,
+    outbound: Option<Arc<dyn Outbound>>,
     mut progress: impl FnMut(usize, usize),
     mut keep_going: impl FnMut() -> bool,
 ) -> Result<SyncReport, RetrievalError> {
     let model = embedder.id().to_owned();
     let mut sync = Sync::start(store, index, &model)?;
     sync.window_tokens = window_tokens;
+    sync.outbound = outbound;
     progress(0, sync.total);
     while keep_going() {
         if !sync.round(store, index, embedder, &[])? {

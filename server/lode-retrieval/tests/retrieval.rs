@@ -41,7 +41,7 @@ fn paths(s: &mut Setup, idx: &VectorIndex, q: &str, mode: Mode, n: usize) -> Vec
 fn a_paraphrase_is_found_by_dense_retrieval_that_lexical_misses() {
     let mut s = setup();
     let idx = index(&s);
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!(r.embedded, s.store.stats().unwrap().passages as usize);
     let q = "swap to the standby datastore after an outage";
     let lexical = paths(&mut s, &idx, q, Mode::Lexical, 3);
@@ -55,7 +55,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     let mut s = setup();
     let idx = index(&s);
     let model = s.embedder.id().to_owned();
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     let windows = |s: &Setup| s.store.vector_freshness(&model).unwrap().windows;
     let total = s.store.stats().unwrap().passages;
     assert_eq!(s.store.vector_freshness(&model).unwrap().with_vectors, total, "every passage is covered");
@@ -70,7 +70,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     s.store.save_note(path, body.as_bytes()).unwrap();
     let fresh = s.store.vector_freshness(&model).unwrap();
     assert_eq!(fresh.passages - fresh.with_vectors, 1, "one new passage lacks a vector");
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!((r.embedded, r.deleted), (1, 0));
     let dense = paths(&mut s, &idx, "where is the pager handed over", Mode::Dense, 1);
     assert_eq!(dense, [path]);
@@ -81,7 +81,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     s.store.delete_note("notes/reading-list.md").unwrap();
     let n = windows_before - windows(&s);
     assert!(n > 0);
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!(r.deleted as i64, n);
     assert_eq!(idx.count().unwrap() as i64, before - n);
 
@@ -93,6 +93,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
         &idx,
         &mut s.embedder,
         WINDOW_TOKENS,
+        None,
         |_, _| {},
         || {
             rounds += 1;
@@ -101,7 +102,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     )
     .unwrap();
     assert!(r.embedded > 0 && (r.embedded as i64) < s.store.stats().unwrap().passages);
-    let r2 = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r2 = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!((r.embedded + r2.embedded) as i64, s.store.stats().unwrap().passages);
     assert_eq!(idx.count().unwrap() as i64, windows(&s), "re-adding replaced rows, no duplicates");
     drop(idx);
@@ -114,7 +115,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
     let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
     let r = retrieve(&s.store, "redis failover", Mode::Hybrid, models, &cfg).unwrap();
     assert!(!r.hits.is_empty(), "lexical still answers");
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert!(r.rebuilt, "lost vectors are detected");
     assert_eq!(idx.count().unwrap() as i64, windows(&s));
 }
@@ -123,7 +124,7 @@ fn the_worker_follows_edits_deletions_and_a_lost_index() {
 fn a_new_model_re_embeds_instead_of_mixing() {
     let mut s = setup();
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     // The same weights under another id and prefixes: a different model as far as vectors go.
     let tmp = tempfile::tempdir().unwrap();
     for f in ["model.onnx", "tokenizer.json"] {
@@ -138,7 +139,7 @@ fn a_new_model_re_embeds_instead_of_mixing() {
     assert_eq!(s.store.vector_freshness("minilm-prefixed").unwrap().with_vectors, 0);
     let idx2 = VectorIndex::open(&s.vectors, other.id(), other.dimensions()).unwrap();
     assert_ne!(idx.name(), idx2.name());
-    let r = sync_vectors(&mut s.store, &idx2, &mut other, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx2, &mut other, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!(r.embedded as i64, s.store.stats().unwrap().passages, "everything re-embedded");
     assert_eq!(s.store.vector_freshness(s.embedder.id()).unwrap().with_vectors, 0, "old model's vectors forgotten");
 }
@@ -147,14 +148,14 @@ fn a_new_model_re_embeds_instead_of_mixing() {
 fn rerank_reorders_and_links_expand() {
     let mut s = setup();
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     let mut ce = CrossEncoder::load(&models().join("tiny-cross-encoder"), None, 1).unwrap();
     // The tiny cross-encoder scores passages by marker words: put "cherry" in one passage.
     let path = "runbooks/redis-failover.md";
     let head = s.store.head_of(path).unwrap().unwrap();
     let body = String::from_utf8(s.store.version_body(&head).unwrap().unwrap()).unwrap();
     s.store.save_note(path, format!("{body}\nThe failover drill ends with cherry pie for the on-call team.\n").as_bytes()).unwrap();
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     let cfg = RetrievalConfig { limit: 5, graph_limit: 0, ..Default::default() };
     let q = "redis failover";
     let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
@@ -192,7 +193,7 @@ fn a_note_saved_before_its_vectors_is_not_outranked_by_embedded_near_misses() {
         s.store.save_note(&format!("storm/s{r}.md"), body.as_bytes()).unwrap();
     }
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     s.store.save_note("soak.md", b"# Soak\n\nThe impala tally for round 308 is 2156 units.\n").unwrap();
     let model = s.embedder.id().to_owned();
     let f = s.store.vector_freshness(&model).unwrap();
@@ -211,7 +212,7 @@ fn a_note_saved_before_its_vectors_is_not_outranked_by_embedded_near_misses() {
     assert_eq!(f.passages - f.with_vectors, 1, "{f:?}");
 
     // Once the worker has caught up, the query does not embed anything beyond the question.
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     let models = Models { embedder: Some(&mut s.embedder), index: Some(&idx), reranker: None };
     let r = retrieve(&s.store, q, Mode::Hybrid, models, &cfg).unwrap();
     assert_eq!(r.hits[0].hit.path, "soak.md");
@@ -272,7 +273,7 @@ fn with_short_paragraphs() -> (Setup, VectorIndex, &'static str, String) {
     let body = many_short_paragraphs();
     s.store.save_note(path, body.as_bytes()).unwrap();
     let idx = index(&s);
-    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     (s, idx, path, body)
 }
 
@@ -313,7 +314,7 @@ fn an_edit_inside_a_window_re_embeds_that_window_only() {
     let after = s.store.vector_freshness(&model).unwrap();
     let reopened = fresh.with_vectors - after.with_vectors;
     assert!(reopened > 0 && reopened < fresh.with_vectors, "only the edited window's members are pending again: {fresh:?} → {after:?}");
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!(r.deleted, 1, "the stale window's vector is deleted");
     assert_eq!(r.embedded as i64, reopened, "its other members and the new passage are embedded again");
     let fresh = s.store.vector_freshness(&model).unwrap();
@@ -349,7 +350,7 @@ fn rows_added_before_a_crash_are_not_left_behind() {
     drop(idx);
     // "Restart": a new pass deletes the orphans and embeds everything once.
     let idx = index(&s);
-    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, |_, _| {}, || true).unwrap();
+    let r = sync_vectors(&mut s.store, &idx, &mut s.embedder, WINDOW_TOKENS, None, |_, _| {}, || true).unwrap();
     assert_eq!(r.deleted, 4);
     let fresh = s.store.vector_freshness(&model).unwrap();
     assert_eq!(idx.count().unwrap() as i64, fresh.windows);

@@ -51,6 +51,11 @@ impl Store {
         self.conn.query_row("SELECT id FROM notes WHERE path = ?1", [path], |r| r.get(0)).optional().map_err(|e| self.err(e))
     }
 
+    /// The path of note `note_id`, if the index has it.
+    pub fn note_path(&self, note_id: i64) -> Result<Option<String>, StoreError> {
+        self.conn.query_row("SELECT path FROM notes WHERE id = ?1", [note_id], |r| r.get(0)).optional().map_err(|e| self.err(e))
+    }
+
     pub fn note_meta(&self, note_id: i64) -> Result<serde_json::Map<String, serde_json::Value>, StoreError> {
         use rusqlite::OptionalExtension;
         // Egress decisions rest on this: an error is an error, never "no metadata".

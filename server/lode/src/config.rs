@@ -247,6 +247,20 @@ pub struct ModelsSection {
     /// Embedding window size in model tokens: consecutive passages of a section are embedded
     /// together up to this length (citations still point at single passages).
     pub window_tokens: usize,
+    /// The API base of an OpenAI-compatible embedding server (`http://127.0.0.1:11434/v1` for
+    /// Ollama), used when `embedder = "openai:<model>"`. Your user config only.
+    pub embedder_url: Option<String>,
+    /// Environment variable holding that server's key, if it wants one. Your user config only.
+    pub embedder_api_key_env: Option<String>,
+    /// The loopback endpoint is a tunnel to another machine: treat what it is sent as leaving
+    /// this one (no-egress notes withheld, secrets masked). Your user config only.
+    pub embedder_off_machine: bool,
+    /// Inputs per request to the embedding server.
+    pub embedder_batch: usize,
+    /// Longest wait for one request to the embedding server, in seconds.
+    pub embedder_timeout_secs: u64,
+    /// Tokens the server's model reads per input (windows are planned within it).
+    pub embedder_max_tokens: usize,
     /// `lode serve` releases a model unused for this many seconds (its memory goes back to the
     /// system) and loads it again on next use, which costs a second or so; 0 keeps models loaded.
     pub unload_after_secs: f64,
@@ -264,6 +278,12 @@ impl Default for ModelsSection {
             threads: lode_models::default_threads(),
             window_tokens: lode_retrieval::WINDOW_TOKENS,
             unload_after_secs: 300.0,
+            embedder_url: None,
+            embedder_api_key_env: None,
+            embedder_off_machine: false,
+            embedder_batch: lode_models::remote::DEFAULT_BATCH,
+            embedder_timeout_secs: 60,
+            embedder_max_tokens: 512,
         }
     }
 }
@@ -287,6 +307,52 @@ impl ModelsSection {
             Some(d) => d.join("models"),
             None => PathBuf::from(".lode-tools/models"),
         }
+    }
+
+    /// The id the configured embedder's vectors are recorded under, without loading it: a
+    /// folder's manifest id (its name if the manifest cannot be read), a server's
+    /// `openai:<model>@<url>`.
+    pub fn embedder_id(&self) -> String {
+        let name = self.embedder.trim();
+        if name.is_empty() {
+            return String::new();
+        }
+        match (name.strip_prefix("openai:"), self.embedder_url.as_deref()) {
+            (Some(model), Some(url)) => lode_models::remote::HttpConfig::new(model, url).id(),
+            (Some(_), None) => name.to_owned(),
+            (None, _) => lode_models::Manifest::load(&self.resolve(name)).map(|m| m.id).unwrap_or_else(|_| name.to_owned()),
+        }
+    }
+
+    /// Whether the embedder runs here on ONNX Runtime (not a server).
+    pub fn embedder_is_local_model(&self) -> bool {
+        let name = self.embedder.trim();
+        !name.is_empty() && !name.starts_with("openai:")
+    }
+
+    /// Where the configured embedder comes from: `openai:<model>` is a server
+    /// (`embedder_url`), anything else a model folder. `scrub` masks secrets in what goes to a
+    /// server off this machine.
+    pub fn embedder_source(&self, scrub: lode_models::remote::Scrub) -> Result<lode_models::EmbedderSource> {
+        let name = self.embedder.trim();
+        let Some(model) = name.strip_prefix("openai:") else {
+            return Ok(lode_models::EmbedderSource::Onnx { dir: self.resolve(name), runtime: self.runtime.clone(), threads: self.threads });
+        };
+        let user = trust::user_config_path().map_or_else(|| "~/.config/lode/config.toml".to_owned(), |p| p.display().to_string());
+        let Some(url) = self.embedder_url.as_deref().map(str::trim).filter(|u| !u.is_empty()) else {
+            anyhow::bail!(
+                "[models] embedder = {name:?} needs the server's address: add `embedder_url = \"http://127.0.0.1:11434/v1\"` (Ollama; LM Studio: http://127.0.0.1:1234/v1, llama.cpp: http://127.0.0.1:8080/v1) under [models] in your user config ({user})"
+            );
+        };
+        let mut h = lode_models::remote::HttpConfig::new(model, url);
+        anyhow::ensure!(!h.model.is_empty(), "[models] embedder = {name:?} names no model: write \"openai:<model>\", e.g. \"openai:nomic-embed-text\"");
+        h.api_key_env = self.embedder_api_key_env.clone().filter(|v| !v.trim().is_empty());
+        h.batch = self.embedder_batch.clamp(1, 2048);
+        h.timeout = std::time::Duration::from_secs(self.embedder_timeout_secs.clamp(1, 3600));
+        h.max_tokens = self.embedder_max_tokens.clamp(16, 32_768);
+        h.off_machine = self.embedder_off_machine || !lode_answer::egress::is_loopback(&h.url);
+        h.scrub = Some(scrub);
+        Ok(lode_models::EmbedderSource::Http(h))
     }
 
     /// A model setting as a folder: a path if it has a separator, else a name under `dir`.
@@ -511,6 +577,8 @@ fn class(section: &str, key: &str, value: &toml::Value) -> Class {
     match (section, key) {
         ("trust", _) => Class::UserOnly,
         ("llm" | "shared", _) => Class::Guarded,
+        // Where notes go and with whose key: the user's word only, like `[trust]`.
+        ("models", "embedder_url" | "embedder_api_key_env" | "embedder_off_machine") => Class::UserOnly,
         ("models", "dir" | "runtime" | "mirror") => Class::Guarded,
         ("models", "embedder" | "reranker" | "nli") if !plain_model_name(value) => Class::Guarded,
         ("models", "threads" | "window_tokens") => Class::Lower,

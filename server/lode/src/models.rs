@@ -24,6 +24,18 @@ impl Loaded {
     }
 }
 
+/// What masks secrets in text sent to an embedding server off this machine.
+pub fn scrub() -> lode_models::remote::Scrub {
+    std::sync::Arc::new(|text: &str| lode_answer::egress::redact(text))
+}
+
+/// The egress rules of `vault` for `lode index` embedding through a server off this machine.
+pub fn outbound(vault: &Vault) -> anyhow::Result<std::sync::Arc<dyn lode_retrieval::Outbound>> {
+    let mut cfg = vault.config.ask_config();
+    cfg.vault_root = Some(vault.root.clone());
+    Ok(std::sync::Arc::new(lode_engine::vectors::FixedOutbound { rules: vault.config.egress_rules()?, cfg }))
+}
+
 /// Loads the embedder and its vector index (when `dense`), and the reranker (when `rerank`).
 /// Loads the models a command needs. `index`: the command makes vectors (`lode index`), so a
 /// missing vector table is created and a damaged one replaced; every other command only reads
@@ -45,7 +57,7 @@ fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
         if m.embedder.trim().is_empty() {
             out.problems.push("no embedder configured ([models] embedder)".into());
         } else {
-            match Embedder::load(&m.resolve(&m.embedder), m.runtime.as_deref(), m.threads) {
+            match m.embedder_source(scrub()).map_err(|e| format!("{e:#}")).and_then(|s| Embedder::open(&s).map_err(|e| e.to_string())) {
                 Ok(e) => {
                     let dir = vault.vectors_dir();
                     if index {
@@ -73,7 +85,7 @@ fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
                     }
                     out.embedder = Some(e);
                 }
-                Err(err) => out.problems.push(err.to_string()),
+                Err(err) => out.problems.push(err),
             }
         }
     }

@@ -131,7 +131,7 @@ fn settings(r: &mut Report, root: &Path) -> Config {
 fn runtime(r: &mut Report, config: &Config) {
     let configured = config.models.runtime.as_deref();
     let searched = lode_models::runtime_candidates(configured);
-    let needed = !config.models.embedder.trim().is_empty() || config.models.reranker.is_some() || config.models.nli.is_some();
+    let needed = config.models.embedder_is_local_model() || config.models.reranker.is_some() || config.models.nli.is_some();
     match lode_models::environment(configured) {
         Ok(_) => {
             let path = lode_models::loaded_runtime().unwrap_or_default();
@@ -174,9 +174,14 @@ fn models(r: &mut Report, config: &Config) {
         };
         let dir = m.resolve(name);
         let loaded: Result<String, String> = match role {
-            "embedder" => lode_models::Embedder::load(&dir, rt, 1)
-                .map(|e| format!("{} ({} dimensions)", e.id(), e.dimensions()))
-                .map_err(|e| e.to_string()),
+            "embedder" => m
+                .embedder_source(crate::models::scrub())
+                .map_err(|e| format!("{e:#}"))
+                .and_then(|s| lode_models::Embedder::open(&s).map_err(|e| e.to_string()))
+                .map(|e| {
+                    let off = if e.sends_off_machine() { "; off this machine: no-egress notes withheld, secrets masked" } else { "" };
+                    format!("{} ({} dimensions{off})", e.id(), e.dimensions())
+                }),
             "reranker" => lode_models::CrossEncoder::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
             _ => lode_models::NliModel::load(&dir, rt, 1).map(|e| e.id().to_owned()).map_err(|e| e.to_string()),
         };
@@ -268,10 +273,7 @@ fn vault(r: &mut Report, root: &Path, config: &Config, db: Option<&Path>) {
     let facts = (|| -> Result<Value, lode_store::StoreError> {
         let s = store.stats()?;
         // The model's id (what its vectors are recorded under), from its manifest.
-        let model = match config.models.embedder.trim() {
-            "" => String::new(),
-            e => lode_models::Manifest::load(&config.models.resolve(e)).map(|m| m.id).unwrap_or_else(|_| e.to_owned()),
-        };
+        let model = config.models.embedder_id();
         let fresh = store.vector_freshness(&model)?;
         let vectors_dir = state_dir(root).join("vectors");
         // After `[models] embedder` changed: the model that answers until the new one is done.

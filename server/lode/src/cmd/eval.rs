@@ -375,6 +375,7 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
             i,
             e,
             config.models.window_tokens,
+            None,
             |d, t| progress.update("embedding", d, t, ""),
             || true,
         )?;
@@ -736,7 +737,7 @@ fn eval_answers(args: AnswersArgs) -> Result<ExitCode> {
     let vault_cfg = super::Vault { root: vault.clone(), config: config.clone(), db: work.join("lode.db") };
     let mut loaded = crate::models::load(&vault_cfg, args.hybrid, false);
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
-        lode_retrieval::sync_vectors(&mut store, i, e, config.models.window_tokens, |_, _| {}, || true)?;
+        lode_retrieval::sync_vectors(&mut store, i, e, config.models.window_tokens, None, |_, _| {}, || true)?;
     }
     let synth = match &args.llm {
         Some(endpoint) => Synthesizer::Llm(lode_answer::llm::LlmConfig {

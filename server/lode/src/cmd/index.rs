@@ -70,6 +70,7 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
                     index,
                     embedder,
                     vault.config.models.window_tokens,
+                    Some(crate::models::outbound(&vault)?),
                     |d, t| progress.update("embedding", d, t, ""),
                     || true,
                 )?;
@@ -79,8 +80,9 @@ pub fn run(args: IndexArgs) -> Result<ExitCode> {
                 // later answers with it until the new one's vectors are complete.
                 if fresh.with_vectors >= fresh.passages {
                     let m = &vault.config.models;
-                    let rec =
-                        lode_retrieval::Serving { id: embedder.id().to_owned(), path: m.resolve(&m.embedder), dims: embedder.dimensions() };
+                    // A server's model has no folder: its id names the model and the server.
+                    let path = if embedder.destination().is_some() { std::path::PathBuf::new() } else { m.resolve(&m.embedder) };
+                    let rec = lode_retrieval::Serving { id: embedder.id().to_owned(), path, dims: embedder.dimensions() };
                     if let Err(e) = rec.write(&vault.vectors_dir()) {
                         eprintln!("warning: cannot record the serving model in {}: {e}", vault.vectors_dir().display());
                     }

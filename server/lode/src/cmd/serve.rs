@@ -67,7 +67,7 @@ pub fn engine_settings() -> lode_engine::SettingsFn {
         let synthesizer = synthesizer_of(&config);
         let m = &config.models;
         let vectors = (!m.embedder.trim().is_empty()).then(|| lode_engine::VectorSettings {
-            embedder: m.resolve(&m.embedder),
+            embedder: m.embedder_source(crate::models::scrub()).map_err(|e| format!("{e:#}")),
             runtime: m.runtime.clone(),
             threads: m.threads,
             window_tokens: m.window_tokens,

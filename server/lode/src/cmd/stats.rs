@@ -21,7 +21,7 @@ pub fn run(args: StatsArgs) -> Result<ExitCode> {
     let vault = Vault::resolve(&args.vault)?;
     let store = vault.open_existing()?;
     let s = store.stats()?;
-    let model = vault.config.models.embedder.clone();
+    let model = vault.config.models.embedder_id();
     let fresh = store.vector_freshness(&model)?;
     let mut check = if args.check { Some(store.verify()?) } else { None };
     // The vector table is checked too: it must read, and hold what the bookkeeping says.

@@ -4,6 +4,7 @@
 mod cli;
 mod egress;
 mod emacs;
+mod embedder;
 mod hostile;
 mod install;
 mod lsp;
