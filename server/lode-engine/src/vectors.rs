@@ -70,13 +70,7 @@ pub(crate) struct Resident {
 
 impl Resident {
     pub(crate) fn new(model: lode_models::Embedder, source: EmbedderSource) -> Resident {
-        Resident {
-            source,
-            id: model.id().to_owned(),
-            dims: model.dimensions(),
-            model: Some(model),
-            used: std::time::Instant::now(),
-        }
+        Resident { source, id: model.id().to_owned(), dims: model.dimensions(), model: Some(model), used: std::time::Instant::now() }
     }
 
     pub(crate) fn id(&self) -> &str {

@@ -77,8 +77,8 @@ pub struct Embedder {
 }
 
 enum Backend {
-    Onnx(OnnxModel),
-    Http { server: HttpEmbedder, manifest: Manifest },
+    Onnx(Box<OnnxModel>),
+    Http { server: Box<HttpEmbedder>, manifest: Manifest },
 }
 
 impl Embedder {
@@ -102,7 +102,7 @@ impl Embedder {
                     output: None,
                     labels: Vec::new(),
                 };
-                Ok(Embedder { backend: Backend::Http { server, manifest } })
+                Ok(Embedder { backend: Backend::Http { server: Box::new(server), manifest } })
             }
         }
     }
@@ -142,11 +142,14 @@ impl Embedder {
             return Err(ModelError::model(dir, format!("{} is a {:?}, not an embedder", manifest.id, manifest.kind)));
         }
         let model = OnnxModel::load(dir, manifest, runtime, threads)?;
-        let mut e = Embedder { backend: Backend::Onnx(model) };
+        let mut e = Embedder { backend: Backend::Onnx(Box::new(model)) };
         let probe = e.embed(vec!["lode".to_owned()])?;
         let dims = probe.first().map_or(0, Vec::len);
         if dims != e.manifest().dimensions {
-            return Err(ModelError::model(dir, format!("the model produces {dims}-dimensional vectors, the manifest says {}", e.manifest().dimensions)));
+            return Err(ModelError::model(
+                dir,
+                format!("the model produces {dims}-dimensional vectors, the manifest says {}", e.manifest().dimensions),
+            ));
         }
         Ok(e)
     }

@@ -153,7 +153,10 @@ impl HttpEmbedder {
             match &self.config.scrub {
                 Some(s) => s(text).0,
                 None => {
-                    return Err(ModelError::Remote { endpoint: self.config.url.clone(), detail: "no egress filter set: nothing is sent".into() })
+                    return Err(ModelError::Remote {
+                        endpoint: self.config.url.clone(),
+                        detail: "no egress filter set: nothing is sent".into(),
+                    })
                 }
             }
         } else {

@@ -8,7 +8,7 @@ mod worker;
 
 use std::path::PathBuf;
 
-pub use index::{placeholder_vector, table_name, Serving, VectorIndex, VectorRow, WITHHELD, ANN_MIN_ROWS, ANN_NPROBES, ANN_REFINE};
+pub use index::{placeholder_vector, table_name, Serving, VectorIndex, VectorRow, ANN_MIN_ROWS, ANN_NPROBES, ANN_REFINE, WITHHELD};
 pub use pipeline::{retrieve, Mode, Models, RetrievalConfig, Retrieved, Stage};
 pub use worker::{plan_windows, sync_vectors, window_text, windows, Outbound, Sync, SyncReport, WINDOW_TOKENS};
 

@@ -227,7 +227,9 @@ impl Sync {
         for (w, text) in windows.iter().zip(&texts) {
             let p = &batch[w[0]];
             let (vector, version_id) = match text {
-                Some(_) => (vectors.next().ok_or_else(|| RetrievalError::Unavailable("fewer vectors than windows".into()))?, p.version_id.clone()),
+                Some(_) => {
+                    (vectors.next().ok_or_else(|| RetrievalError::Unavailable("fewer vectors than windows".into()))?, p.version_id.clone())
+                }
                 None => (placeholder_vector(embedder.dimensions()), format!("{WITHHELD}{}", p.version_id)),
             };
             rows.push(VectorRow { passage_id: p.id, note_id: p.note_id, version_id, vector });

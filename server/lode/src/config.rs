@@ -345,7 +345,10 @@ impl ModelsSection {
             );
         };
         let mut h = lode_models::remote::HttpConfig::new(model, url);
-        anyhow::ensure!(!h.model.is_empty(), "[models] embedder = {name:?} names no model: write \"openai:<model>\", e.g. \"openai:nomic-embed-text\"");
+        anyhow::ensure!(
+            !h.model.is_empty(),
+            "[models] embedder = {name:?} names no model: write \"openai:<model>\", e.g. \"openai:nomic-embed-text\""
+        );
         h.api_key_env = self.embedder_api_key_env.clone().filter(|v| !v.trim().is_empty());
         h.batch = self.embedder_batch.clamp(1, 2048);
         h.timeout = std::time::Duration::from_secs(self.embedder_timeout_secs.clamp(1, 3600));

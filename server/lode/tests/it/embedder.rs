@@ -277,8 +277,9 @@ fn a_server_off_the_machine_never_gets_no_egress_notes_or_secrets() {
     assert!(sent.contains("numbat"), "the note with a secret was embedded, masked: {sent}");
     // Every batch sent is in the egress log.
     let db = rusqlite::Connection::open(vault.join(".lode/lode.db")).unwrap();
-    let logged: i64 =
-        db.query_row("SELECT count(*) FROM egress_log WHERE purpose = 'embed passages' AND destination = ?1", [&server.url], |r| r.get(0)).unwrap();
+    let logged: i64 = db
+        .query_row("SELECT count(*) FROM egress_log WHERE purpose = 'embed passages' AND destination = ?1", [&server.url], |r| r.get(0))
+        .unwrap();
     assert!(logged > 0, "no egress log rows");
     // A question holding a secret is masked before it is sent.
     let o = lode(&["search", "--mode", "dense", "which key is AKIAIOSFODNN7EXAMPLE"], &vault, &env);
@@ -337,9 +338,78 @@ fn a_server_named_without_its_address_is_a_clear_error_and_search_goes_on_lexica
     assert!(err(&o).contains("embedder_url") && err(&o).contains("11434"), "{}", err(&o));
     // Nothing listens there: said, with the address, and lexical search answers.
     let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    std::fs::write(&config, format!("[models]\nembedder = \"openai:nomic-embed-text\"\nembedder_url = \"http://{closed}/v1\"\nembedder_timeout_secs = 2\n")).unwrap();
+    std::fs::write(
+        &config,
+        format!("[models]\nembedder = \"openai:nomic-embed-text\"\nembedder_url = \"http://{closed}/v1\"\nembedder_timeout_secs = 2\n"),
+    )
+    .unwrap();
     let o = lode(&["search", "--mode", "hybrid", "staging certificates"], &vault, &env);
     assert!(o.status.success(), "{}", err(&o));
     assert!(String::from_utf8_lossy(&o.stdout).contains("rotate-staging-certs.md"));
     assert!(err(&o).contains(&format!("http://{closed}/v1")) && err(&o).contains("lexical"), "{}", err(&o));
+}
+
+/// The language server, through the engine: a vault indexed with the local model switches to
+/// a server off the machine. The local model answers until the server's vectors are complete,
+/// then the server's; the no-egress note never reaches it; the status names both.
+#[test]
+fn the_language_server_switches_to_a_server_off_the_machine_without_losing_answers_or_sending_what_stays() {
+    use lode_testing::stdio_client::StdioClient;
+    use serde_json::json;
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(Mode::Good);
+    let (vault, env) = setup(tmp.path(), &server, "embedder_off_machine = true\n");
+    std::fs::write(
+        vault.join("notes/salaries.md"),
+        "# Salaries\n\nThe wombat team's salary bands were raised by four percent. #no-egress\n",
+    )
+    .unwrap();
+    // Indexed first with the local model (before the user config names the server).
+    let config = tmp.path().join("home/.config/lode/config.toml");
+    let server_config = std::fs::read_to_string(&config).unwrap();
+    std::fs::remove_file(&config).unwrap();
+    let o = lode(&["index", "-q"], &vault, &env);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(server.requests().is_empty());
+    std::fs::write(&config, server_config).unwrap();
+
+    let mut lsp = StdioClient::spawn_env(env!("CARGO_BIN_EXE_lode"), ["serve"], env.clone()).unwrap();
+    let uri = format!("file://{}", vault.display());
+    lsp.request("initialize", json!({"processId": null, "rootUri": uri, "capabilities": {}})).unwrap();
+    lsp.notify("initialized", json!({})).unwrap();
+    let id = format!("openai:hash-words@{}", server.url);
+    let t = std::time::Instant::now();
+    // Meanwhile the local model answers (the switch path of `lode serve`; here it is over in
+    // about a second).
+    let status = loop {
+        let d = lsp.request("lode/status", json!(null)).unwrap()["result"]["dense"].clone();
+        if d["model"] == id.as_str() && d.get("switching").is_none() {
+            break d;
+        }
+        assert!(t.elapsed() < std::time::Duration::from_secs(120), "the switch never completed: {d}");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    assert!(status["with_vectors"].as_i64() > Some(0), "{status}");
+    let a = lsp.request("lode/ask", json!({"question": "How often are staging certificates rotated?"})).unwrap();
+    assert!(a.to_string().contains("rotate-staging-certs.md"), "{a}");
+    assert!(a["result"]["notice"].as_str().is_none_or(|n| !n.contains("lexical")), "{a}");
+    let sent = server.sent_text();
+    assert!(sent.contains("staging") && !sent.contains("wombat"), "the no-egress note reached the server");
+    // A save is embedded by the server; a no-egress one is not.
+    std::fs::write(vault.join("notes/quokka.md"), "# Quokka census\n\nThe quokka census counted 412 animals.\n").unwrap();
+    std::fs::write(vault.join("notes/okapi.md"), "# Okapi\n\nThe okapi sighting stays private. #no-egress\n").unwrap();
+    for name in ["quokka", "okapi"] {
+        let u = format!("{uri}/notes/{name}.md");
+        let text = std::fs::read_to_string(vault.join(format!("notes/{name}.md"))).unwrap();
+        lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}}))
+            .unwrap();
+        lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}})).unwrap();
+    }
+    let t = std::time::Instant::now();
+    while !server.sent_text().contains("quokka") {
+        assert!(t.elapsed() < std::time::Duration::from_secs(60), "the saved note was never embedded");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!server.sent_text().contains("okapi"), "a saved no-egress note reached the server");
 }
