@@ -334,7 +334,7 @@ impl Engine {
                     Some(vs) => {
                         let mut cfg = settings.ask.clone();
                         cfg.vault_root = Some(root.clone());
-                        let outbound = Arc::new(vectors::EngineOutbound { engine: this.clone(), cfg });
+                        let outbound = Arc::new(vectors::EngineOutbound { engine: this.clone(), cfg, secrets: Default::default() });
                         let (k, d, off, loaded) = start_vectors(
                             settings.db.clone(),
                             settings.store.clone(),

@@ -181,29 +181,6 @@ fn matched_only_inside_secrets(terms: &[String], raw: &str, masked: &str) -> boo
 #[derive(Default)]
 struct SecretSpans(HashMap<String, Vec<(Range<usize>, &'static str)>>);
 
-/// `window` (bytes `at` of a version whose secrets are `spans`) with every part of a secret
-/// replaced by a marker; how many secrets it touched.
-pub(crate) fn mask_window(window: &str, at: Range<usize>, spans: &[(Range<usize>, &'static str)]) -> (String, usize) {
-    let mut out = String::with_capacity(window.len());
-    let (mut from, mut n) = (0, 0);
-    for (s, kind) in spans {
-        let (a, b) = (s.start.max(at.start), s.end.min(at.end));
-        if a >= b {
-            continue;
-        }
-        let (a, b) = (a - at.start, b - at.start);
-        if a < from || !window.is_char_boundary(a) || !window.is_char_boundary(b) {
-            continue;
-        }
-        out.push_str(&window[from..a]);
-        out.push_str(&format!("[REDACTED:{kind}]"));
-        from = b;
-        n += 1;
-    }
-    out.push_str(&window[from..]);
-    (out, n)
-}
-
 /// Most quotes one verify call may carry, and most places a quote is looked for.
 const MAX_QUOTES: usize = gate::MAX_QUOTES;
 const PLACES_PER_QUOTE: usize = 5;
@@ -629,7 +606,7 @@ impl Engine {
         let mut text = String::new();
         let mut masked = 0;
         for (i, (start, l)) in lines.iter().enumerate().take(to).skip(from - 1) {
-            let (l, n) = mask_window(l, *start..*start + l.len(), &secrets);
+            let (l, n) = lode_answer::egress::secrets::mask_spans(l, *start..*start + l.len(), &secrets);
             masked += n;
             text.push_str(&format!("{:>width$}│ {l}\n", i + 1));
         }
@@ -710,7 +687,7 @@ impl Judge<'_> {
             let body = store.version_body(version_id).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned()).unwrap_or_default();
             lode_answer::egress::secrets::secret_spans(&body)
         });
-        let (masked, n) = mask_window(window, range, found);
+        let (masked, n) = lode_answer::egress::secrets::mask_spans(window, range, found);
         let (text, m) = self.redact(&masked);
         (text, n + m)
     }

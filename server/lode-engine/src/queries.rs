@@ -271,7 +271,7 @@ fn redact_answer(store: &lode_store::Store, answer: &mut lode_answer::Answer) ->
             *text = "[REDACTED]".into();
             return 1;
         };
-        let (masked, k) = crate::lookup::mask_window(window, range, secrets);
+        let (masked, k) = lode_answer::egress::secrets::mask_spans(window, range, secrets);
         *text = masked;
         k
     };

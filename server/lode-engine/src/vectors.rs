@@ -18,6 +18,29 @@ pub(crate) struct EngineOutbound {
     /// nothing is sent.
     pub(crate) engine: Arc<std::sync::OnceLock<std::sync::Weak<crate::Engine>>>,
     pub(crate) cfg: lode_answer::AskConfig,
+    pub(crate) secrets: VersionSecrets,
+}
+
+/// The secrets of the version last masked: a round's passages come version by version.
+#[derive(Default)]
+pub struct VersionSecrets(Mutex<Option<(String, Arc<Vec<(std::ops::Range<usize>, &'static str)>>)>>);
+
+impl VersionSecrets {
+    fn mask(&self, store: &Store, version_id: &str, range: std::ops::Range<usize>, text: &str) -> (String, usize) {
+        let spans = {
+            let mut last = self.0.lock();
+            match last.as_ref().filter(|(v, _)| v == version_id) {
+                Some((_, spans)) => spans.clone(),
+                None => {
+                    let body = store.version_body(version_id).ok().flatten().map(|b| String::from_utf8_lossy(&b).into_owned());
+                    let spans = Arc::new(body.map(|b| lode_answer::egress::secrets::secret_spans(&b)).unwrap_or_default());
+                    *last = Some((version_id.to_owned(), spans.clone()));
+                    spans
+                }
+            }
+        };
+        lode_answer::egress::secrets::mask_spans(text, range, &spans)
+    }
 }
 
 impl lode_retrieval::Outbound for EngineOutbound {
@@ -35,12 +58,17 @@ impl lode_retrieval::Outbound for EngineOutbound {
     fn passage_withheld(&self, _path: &str, text: &str) -> Option<String> {
         lode_answer::egress::marks::read(text).local
     }
+
+    fn mask(&self, store: &Store, version_id: &str, range: std::ops::Range<usize>, text: &str) -> (String, usize) {
+        self.secrets.mask(store, version_id, range, text)
+    }
 }
 
 /// The egress rules read once, for a command that embeds and ends (`lode index`).
 pub struct FixedOutbound {
     pub rules: lode_answer::egress::EgressRules,
     pub cfg: lode_answer::AskConfig,
+    pub secrets: VersionSecrets,
 }
 
 impl lode_retrieval::Outbound for FixedOutbound {
@@ -50,6 +78,10 @@ impl lode_retrieval::Outbound for FixedOutbound {
 
     fn passage_withheld(&self, _path: &str, text: &str) -> Option<String> {
         lode_answer::egress::marks::read(text).local
+    }
+
+    fn mask(&self, store: &Store, version_id: &str, range: std::ops::Range<usize>, text: &str) -> (String, usize) {
+        self.secrets.mask(store, version_id, range, text)
     }
 }
 

@@ -20,6 +20,10 @@ pub trait Outbound: Send + std::marker::Sync {
     fn note_withheld(&self, store: &Store, path: &str) -> Option<String>;
     /// Why the passage `text` of that note may not, by the marks in its own bytes.
     fn passage_withheld(&self, path: &str, text: &str) -> Option<String>;
+    /// `text` (bytes `range` of version `version_id`) with every secret the whole version holds
+    /// masked, and how many: rules that need context (a table's header, a key line above a
+    /// block) see the version, not the passage.
+    fn mask(&self, store: &Store, version_id: &str, range: std::ops::Range<usize>, text: &str) -> (String, usize);
 }
 
 /// Passages fetched and embedded per round: a round is what a just-saved note waits behind
@@ -294,7 +298,18 @@ impl Sync {
                 continue;
             }
             let heading = &batch[keep[0]].heading;
-            let (text, n) = embedder.scrub(&embedded_text(heading, keep.iter().map(|&i| batch[i].passage.as_str())));
+            let mut found = 0;
+            let passages: Vec<String> = keep
+                .iter()
+                .map(|&i| {
+                    let p = &batch[i];
+                    let (t, n) = outbound.mask(store, &p.version_id, p.start..p.end, &p.passage);
+                    found += n;
+                    t
+                })
+                .collect();
+            let (text, n) = embedder.scrub(&embedded_text(heading, passages.iter().map(String::as_str)));
+            let n = n + found;
             sent.extend(keep.iter().map(|&i| batch[i].id));
             bytes += text.len() as u64;
             masked += n as u64;
@@ -375,6 +390,8 @@ mod tests {
             heading: heading.into(),
             passage: String::new(),
             text: String::new(),
+            start: 0,
+            end: 0,
         }
     }
 

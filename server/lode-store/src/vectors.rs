@@ -22,6 +22,9 @@ pub struct PendingPassage {
     pub passage: String,
     /// What is embedded when the passage is a window of its own: heading, then the text.
     pub text: String,
+    /// Where `passage` is in its version: exactly those bytes.
+    pub start: usize,
+    pub end: usize,
 }
 
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
@@ -45,6 +48,8 @@ fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingPassage> {
         text: if heading.is_empty() { passage.clone() } else { format!("{heading}\n{passage}") },
         heading,
         passage,
+        start: r.get::<_, i64>(6)? as usize,
+        end: r.get::<_, i64>(7)? as usize,
     })
 }
 
@@ -53,7 +58,7 @@ impl Store {
     /// in note and document order (so consecutive passages of a section arrive together).
     pub fn pending_vectors(&self, model: &str, from_note: i64, limit: usize) -> Result<Vec<PendingPassage>, StoreError> {
         self.rows(
-            "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text FROM passages p
+            "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text, p.start, p.end FROM passages p
              WHERE p.note_id >= ?3
                AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
              ORDER BY p.note_id, p.ordinal LIMIT ?2",
@@ -71,7 +76,7 @@ impl Store {
                 break;
             }
             out.extend(self.rows(
-                "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text FROM passages p JOIN notes n ON n.id = p.note_id
+                "SELECT p.id, p.note_id, p.version_id, p.ordinal, p.heading, p.text, p.start, p.end FROM passages p JOIN notes n ON n.id = p.note_id
                  WHERE n.path = ?2 AND NOT EXISTS (SELECT 1 FROM passage_vectors v WHERE v.passage_id = p.id AND v.model = ?1)
                  ORDER BY p.ordinal LIMIT ?3",
                 params![model, path, (limit - out.len()) as i64],

@@ -33,7 +33,7 @@ pub fn scrub() -> lode_models::remote::Scrub {
 pub fn outbound(vault: &Vault) -> anyhow::Result<std::sync::Arc<dyn lode_retrieval::Outbound>> {
     let mut cfg = vault.config.ask_config();
     cfg.vault_root = Some(vault.root.clone());
-    Ok(std::sync::Arc::new(lode_engine::vectors::FixedOutbound { rules: vault.config.egress_rules()?, cfg }))
+    Ok(std::sync::Arc::new(lode_engine::vectors::FixedOutbound { rules: vault.config.egress_rules()?, cfg, secrets: Default::default() }))
 }
 
 /// Loads the embedder and its vector index (when `dense`), and the reranker (when `rerank`).

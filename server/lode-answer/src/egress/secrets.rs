@@ -317,6 +317,30 @@ pub fn secret_spans(text: &str) -> Vec<(Range<usize>, &'static str)> {
     findings(text).into_iter().map(|h| (h.range, h.kind)).collect()
 }
 
+/// `window` (bytes `at` of a text whose secrets are `spans`, from [`secret_spans`] of the whole
+/// text: rules that need context see it all) with every part of a secret
+/// replaced by a marker; how many secrets it touched.
+pub fn mask_spans(window: &str, at: Range<usize>, spans: &[(Range<usize>, &'static str)]) -> (String, usize) {
+    let mut out = String::with_capacity(window.len());
+    let (mut from, mut n) = (0, 0);
+    for (s, kind) in spans {
+        let (a, b) = (s.start.max(at.start), s.end.min(at.end));
+        if a >= b {
+            continue;
+        }
+        let (a, b) = (a - at.start, b - at.start);
+        if a < from || !window.is_char_boundary(a) || !window.is_char_boundary(b) {
+            continue;
+        }
+        out.push_str(&window[from..a]);
+        out.push_str(&format!("[REDACTED:{kind}]"));
+        from = b;
+        n += 1;
+    }
+    out.push_str(&window[from..]);
+    (out, n)
+}
+
 /// One pass of [`redact`].
 fn redact_once(text: &str) -> (String, usize) {
     let merged = findings(text);

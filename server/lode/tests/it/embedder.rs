@@ -413,3 +413,82 @@ fn the_language_server_switches_to_a_server_off_the_machine_without_losing_answe
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(!server.sent_text().contains("okapi"), "a saved no-egress note reached the server");
 }
+
+fn fixture(name: &str) -> Vec<serde_json::Value> {
+    let path = lode_testing::repo().join("fixtures/egress").join(name);
+    std::fs::read_to_string(&path).unwrap().lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap()).collect()
+}
+
+/// The egress attack sets (every spelling of "keep this local", and secrets in every shape, both
+/// ours and the ones written blind) indexed through a server off the machine: no private note's
+/// text and no secret reaches it; shareable notes do.
+#[test]
+fn every_egress_fixture_row_stays_off_an_embedding_server_off_the_machine() {
+    let tmp = tempfile::tempdir().unwrap();
+    let server = Server::start(Mode::Good);
+    let vault = tmp.path().join("vault");
+    std::fs::create_dir_all(&vault).unwrap();
+    let env = user_home(&tmp.path().join("home"));
+    let config = tmp.path().join("home/.config/lode/config.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "[models]\nembedder = \"openai:hash-words\"\nembedder_url = \"{}\"\nembedder_off_machine = true\nembedder_batch = 64\n",
+            server.url
+        ),
+    )
+    .unwrap();
+    let mut private = Vec::new();
+    let mut shareable = Vec::new();
+    for file in ["spellings.jsonl", "spellings-heldout.jsonl"] {
+        for (i, r) in fixture(file).iter().enumerate() {
+            // Whole words: `…x1 marker` is not a prefix of `…x10 marker`.
+            let probe = format!("Zqprobe{}x{i} marker", file.len());
+            let note = format!("{}\n\n{probe} line.\n", r["note"].as_str().unwrap().trim_end());
+            std::fs::write(vault.join(format!("{}-{i}.md", file.trim_end_matches(".jsonl"))), note).unwrap();
+            if r["intent"] == "private" {
+                private.push((probe, format!("{file} row {i} ({})", r["class"])));
+            } else {
+                shareable.push(probe);
+            }
+        }
+    }
+    let mut secrets = Vec::new();
+    for file in ["secrets.jsonl", "secrets-heldout.jsonl"] {
+        for (i, r) in fixture(file).iter().enumerate() {
+            let name = format!("{}-{i}.md", file.trim_end_matches(".jsonl"));
+            // The title is in every window of the note: a secret is looked for in those only
+            // (a short one, a PIN say, may well be in another note's text).
+            let title = format!("Zqsecret{}x{i} note", file.len());
+            std::fs::write(vault.join(&name), format!("# {title}\n\n{}\n", r["text"].as_str().unwrap())).unwrap();
+            // As in lode-answer's egress tests: a secret under six characters (a door code) is
+            // not a shape any detector can tell from a number.
+            for s in r["secrets"].as_array().unwrap().iter().filter(|s| s.as_str().unwrap().len() >= 6) {
+                secrets.push((title.clone(), s.as_str().unwrap().to_owned(), format!("{file} row {i} ({})", r["class"])));
+            }
+        }
+    }
+    let o = lode(&["index", "--json"], &vault, &env);
+    assert!(o.status.success(), "{}", err(&o));
+    let r = json(&o);
+    assert_eq!(r["vectors"]["with_vectors"], r["vectors"]["passages"], "{r:#}");
+    let sent = server.sent_text();
+    let leaked: Vec<&String> = private.iter().filter(|(p, _)| sent.contains(p.as_str())).map(|(_, why)| why).collect();
+    assert!(leaked.is_empty(), "private notes reached the server: {leaked:#?}");
+    let inputs: Vec<String> = server.requests().concat();
+    // A note whose text has headings of its own may have no window under its title: its secret
+    // is looked for everywhere.
+    let titled = |title: &str| inputs.iter().any(|t| t.contains(title));
+    let leaked: Vec<&String> = secrets
+        .iter()
+        .filter(|(title, secret, _)| inputs.iter().any(|t| (t.contains(title.as_str()) || !titled(title)) && t.contains(secret.as_str())))
+        .map(|(_, _, why)| why)
+        .collect();
+    let untitled = secrets.iter().filter(|(title, _, _)| !titled(title)).count();
+    assert!(untitled * 20 <= secrets.len(), "{untitled} of {} notes with a secret were not sent under their title", secrets.len());
+    assert!(leaked.is_empty(), "secrets reached the server: {leaked:#?}");
+    // Shareable notes are sent, bar the few a near-miss spelling keeps local (and reports).
+    let kept = shareable.iter().filter(|p| !sent.contains(p.as_str())).count();
+    assert!(kept * 5 <= shareable.len(), "{kept} of {} shareable notes were never sent", shareable.len());
+}
