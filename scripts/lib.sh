@@ -110,6 +110,25 @@ build_wheel() {
     export LODE_TEST_WHEEL
 }
 
+# The linux-x64 .vsix with lode inside (editors/vscode/scripts/package-platform.sh), around the
+# dev build, stripped, into target/vsix: install.rs installs it as VS Code would and drives the
+# binary it carries. Other platforms come from the release recipe (.github/workflows/release.yml).
+build_platform_vsix() {
+    if [ "$(uname -s)-$(uname -m)" != "Linux-x86_64" ]; then
+        echo "tests: the platform .vsix is built on linux-x64 only; its test is skipped" >&2
+        return
+    fi
+    echo "==> packaging the linux-x64 .vsix with lode inside ($(lode_elapsed))"
+    local target_dir=${CARGO_TARGET_DIR:-$PWD/target}
+    cargo build --quiet --locked -p lode --bin lode
+    rm -rf target/vsix && mkdir -p target/vsix
+    strip -o target/vsix/lode "$target_dir/debug/lode"
+    (cd editors/vscode && scripts/package-platform.sh linux-x64 ../../target/vsix/lode >/dev/null && mv lode-*-linux-x64.vsix ../../target/vsix/)
+    rm -f target/vsix/lode
+    LODE_TEST_VSIX="$(ls "$PWD"/target/vsix/lode-*-linux-x64.vsix)"
+    export LODE_TEST_VSIX
+}
+
 # install_py_tool DIR PACKAGE: PACKAGE from PyPI into DIR, once (a stamp names what is there).
 install_py_tool() {
     local dir=$1 pkg=$2

@@ -21,4 +21,5 @@ else
     echo "tests: clippy is not installed with this toolchain; the lint check is skipped" >&2
 fi
 build_wheel
+build_platform_vsix
 cargo test --workspace --locked "$@"

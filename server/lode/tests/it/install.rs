@@ -143,3 +143,99 @@ fn the_python_wheel_installs_lode_which_answers_the_demo_question() {
     assert!(claim["text"].as_str().unwrap().contains("every 60 days"), "{claim}");
     assert_eq!(claim["citations"][0]["path"], "runbooks/rotate-staging-certs.md", "{claim}");
 }
+
+/// The platform `.vsix` (`editors/vscode/scripts/package-platform.sh`, built by scripts/test.sh
+/// around the dev build into target/vsix), installed as `code --install-extension` installs it:
+/// its `extension/` folder unpacked under the extensions folder with each file's mode. With no
+/// `lode` on PATH and no `lode.path`, the extension's own choice (`chooseBinary`, the code the
+/// bundle runs) is the binary inside; that binary, started as the extension starts it, answers
+/// the demo question, and hover and goto work on the citation it gives. VS Code itself is not
+/// run: code-server (npm) needs Node 24 and headers from nodejs.org, which this machine cannot
+/// reach.
+#[test]
+fn the_platform_vsix_carries_a_lode_the_extension_runs_which_answers_hovers_and_goes_to() {
+    use lode_testing::stdio_client::StdioClient;
+    use serde_json::json;
+    let vsix = std::env::var_os("LODE_TEST_VSIX").map(PathBuf::from).or_else(|| {
+        std::fs::read_dir(repo().join("target/vsix")).ok()?.flatten().map(|e| e.path()).find(|p| p.extension().is_some_and(|x| x == "vsix"))
+    });
+    let vsix = vsix.expect("no platform .vsix: scripts/test.sh builds it (build_platform_vsix)");
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let ext = home.join(".vscode/extensions/lode.lode-linux-x64");
+    // Unpacked as VS Code unpacks it: entries under `extension/`, modes from the archive.
+    let unzip = r#"
+import sys, zipfile, os
+z = zipfile.ZipFile(sys.argv[1])
+for i in z.infolist():
+    if not i.filename.startswith('extension/') or i.is_dir():
+        continue
+    out = os.path.join(sys.argv[2], i.filename[len('extension/'):])
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    with open(out, 'wb') as f:
+        f.write(z.read(i))
+    mode = (i.external_attr >> 16) & 0o777
+    if mode:
+        os.chmod(out, mode)
+"#;
+    let o = Command::new("python3").args(["-c", unzip]).arg(&vsix).arg(&ext).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let bundled = ext.join("server/lode");
+    assert!(ext.join("dist/extension.js").is_file() && ext.join("package.json").is_file(), "not an extension: {}", ext.display());
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&bundled).unwrap().permissions().mode();
+        assert!(mode & 0o111 != 0, "the packaged binary is not executable once installed ({mode:o})");
+    }
+    // The extension's choice, with a PATH that has no lode and no `lode.path` setting.
+    let choose = "const b = require(process.argv[1]);\n\
+const r = b.chooseBinary(undefined, process.argv[2], { platform: 'linux', PATH: '/usr/bin:/bin', home: process.argv[3] });\n\
+console.log(JSON.stringify(r));";
+    let o = Command::new("node")
+        .args(["-e", choose])
+        .arg(repo().join("editors/vscode/out/binary.js"))
+        .arg(&bundled)
+        .arg(&home)
+        .output()
+        .expect("node (scripts/test.sh installs it)");
+    let chosen: Value = serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stderr)));
+    assert_eq!(chosen, json!({"ok": true, "path": bundled.to_string_lossy()}), "the extension would not run the binary it carries");
+
+    // Started as the extension starts it (`lode serve`, stdio), on the example vault.
+    let vault = tmp.path().join("notes");
+    copy_dir(&repo().join("fixtures/vault"), &vault);
+    let _ = std::fs::remove_dir_all(vault.join(".lode"));
+    let env = [("HOME", home.to_string_lossy().into_owned()), ("PATH", "/usr/bin:/bin".to_owned())];
+    let mut lsp = StdioClient::spawn_env(&bundled, ["serve"], env).unwrap();
+    let root = format!("file://{}", vault.display());
+    lsp.request("initialize", json!({"processId": null, "rootUri": root, "capabilities": {}})).unwrap();
+    lsp.notify("initialized", json!({})).unwrap();
+    lsp.wait_for(|m| m["method"] == "$/progress" && m["params"]["value"]["kind"] == "end").unwrap();
+    let a = lsp.request("lode/ask", json!({"question": "How often are staging certificates rotated?"})).unwrap();
+    let claim = a["result"]["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["rung"] == "verified" && c["text"].as_str().is_some_and(|t| t.contains("every 60 days")))
+        .unwrap_or_else(|| panic!("no verified answer: {a}"))
+        .clone();
+    let cit = &claim["citations"][0];
+    assert_eq!(cit["path"], "runbooks/rotate-staging-certs.md", "{claim}");
+    let link = lode_core::citation::render(
+        "answers.md",
+        "runbooks/rotate-staging-certs.md",
+        cit["line"].as_u64().unwrap() as usize,
+        cit["version_id"].as_str().unwrap(),
+        cit["start"].as_u64().unwrap() as usize..cit["end"].as_u64().unwrap() as usize,
+    );
+    let answers = format!("- Staging certificates are rotated every 60 days {link}\n");
+    let uri = format!("{root}/answers.md");
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": uri, "languageId": "markdown", "version": 1, "text": answers}}))
+        .unwrap();
+    let at = json!({"textDocument": {"uri": uri}, "position": {"line": 0, "character": answers.find("](").unwrap()}});
+    let h = lsp.request("textDocument/hover", at.clone()).unwrap();
+    let shown = h["result"]["contents"]["value"].as_str().unwrap_or_default();
+    assert!(shown.contains(cit["quoted_span"].as_str().unwrap()), "hover shows the quoted span: {h}");
+    let g = lsp.request("textDocument/definition", at).unwrap();
+    assert!(g.to_string().contains("rotate-staging-certs.md"), "goto resolves the citation: {g}");
+}
