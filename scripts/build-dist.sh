@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The binary users download: target/dist/lode (or target/<triple>/dist/lode with --target).
+#   scripts/build-dist.sh [--target TRIPLE]
+# The `dist` profile (Cargo.toml) compiles the cold dependencies for size and the index and
+# query paths at opt-level 3. What a profile cannot carry is added here, for the final link only
+# (`cargo rustc`), on x86_64 Linux where rustc links with its own lld:
+# - `--icf=all`: identical functions (the same generic code instantiated in many crates) kept once;
+# - a non-PIE executable (`-C relocation-model=static`): nothing to relocate at start, so the
+#   loader touches none of the binary's pages before `main` (docs/benchmarks.md, "The dist binary").
+# Elsewhere the profile alone applies. Release CI (.github/workflows/release.yml) runs this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+target=""
+if [ "${1:-}" = "--target" ]; then
+    target=${2:?usage: build-dist.sh [--target TRIPLE]}
+fi
+host=$(rustc -vV | sed -n 's/^host: //p')
+triple=${target:-$host}
+extra=()
+if [ "$triple" = "x86_64-unknown-linux-gnu" ]; then
+    extra=(-C link-arg=-Wl,--icf=all -C relocation-model=static)
+fi
+args=(--locked --profile dist -p lode --bin lode)
+if [ -n "$target" ]; then
+    args+=(--target "$target")
+fi
+if [ ${#extra[@]} -gt 0 ]; then
+    cargo rustc "${args[@]}" -- "${extra[@]}"
+else
+    cargo build "${args[@]}"
+fi
+out=target/${target:+$target/}dist/lode
+[ -f "$out" ] || out="$out.exe"
+echo "build-dist: $out ($(du -h "$out" | cut -f1))"
