@@ -31,6 +31,30 @@ pub struct AskRequest {
 }
 
 impl Engine {
+    /// Why the question may not go to the embedding server, when that server is off the machine:
+    /// nothing may leave now, or the question was taken from a note that may not.
+    fn question_stays(
+        &self,
+        store: &lode_store::Store,
+        rules: &lode_answer::egress::EgressRules,
+        cfg: &lode_answer::AskConfig,
+        origin: Option<&str>,
+    ) -> Option<String> {
+        let off =
+            self.settings.vectors.as_ref().and_then(|v| v.embedder.as_ref().ok()).is_some_and(lode_models::EmbedderSource::off_machine);
+        if !off {
+            return None;
+        }
+        if let Some(why) = &cfg.egress_blocked {
+            return Some(format!("nothing may leave this machine now ({why}), so the question was not sent to the embedding server"));
+        }
+        let path = origin?;
+        let why = lode_answer::withheld_for_remote(store, rules, cfg, path, None)?;
+        Some(format!(
+            "the question comes from {path}, which may not leave this machine ({why}), so it was not sent to the embedding server"
+        ))
+    }
+
     /// Answers a question from the vault: retrieval (dense when the vector thread is not
     /// holding the models, else lexical, and the answer says so), synthesis, the gate.
     pub fn ask(self: &Arc<Self>, req: AskRequest) -> Result<lode_answer::Answer, String> {
@@ -72,7 +96,7 @@ impl Engine {
         // dense leg over a half-embedded index favours whatever was embedded first.
         // A vector table being rebuilt (or found gone) is not searched: a dense leg over
         // part of the vault favours what was embedded first. The answer says so.
-        let unusable = self.dense_off.lock().unusable();
+        let unusable = self.dense_off.lock().unusable().or_else(|| self.question_stays(&store, &rules, &cfg, origin.as_deref()));
         // The reranker is lent for retrieval only, as the embedder is; one that cannot be
         // loaded leaves the fused order, as in `lode ask`.
         let mut reranker = self.reranker.as_ref().and_then(|pool| match pool.take() {

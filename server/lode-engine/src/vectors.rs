@@ -55,6 +55,13 @@ impl lode_retrieval::Outbound for EngineOutbound {
         lode_answer::withheld_for_remote(store, &rules, &self.cfg, path, None)
     }
 
+    fn blocked(&self) -> Option<String> {
+        let Some(engine) = self.engine.get().and_then(std::sync::Weak::upgrade) else {
+            return Some("the vault is closing".into());
+        };
+        engine.rules_now().2
+    }
+
     fn passage_withheld(&self, _path: &str, text: &str) -> Option<String> {
         lode_answer::egress::marks::read(text).local
     }
@@ -310,6 +317,7 @@ pub(crate) fn start_vectors(
                 }
             };
             let mut passes = 0u64;
+            let mut released = false;
             while let Ok(k) = rx.recv() {
                 if closing.load(SeqCst) {
                     return;
@@ -343,6 +351,28 @@ pub(crate) fn start_vectors(
                     };
                     sync.window_tokens = vs.window_tokens;
                     sync.outbound = Some(outbound.clone());
+                    // Once per server: windows withheld before that may leave the machine now.
+                    if !released {
+                        released = true;
+                        let released_now = match switching.as_ref() {
+                            Some((embedder, index)) => sync.release_withheld(&mut store, index, embedder),
+                            None => {
+                                let mut guard = shared.lock();
+                                match guard.as_mut() {
+                                    Some((resident, index)) => match resident.get() {
+                                        Ok(e) => sync.release_withheld(&mut store, index, e),
+                                        Err(_) => Ok(0),
+                                    },
+                                    None => Ok(0),
+                                }
+                            }
+                        };
+                        match released_now {
+                            Ok(0) => {}
+                            Ok(n) => tracing::info!("{n} withheld windows may leave the machine now: embedded again"),
+                            Err(e) => tracing::warn!("looking for withheld windows to embed again: {e}"),
+                        }
+                    }
                     loop {
                         // Kicks that came in meanwhile: their notes go first; any kick means
                         // the pass goes on until nothing is pending (so none is lost).

@@ -334,6 +334,30 @@ impl VectorIndex {
         Ok(())
     }
 
+    /// The placeholder rows ([`WITHHELD`]): `(passage_id, note_id)` of each.
+    pub fn withheld_rows(&self) -> Result<Vec<(i64, i64)>, RetrievalError> {
+        use lancedb::query::Select;
+        let filter = format!("version_id LIKE '{WITHHELD}%'");
+        let batches: Vec<RecordBatch> = self.bounded(READ_LIMIT, "reading placeholder rows", async {
+            self.table
+                .query()
+                .only_if(filter.as_str())
+                .select(Select::columns(&["passage_id", "note_id"]))
+                .execute()
+                .await?
+                .try_collect::<Vec<_>>()
+                .await
+        })?;
+        let mut out = Vec::new();
+        for b in &batches {
+            let ids = b.column_by_name("passage_id").and_then(|c| c.as_any().downcast_ref::<Int64Array>());
+            let notes = b.column_by_name("note_id").and_then(|c| c.as_any().downcast_ref::<Int64Array>());
+            let (Some(ids), Some(notes)) = (ids, notes) else { return Err(self.err("placeholder rows lack passage_id or note_id")) };
+            out.extend((0..ids.len()).map(|i| (ids.value(i), notes.value(i))));
+        }
+        Ok(out)
+    }
+
     /// Deletes every row (the bookkeeping no longer matches the table: it is rebuilt).
     pub fn clear(&self) -> Result<(), RetrievalError> {
         self.bounded(WRITE_LIMIT, "clearing the table", self.table.delete("true"))?;

@@ -24,6 +24,11 @@ pub trait Outbound: Send + std::marker::Sync {
     /// masked, and how many: rules that need context (a table's header, a key line above a
     /// block) see the version, not the passage.
     fn mask(&self, store: &Store, version_id: &str, range: std::ops::Range<usize>, text: &str) -> (String, usize);
+    /// Why nothing may leave now (a config being written, the vault closing): the round fails
+    /// and is retried, rather than withholding for good what is only held up.
+    fn blocked(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Passages fetched and embedded per round: a round is what a just-saved note waits behind
@@ -271,6 +276,9 @@ impl Sync {
                 "the embedder sends off this machine and no egress rules were given to this pass: nothing was sent".into(),
             ));
         };
+        if let Some(why) = outbound.blocked() {
+            return Err(RetrievalError::Unavailable(format!("nothing was sent to the embedding server: {why}")));
+        }
         // Per note: its path, if the index has it and the note may leave the machine.
         let mut notes: HashMap<i64, Option<String>> = HashMap::new();
         let (mut sent, mut bytes, mut masked) = (Vec::new(), 0u64, 0u64);
@@ -321,6 +329,43 @@ impl Sync {
         Ok(out)
     }
 
+    /// For an embedder off this machine: windows that were withheld (placeholder rows) in notes
+    /// that may leave the machine now (a no-egress pattern removed, a flag taken off without the
+    /// text changing) are made pending again, so this pass embeds them. Returns how many.
+    /// Reads the table's placeholder rows: run once per process (`lode index`, a server's first
+    /// pass), not every round.
+    pub fn release_withheld(&mut self, store: &mut Store, index: &VectorIndex, embedder: &Embedder) -> Result<usize, RetrievalError> {
+        let Some(outbound) = self.outbound.clone().filter(|_| embedder.sends_off_machine()) else { return Ok(0) };
+        if outbound.blocked().is_some() {
+            return Ok(0);
+        }
+        let rows = index.withheld_rows()?;
+        let mut verdict: HashMap<i64, bool> = HashMap::new();
+        let mut leaders = Vec::new();
+        for (leader, note) in rows {
+            let free = match verdict.get(&note) {
+                Some(&v) => v,
+                None => {
+                    let v = store.note_path(note)?.is_some_and(|path| outbound.note_withheld(store, &path).is_none());
+                    verdict.insert(note, v);
+                    v
+                }
+            };
+            if free {
+                leaders.push(leader);
+            }
+        }
+        if leaders.is_empty() {
+            return Ok(0);
+        }
+        store.release_windows(&self.model, &leaders)?;
+        index.delete(&leaders)?;
+        store.clear_vector_deletions(&self.model, &leaders)?;
+        let fresh = store.vector_freshness(&self.model)?;
+        self.total = (fresh.passages - fresh.with_vectors).max(0) as usize;
+        Ok(leaders.len())
+    }
+
     /// Passages embedded so far out of [`Sync::total`] (saves during the pass may add more).
     pub fn done(&self) -> usize {
         self.report.embedded.min(self.total)
@@ -367,6 +412,7 @@ pub fn sync_vectors(
     let mut sync = Sync::start(store, index, &model)?;
     sync.window_tokens = window_tokens;
     sync.outbound = outbound;
+    sync.release_withheld(store, index, embedder)?;
     progress(0, sync.total);
     while keep_going() {
         if !sync.round(store, index, embedder, &[])? {

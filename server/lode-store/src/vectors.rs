@@ -206,6 +206,24 @@ impl Store {
         tx.commit().map_err(e)
     }
 
+    /// Makes the windows led by `leaders` pending again: their bookkeeping goes and their rows
+    /// are queued for deletion (the caller deletes them from the table, then clears the queue;
+    /// a crash between the two leaves the queue for the next pass).
+    pub fn release_windows(&mut self, model: &str, leaders: &[i64]) -> Result<(), StoreError> {
+        let path = self.path.clone();
+        let e = |e| StoreError::from_sqlite(&path, e);
+        let tx = self.conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate).map_err(e)?;
+        {
+            let mut del = tx.prepare_cached("DELETE FROM passage_vectors WHERE model = ?1 AND window_id = ?2").map_err(e)?;
+            let mut ins = tx.prepare_cached("INSERT OR IGNORE INTO vector_deletions (passage_id, model) VALUES (?1, ?2)").map_err(e)?;
+            for id in leaders {
+                del.execute(params![model, id]).map_err(e)?;
+                ins.execute(params![id, model]).map_err(e)?;
+            }
+        }
+        tx.commit().map_err(e)
+    }
+
     /// Forgets every vector of `model` (the LanceDB table was lost: they will be rebuilt), and
     /// every vector of other models (the model changed: they are not mixed).
     pub fn reset_vectors(&mut self, model: Option<&str>) -> Result<(), StoreError> {

@@ -291,6 +291,31 @@ fn a_server_off_the_machine_never_gets_no_egress_notes_or_secrets() {
     assert!(!String::from_utf8_lossy(&o.stdout).contains("salaries.md"), "{}", String::from_utf8_lossy(&o.stdout));
     let o = lode(&["search", "--json", "--mode", "lexical", "wombat salary bands"], &vault, &env);
     assert!(String::from_utf8_lossy(&o.stdout).contains("salaries.md"), "{}", String::from_utf8_lossy(&o.stdout));
+
+    // A folder kept local by a pattern; the pattern removed later, its notes are embedded at
+    // the next `lode index` (their text did not change, their placeholders are released).
+    std::fs::create_dir_all(vault.join("hr")).unwrap();
+    std::fs::write(
+        vault.join("hr/reviews.md"),
+        "# Reviews
+
+The capybara review cycle runs twice a year.
+",
+    )
+    .unwrap();
+    std::fs::write(vault.join(".lode/config.toml"), "[egress]\nno_egress = [\"hr/\"]\n").unwrap();
+    let o = lode(&["index", "--json"], &vault, &env);
+    assert!(o.status.success(), "{}", err(&o));
+    assert!(!server.sent_text().contains("capybara"), "a note under a no-egress pattern reached the server");
+    std::fs::write(vault.join(".lode/config.toml"), "").unwrap();
+    let o = lode(&["index", "--json"], &vault, &env);
+    assert!(o.status.success(), "{}", err(&o));
+    let r = json(&o);
+    assert_eq!(r["vectors"]["with_vectors"], r["vectors"]["passages"], "{r:#}");
+    assert!(server.sent_text().contains("capybara"), "released when the pattern went");
+    assert!(!server.sent_text().contains("four percent"), "the flagged note stays withheld (its words in a question went as a question)");
+    let o = lode(&["search", "--json", "--mode", "dense", "--limit", "3", "capybara review cycle"], &vault, &env);
+    assert!(String::from_utf8_lossy(&o.stdout).contains("hr/reviews.md"), "{}", String::from_utf8_lossy(&o.stdout));
 }
 
 #[test]
@@ -412,6 +437,18 @@ fn the_language_server_switches_to_a_server_off_the_machine_without_losing_answe
     }
     std::thread::sleep(std::time::Duration::from_millis(500));
     assert!(!server.sent_text().contains("okapi"), "a saved no-egress note reached the server");
+
+    // A question asked from a no-egress note is not sent to embed: answered lexically, said.
+    let u = format!("{uri}/notes/private-questions.md");
+    let text = "---\nno_egress: true\n---\n# Private questions\n\nHow often does the narwhal rotation of staging certificates happen?\n";
+    std::fs::write(vault.join("notes/private-questions.md"), text).unwrap();
+    lsp.notify("textDocument/didOpen", json!({"textDocument": {"uri": u, "languageId": "markdown", "version": 1, "text": text}})).unwrap();
+    lsp.notify("textDocument/didSave", json!({"textDocument": {"uri": u}})).unwrap();
+    let range = json!({"start": {"line": 5, "character": 0}, "end": {"line": 5, "character": 0}});
+    let done = lsp.request("workspace/executeCommand", json!({"command": "lode.ask", "arguments": [{"uri": u, "range": range}]})).unwrap();
+    assert!(done.get("error").is_none(), "{done}");
+    assert!(!server.sent_text().contains("narwhal"), "the question of a no-egress note went to the embedding server");
+    assert!(done.to_string().contains("not sent to the embedding server"), "the answer says why it is lexical: {done}");
 }
 
 fn fixture(name: &str) -> Vec<serde_json::Value> {
