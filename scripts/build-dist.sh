@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The binary users download: target/dist/lode (or target/<triple>/dist/lode with --target).
 #   scripts/build-dist.sh [--target TRIPLE]
+#   scripts/build-dist.sh --rustc-args      (prints the final link's flags, for `maturin build -- …`)
 # The `dist` profile (Cargo.toml) compiles the cold dependencies for size and the index and
 # query paths at opt-level 3. What a profile cannot carry is added here, for the final link only
 # (`cargo rustc`), on x86_64 Linux where rustc links with its own lld:
@@ -11,14 +12,21 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 target=""
-if [ "${1:-}" = "--target" ]; then
+print_only=""
+if [ "${1:-}" = "--rustc-args" ]; then
+    print_only=1
+elif [ "${1:-}" = "--target" ]; then
     target=${2:?usage: build-dist.sh [--target TRIPLE]}
 fi
 host=$(rustc -vV | sed -n 's/^host: //p')
 triple=${target:-$host}
 extra=()
 if [ "$triple" = "x86_64-unknown-linux-gnu" ]; then
-    extra=(-C link-arg=-Wl,--icf=all -C relocation-model=static)
+    extra=(-C link-arg=-Wl,--icf=all -C relocation-model=static -C strip=symbols)
+fi
+if [ -n "$print_only" ]; then
+    echo "${extra[@]}"
+    exit 0
 fi
 args=(--locked --profile dist -p lode --bin lode)
 if [ -n "$target" ]; then
