@@ -50,7 +50,7 @@ pub fn load_for_index(vault: &Vault) -> Loaded {
     load_for(vault, true, false, true)
 }
 
-fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
+pub(crate) fn load_for(vault: &Vault, dense: bool, rerank: bool, index: bool) -> Loaded {
     let m = &vault.config.models;
     let mut out = Loaded { embedder: None, index: None, reranker: None, problems: Vec::new() };
     if dense {

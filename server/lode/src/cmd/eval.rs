@@ -366,7 +366,9 @@ pub fn run(cmd: EvalCommand) -> Result<ExitCode> {
     if let Some(r) = &args.reranker {
         vault_cfg.config.models.reranker = Some(r.clone());
     }
-    let mut loaded = crate::models::load(&vault_cfg, needs_dense, want(lode_retrieval::Mode::Rerank));
+    // The evaluation embeds what lacks a vector (below): a work folder without a vector table
+    // yet gets one, as `lode index` makes it, rather than its dense modes skipped.
+    let mut loaded = crate::models::load_for(&vault_cfg, needs_dense, want(lode_retrieval::Mode::Rerank), true);
     let mut embed_seconds = None;
     if let (Some(e), Some(i)) = (loaded.embedder.as_mut(), loaded.index.as_ref()) {
         let mut progress = Progress::new(!args.json);
