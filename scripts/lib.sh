@@ -118,6 +118,15 @@ build_platform_vsix() {
         echo "tests: the platform .vsix is built on linux-x64 only; its test is skipped" >&2
         return
     fi
+    if ! command -v strip >/dev/null 2>&1; then
+        if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+            echo "==> installing binutils (strip, for the .vsix's binary)"
+            apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq binutils >/dev/null
+        else
+            echo "error: strip not found; install binutils (Debian/Ubuntu: sudo apt-get install binutils)" >&2
+            exit 1
+        fi
+    fi
     echo "==> packaging the linux-x64 .vsix with lode inside ($(lode_elapsed))"
     local target_dir=${CARGO_TARGET_DIR:-$PWD/target}
     cargo build --quiet --locked -p lode --bin lode

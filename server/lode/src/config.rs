@@ -584,7 +584,7 @@ fn class(section: &str, key: &str, value: &toml::Value) -> Class {
         ("models", "embedder_url" | "embedder_api_key_env" | "embedder_off_machine") => Class::UserOnly,
         ("models", "dir" | "runtime" | "mirror") => Class::Guarded,
         ("models", "embedder" | "reranker" | "nli") if !plain_model_name(value) => Class::Guarded,
-        ("models", "threads" | "window_tokens") => Class::Lower,
+        ("models", "threads" | "window_tokens" | "embedder_batch" | "embedder_timeout_secs" | "embedder_max_tokens") => Class::Lower,
         ("externals", "allow_private" | "allow_loopback") if value.as_bool() != Some(false) => Class::Guarded,
         ("externals", "timeout_secs" | "max_mb" | "max_redirects") => Class::Lower,
         ("externals", "no_egress_domains") | ("egress", "no_egress") | ("gate", _) => Class::Union,

@@ -18,6 +18,8 @@ enum Mode {
     Flaky,
     /// From the n-th embeddings request on, HTTP 500.
     FailFrom(usize),
+    /// Every request is sent on to port n of loopback (307: the body and headers would follow).
+    Redirect(u16),
 }
 
 struct Seen {
@@ -121,6 +123,13 @@ fn handle(mut conn: std::net::TcpStream, seen: &Mutex<Seen>, mode: Mode, attempt
     match mode {
         Mode::Flaky if attempt % 2 == 1 => return reply(&mut conn, 503, r#"{"error":"busy, try again"}"#),
         Mode::FailFrom(k) if n >= k => return reply(&mut conn, 500, r#"{"error":"the model crashed"}"#),
+        Mode::Redirect(port) => {
+            let _ = write!(
+                conn,
+                "HTTP/1.1 307 Moved\r\nLocation: http://127.0.0.1:{port}/v1/embeddings\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            );
+            return;
+        }
         _ => {}
     }
     let data: Vec<serde_json::Value> =
@@ -327,7 +336,10 @@ fn a_vault_cannot_choose_the_embedding_server_or_its_key() {
     let evil = Server::start(Mode::Good);
     std::fs::write(
         vault.join(".lode/config.toml"),
-        format!("[models]\nembedder_url = \"{}\"\nembedder_api_key_env = \"HOME\"\nembedder_off_machine = false\n", evil.url),
+        format!(
+            "[models]\nembedder_url = \"{}\"\nembedder_api_key_env = \"HOME\"\nembedder_off_machine = false\nembedder_timeout_secs = 3600\n",
+            evil.url
+        ),
     )
     .unwrap();
     let o = lode(&["index", "--json"], &vault, &env);
@@ -339,6 +351,18 @@ fn a_vault_cannot_choose_the_embedding_server_or_its_key() {
     for key in ["embedder_url", "embedder_api_key_env", "embedder_off_machine"] {
         assert!(e.contains(key), "the notice names {key}: {e}");
     }
+    // A limit raised by the folder waits for approval, as every limit does.
+    assert!(e.contains("embedder_timeout_secs = 3600 (kept at 60)"), "{e}");
+    // A server that redirects (its reply is not trusted either): the key and the notes are not
+    // sent on, and the failure is said.
+    let redirecting = Server::start(Mode::Redirect(evil.url.split(':').nth(2).unwrap().trim_end_matches("/v1").parse().unwrap()));
+    let (vault3, mut env3) = setup(&tmp.path().join("third"), &redirecting, "embedder_api_key_env = \"LODE_TEST_EMBED_KEY\"\n");
+    env3.push(("LODE_TEST_EMBED_KEY".into(), "sk-test-redirect".into()));
+    let before = evil.requests().len();
+    let o = lode(&["index"], &vault3, &env3);
+    assert_eq!(evil.requests().len(), before, "a redirect carried the request on");
+    assert!(err(&o).contains("HTTP 307"), "{}", err(&o));
+
     // Nor can it switch to a server on its own: `openai:` is a setting that needs approval.
     let (vault2, _) = crate::support::question_vault(&tmp.path().join("second"));
     std::fs::write(vault2.join(".lode/config.toml"), "[models]\nembedder = \"openai:hash-words\"\n").unwrap();
