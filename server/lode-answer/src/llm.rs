@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use lode_models::remote::clip;
+
 use lode_core::gate::{Claim, Support};
 use serde::{Deserialize, Serialize};
 
@@ -227,50 +229,11 @@ impl LlmConfig {
     fn complete_with(&self, agent: &ureq::Agent, body: &str) -> Result<String, LlmError> {
         let key = self.api_key_env.as_ref().and_then(|v| std::env::var(v).ok());
         let attempts = self.retries + 1;
-        let mut last = String::new();
-        for attempt in 0..attempts {
-            if attempt > 0 {
-                // 0.5 s, 1 s, 2 s, … between attempts.
-                std::thread::sleep(Duration::from_millis(500u64 << (attempt - 1).min(5)));
-            }
-            let mut req = agent.post(&self.url()).header("Content-Type", "application/json");
-            if let Some(k) = &key {
-                req = req.header("Authorization", &format!("Bearer {k}"));
-            }
-            let resp = match req.send(body) {
-                Ok(r) => r,
-                Err(e) => {
-                    last = e.to_string();
-                    continue;
-                }
-            };
-            let status = resp.status().as_u16();
-            let text = match resp.into_body().with_config().limit(16 << 20).read_to_string() {
-                Ok(t) => t,
-                Err(e) => {
-                    last = format!("reading the response: {e}");
-                    continue;
-                }
-            };
-            if status == 429 || status >= 500 {
-                last = format!("HTTP {status}: {}", clip(&text));
-                continue;
-            }
-            if status != 200 {
-                return Err(LlmError::Status { endpoint: self.endpoint.clone(), status, body: clip(&text) });
-            }
-            return Ok(text);
+        match lode_models::remote::post_retrying(agent, &self.url(), key.as_deref(), body, attempts, 16 << 20) {
+            Ok((200, text)) => Ok(text),
+            Ok((status, text)) => Err(LlmError::Status { endpoint: self.endpoint.clone(), status, body: clip(&text) }),
+            Err(last) => Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts, detail: last.to_string() }),
         }
-        Err(LlmError::Unreachable { endpoint: self.endpoint.clone(), attempts, detail: last })
-    }
-}
-
-fn clip(s: &str) -> String {
-    let c: String = s.chars().take(300).collect();
-    if c.len() < s.len() {
-        format!("{c}…")
-    } else {
-        c
     }
 }
 

@@ -49,7 +49,7 @@ fn estimated_tokens(text: &str, max_length: usize) -> usize {
 }
 
 /// Where an embedder comes from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum EmbedderSource {
     /// A model folder run here by ONNX Runtime.
     Onnx { dir: PathBuf, runtime: Option<PathBuf>, threads: usize },

@@ -58,13 +58,6 @@ impl std::fmt::Debug for HttpConfig {
     }
 }
 
-impl PartialEq for HttpConfig {
-    fn eq(&self, o: &HttpConfig) -> bool {
-        (&self.model, &self.url, &self.api_key_env, self.batch, self.off_machine, &self.query_prefix, &self.passage_prefix)
-            == (&o.model, &o.url, &o.api_key_env, o.batch, o.off_machine, &o.query_prefix, &o.passage_prefix)
-    }
-}
-
 impl HttpConfig {
     pub fn new(model: &str, url: &str) -> HttpConfig {
         HttpConfig {
@@ -175,46 +168,19 @@ impl HttpEmbedder {
         let body = serde_json::json!({ "model": self.config.model, "input": input, "encoding_format": "float" }).to_string();
         let key = self.config.api_key_env.as_ref().and_then(|v| std::env::var(v).ok());
         let attempts = self.config.retries + 1;
-        let mut last = String::new();
-        for attempt in 0..attempts {
-            if attempt > 0 {
-                // 0.5 s, 1 s, 2 s, … between attempts.
-                std::thread::sleep(Duration::from_millis(500u64 << (attempt - 1).min(5)));
-            }
-            let mut req = self.agent.post(self.config.endpoint()).header("Content-Type", "application/json");
-            if let Some(k) = &key {
-                req = req.header("Authorization", &format!("Bearer {k}"));
-            }
-            let resp = match req.send(&body) {
-                Ok(r) => r,
-                Err(e) => {
-                    last = format!("no answer: {e}");
-                    continue;
-                }
-            };
-            let status = resp.status().as_u16();
-            let text = match resp.into_body().with_config().limit(MAX_RESPONSE).read_to_string() {
-                Ok(t) => t,
-                Err(e) => {
-                    last = format!("reading the response: {e}");
-                    continue;
-                }
-            };
-            if status == 429 || status >= 500 {
-                last = format!("HTTP {status}: {}", clip(&text));
-                continue;
-            }
-            if status != 200 {
+        match post_retrying(&self.agent, &self.config.endpoint(), key.as_deref(), &body, attempts, MAX_RESPONSE) {
+            Ok((200, text)) => parse(&text, inputs.len(), self.dims),
+            Ok((status, text)) => {
                 let hint = match status {
                     401 | 403 => " (check the key: [models] embedder_api_key_env names the variable that holds it)",
                     404 => " (is the URL the API base, ending in /v1, and is the model pulled on that server?)",
                     _ => "",
                 };
-                return Err(format!("HTTP {status}{hint}: {}", clip(&text)));
+                Err(format!("HTTP {status}{hint}: {}", clip(&text)))
             }
-            return parse(&text, inputs.len(), self.dims);
+            Err(Failed::NoAnswer(e)) => Err(format!("no answer: {e} (after {attempts} attempts)")),
+            Err(last) => Err(format!("{last} (after {attempts} attempts)")),
         }
-        Err(format!("{last} (after {attempts} attempts)"))
     }
 }
 
@@ -260,7 +226,74 @@ pub(crate) fn parse(text: &str, n: usize, dims: usize) -> Result<Vec<Vec<f32>>, 
     Ok(out.into_iter().map(|v| v.expect("every index filled: n items, none repeated")).collect())
 }
 
-fn clip(s: &str) -> String {
+/// Why the last attempt of [`post_retrying`] failed.
+#[derive(Debug)]
+pub enum Failed {
+    /// No answer (connection refused, timeout, TLS): the transport's words.
+    NoAnswer(String),
+    /// An answer whose body could not be read whole.
+    Unreadable(String),
+    /// HTTP 429 or 5xx, with the body, clipped.
+    Busy(u16, String),
+}
+
+impl std::fmt::Display for Failed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Failed::NoAnswer(e) => write!(f, "{e}"),
+            Failed::Unreadable(e) => write!(f, "reading the response: {e}"),
+            Failed::Busy(status, body) => write!(f, "HTTP {status}: {body}"),
+        }
+    }
+}
+
+/// POSTs the JSON `body` to `url` (with `key` as a bearer token) up to `attempts` times: again
+/// after no answer, an unreadable body, HTTP 429 or 5xx, 0.5 s, 1 s, 2 s, … apart. Returns the
+/// first other answer, status and body (at most `limit` bytes), or why the last attempt failed.
+/// For every OpenAI-compatible endpoint lode calls (embeddings here, chat in `lode-answer`).
+pub fn post_retrying(
+    agent: &ureq::Agent,
+    url: &str,
+    key: Option<&str>,
+    body: &str,
+    attempts: u32,
+    limit: u64,
+) -> Result<(u16, String), Failed> {
+    let mut last = Failed::NoAnswer("not tried".into());
+    for attempt in 0..attempts.max(1) {
+        if attempt > 0 {
+            std::thread::sleep(Duration::from_millis(500u64 << (attempt - 1).min(5)));
+        }
+        let mut req = agent.post(url).header("Content-Type", "application/json");
+        if let Some(k) = key {
+            req = req.header("Authorization", &format!("Bearer {k}"));
+        }
+        let resp = match req.send(body) {
+            Ok(r) => r,
+            Err(e) => {
+                last = Failed::NoAnswer(e.to_string());
+                continue;
+            }
+        };
+        let status = resp.status().as_u16();
+        let text = match resp.into_body().with_config().limit(limit).read_to_string() {
+            Ok(t) => t,
+            Err(e) => {
+                last = Failed::Unreadable(e.to_string());
+                continue;
+            }
+        };
+        if status == 429 || status >= 500 {
+            last = Failed::Busy(status, clip(&text));
+            continue;
+        }
+        return Ok((status, text));
+    }
+    Err(last)
+}
+
+/// At most 300 characters of `s`, with an ellipsis when cut: a reply quoted in an error.
+pub fn clip(s: &str) -> String {
     let c: String = s.chars().take(300).collect();
     if c.len() < s.len() {
         format!("{c}…")
